@@ -1,0 +1,117 @@
+"""Benchmark: `ragspine-eval score` end to end (parse + score + report) on N seeded cases.
+
+    python bench/bench_score.py [--n 1000000] [--seed 7] [--repeat 3]
+
+Generates (once, cached under bench/data/) a gold set and a trace file of N cases each, with a realistic
+mix: 80% answerable, ~85% of answers correct and cited, some wrong citations, refusals, over-refusals
+and hallucinations, 5 retrieved ids per trace. Then runs the command as a separate process and reports
+wall time and the child's peak RSS, for traces in gold order and for shuffled traces (which need the
+hash join), in JSON and Markdown. Results go to stdout as a Markdown table for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+TOPICS = ["leave", "travel", "security", "expenses", "hardware", "privacy", "safety", "payroll"]
+
+
+def generate(n: int, seed: int, shuffled: bool) -> tuple[Path, Path]:
+    DATA.mkdir(exist_ok=True)
+    gold = DATA / f"gold-{n}-{seed}.jsonl"
+    traces = DATA / f"traces-{n}-{seed}{'-shuffled' if shuffled else ''}.jsonl"
+    if gold.exists() and traces.exists():
+        return gold, traces
+    rnd = random.Random(seed)
+    gold_lines, trace_lines = [], []
+    for i in range(n):
+        qid = f"q{i:07d}"
+        topic = rnd.choice(TOPICS)
+        answerable = rnd.random() < 0.8
+        doc = f"{topic}-{rnd.randrange(5000)}#{rnd.randrange(12)}"
+        fact = f"{topic} rule {i} allows {rnd.randrange(2, 60)} days"
+        question = f"What does the {topic} policy say about case {i}?"
+        if answerable:
+            gold_lines.append(
+                f'{{"qid": "{qid}", "question": "{question}", "answerable": true, '
+                f'"gold_claim_substr": ["{fact}"], "gold_claim": "The {fact}.", "gold_citations": ["{doc}"]}}'
+            )
+        else:
+            gold_lines.append(
+                f'{{"qid": "{qid}", "question": "{question}", "answerable": false, '
+                f'"gold_claim_substr": [], "gold_citations": []}}'
+            )
+        retrieved = [f"{rnd.choice(TOPICS)}-{rnd.randrange(5000)}#{rnd.randrange(12)}" for _ in range(4)]
+        retrieved.insert(rnd.randrange(5), doc if answerable and rnd.random() < 0.92 else retrieved[0])
+        roll = rnd.random()
+        if (not answerable and roll < 0.9) or (answerable and roll < 0.04):
+            claim, cites = "not in context", []
+        elif answerable and roll < 0.09:
+            claim, cites = f"The {fact}.", [rnd.choice(retrieved)]
+        else:
+            claim, cites = f"According to the policy, the {fact}.", [doc if answerable else retrieved[1]]
+        ids = ", ".join(f'"{r}"' for r in retrieved)
+        cited = ", ".join(f'"{c}"' for c in cites)
+        trace_lines.append(
+            f'{{"qid": "{qid}", "q": "{question}", "retrieved_ids": [{ids}], '
+            f'"answer_json": {{"claim": "{claim}", "citations": [{cited}]}}, '
+            f'"latency_ms": {rnd.randrange(80, 900)}}}'
+        )
+    if shuffled:
+        rnd.shuffle(trace_lines)
+    gold.write_text("\n".join(gold_lines) + "\n")
+    traces.write_text("\n".join(trace_lines) + "\n")
+    return gold, traces
+
+
+def run_once(gold: Path, traces: Path, fmt: str) -> tuple[float, float, int]:
+    out = DATA / f"report.{fmt}"
+    cmd = [sys.executable, "-m", "ragspine_pipeline.cli", "score", "--gold", str(gold), "--trace",
+           str(traces),
+           "--format", fmt, "--out", str(out)]  # fmt: skip
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise SystemExit(f"scorer failed with exit {code}: {' '.join(cmd)}")
+    return wall, usage.ru_maxrss / 1024, code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{platform.platform()}")  # fmt: skip
+    print(f"\n| N | traces | format | wall (median of {args.repeat}) | wall (min–max) | peak RSS |")
+    print("|---|---|---|---|---|---|")
+    for shuffled in (False, True):
+        gold, traces = generate(args.n, args.seed, shuffled)
+        for fmt in ("json", "markdown"):
+            runs = [run_once(gold, traces, fmt) for _ in range(args.repeat)]
+            walls = sorted(r[0] for r in runs)
+            rss = max(r[1] for r in runs)
+            order = "shuffled" if shuffled else "gold order"
+            print(
+                f"| {args.n:,} | {order} | {fmt} | {walls[len(walls) // 2]:.2f} s | "
+                f"{walls[0]:.2f}–{walls[-1]:.2f} s | {rss:.0f} MB |"
+            )
+    sizes = {p.name: p.stat().st_size / 1e6 for p in (gold, traces)}
+    print("\nfiles: " + ", ".join(f"{name} {size:.0f} MB" for name, size in sizes.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Trace contract (one answer of the system under test): SPEC §2.2.
+
+:class:`Trace` loads every trace dialect: WFGY ``answer_json`` traces, text answers with
+``citations: [a, b]`` embedded in the text plus ``chunks[].id``, and layered traces with stage ids,
+versions and a claim ledger. Its ``canonical_*`` properties are the reference definition of how a
+dialect maps to the canonical columns; ``contracts.columns`` computes the same over whole columns.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, Field, StrictBool, field_validator, model_validator
+
+from ragspine_pipeline.contracts.types import MODEL_CONFIG, Id, drop_nulls
+
+TRACE_QID_ALIASES = ("qid", "q_id", "case_id", "id", "request_id")
+QUESTION_ALIASES = ("question", "q")
+RETRIEVED_ALIASES = ("retrieved_ids", "first_stage_ids")
+
+REFUSAL_TOKEN = "not in context"
+# ASCII whitespace only, spelled out, so that the column implementation trims exactly the same set.
+WHITESPACE = " \t\n\r\f\v"
+# `citations: [a, b]` inside an answer text. Explicit character classes (not \s) keep the regex
+# identical under Python's re and the RE2 engine used for columns.
+EMBEDDED_CITATIONS = r"(?i)citations[ \t\r\n]*:[ \t\r\n]*\[([^\]]*)\]"
+EMBEDDED_SEPARATORS = r"[, \t\r\n'\"]+"
+
+_EMBEDDED_RE = re.compile(EMBEDDED_CITATIONS)
+_SEPARATORS_RE = re.compile(EMBEDDED_SEPARATORS)
+
+
+class ChunkRef(BaseModel):
+    """A retrieved chunk as some tracers log it: only its id is read."""
+
+    model_config = MODEL_CONFIG
+    _nulls = model_validator(mode="before")(drop_nulls)
+
+    id: Id
+
+
+class LedgerClaim(BaseModel):
+    """One entry of an answer's claim ledger (SPEC §2.2, used by the layered metrics of §3.2)."""
+
+    model_config = MODEL_CONFIG
+    _nulls = model_validator(mode="before")(drop_nulls)
+
+    claim_id: Id | None = None
+    text: str
+    citation_id: str | None = None
+    support_phrases: list[str] = Field(default_factory=list)
+    answer_point: str | None = None
+
+
+class Answer(BaseModel):
+    """The structured answer: ``answer`` or ``answer_json`` as an object."""
+
+    model_config = MODEL_CONFIG
+    _nulls = model_validator(mode="before")(drop_nulls)
+
+    claim: str | None = None
+    citations: list[str] | None = None
+    claims: list[LedgerClaim] | None = None
+
+
+class Trace(BaseModel):
+    """One answer of the system under test, whatever dialect it was logged in."""
+
+    model_config = MODEL_CONFIG
+    _nulls = model_validator(mode="before")(drop_nulls)
+
+    qid: Id | None = Field(default=None, validation_alias=AliasChoices(*TRACE_QID_ALIASES))
+    question: str | None = Field(default=None, validation_alias=AliasChoices(*QUESTION_ALIASES))
+    ts: float | str | None = None
+    retrieved_ids: list[str] | None = Field(default=None, validation_alias=AliasChoices(*RETRIEVED_ALIASES))
+    chunks: list[ChunkRef] | None = None
+    rerank_input_ids: list[str] | None = None
+    reranked_ids: list[str] | None = None
+    selected_context_ids: list[str] | None = None
+    selected_versions: list[str] | None = None
+    versions: dict[str, str] | None = None
+    answer: Answer | str | None = None
+    answer_json: Answer | None = None
+    citations: list[str] | None = None
+    outcome: dict[str, Any] | None = None
+    ok: StrictBool | None = None
+    latency_ms: float | None = None
+    token_usage: dict[str, Any] | None = None
+    tags: dict[str, str] | None = None
+
+    _map_nulls = field_validator("versions", "tags", mode="before")(drop_nulls)
+
+    # -- canonical view (reference definitions; columns.py vectorises exactly these) -----------------
+
+    @property
+    def _answer_objects(self) -> list[Answer]:
+        return [a for a in (self.answer, self.answer_json) if isinstance(a, Answer)]
+
+    @property
+    def _answer_text(self) -> str | None:
+        return self.answer if isinstance(self.answer, str) else None
+
+    @property
+    def ledger(self) -> list[LedgerClaim] | None:
+        """The claim ledger: ``answer.claims``, else ``answer_json.claims``."""
+        return next((a.claims for a in self._answer_objects if a.claims is not None), None)
+
+    @property
+    def canonical_claim(self) -> str | None:
+        """``answer.claim`` > ``answer_json.claim`` > text ``answer`` > ledger texts joined by a space."""
+        for answer in self._answer_objects:
+            if answer.claim is not None:
+                return answer.claim
+        if self._answer_text is not None:
+            return self._answer_text
+        ledger = self.ledger
+        return None if ledger is None else " ".join(claim.text for claim in ledger)
+
+    @property
+    def canonical_citations(self) -> list[str] | None:
+        """The cited ids, or None when the answer carries no citation list at all.
+
+        ``answer.citations`` > ``answer_json.citations`` > top-level ``citations`` > ``citations: [...]``
+        embedded in a text answer > the distinct ``citation_id``s of the ledger, in order.
+        """
+        for answer in self._answer_objects:
+            if answer.citations is not None:
+                return answer.citations
+        if self.citations is not None:
+            return self.citations
+        if self._answer_text is not None:
+            embedded = parse_embedded_citations(self._answer_text)
+            if embedded is not None:
+                return embedded
+        ledger = self.ledger
+        if ledger is None:
+            return None
+        return list(dict.fromkeys(c.citation_id for c in ledger if c.citation_id is not None))
+
+    @property
+    def canonical_retrieved_ids(self) -> list[str] | None:
+        """``retrieved_ids`` > ``first_stage_ids`` > ``chunks[].id``."""
+        if self.retrieved_ids is not None:
+            return self.retrieved_ids
+        return None if self.chunks is None else [chunk.id for chunk in self.chunks]
+
+
+def is_refusal(claim: str | None) -> bool:
+    """SPEC §2.2: the stripped claim equals ``not in context``, case-insensitively."""
+    return claim is not None and claim.strip(WHITESPACE).lower() == REFUSAL_TOKEN
+
+
+def parse_embedded_citations(text: str) -> list[str] | None:
+    """Ids of the first ``citations: [a, b]`` in ``text``; None when there is none."""
+    match = _EMBEDDED_RE.search(text)
+    if match is None:
+        return None
+    return [token for token in _SEPARATORS_RE.split(match.group(1)) if token]

@@ -1,0 +1,1 @@
+"""Decisions over scores: gates (and, later, baselines, golden-set freezes and the release decision)."""

@@ -1,0 +1,29 @@
+"""User-facing input errors: one line that names the file, line, id and field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InputError(Exception):
+    """An input the user must fix. ``str()`` is the whole message, on one line.
+
+    ``line`` is 1-based in the source file; ``record_id`` is the id of the offending record when known.
+    """
+
+    file: str
+    message: str
+    line: int | None = None
+    record_id: str | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        parts = [where]
+        if self.record_id is not None:
+            parts.append(f"id={self.record_id}")
+        if self.field is not None:
+            parts.append(f"field '{self.field}'")
+        text = ": ".join([*parts, self.message])
+        return " ".join(text.split())  # never more than one line

@@ -1,0 +1,1 @@
+"""Rendering of scores and decisions for people (Markdown) and machines (JSON)."""

@@ -1,0 +1,76 @@
+"""Building text from whole columns: JSON string literals, Markdown cells, one blob per column."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
+
+
+def json_string(arr: pa.Array) -> pa.Array:
+    """Each value as a JSON string literal (quoted and escaped), computed on the whole column."""
+    out = arr
+    if pc.any(pc.match_substring_regex(out, _NEEDS_ESCAPE)).as_py():
+        out = pc.replace_substring(out, "\\", "\\\\")
+        out = pc.replace_substring(out, '"', '\\"')
+        for code in range(0x20):
+            out = pc.replace_substring(out, chr(code), f"\\u{code:04x}")
+    return pc.binary_join_element_wise('"', out, '"', "")
+
+
+def render_states(
+    columns: Sequence[pa.Array], states: Sequence[Sequence[object]], render: Callable[..., str]
+) -> pa.Array:
+    """Render per-row text that depends only on a few small-valued columns, by table look-up.
+
+    ``columns[i]`` takes values in ``states[i]`` (a dictionary column: its dictionary; a boolean column:
+    ``(False, True, None)``). Each combination that occurs is rendered once with ``render(*values)``;
+    every row then takes its text by index, so a million rows cost one ``take``.
+    """
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, values in zip(columns, states, strict=True):
+        code = code * len(values) + _state_index(column, values)
+    sizes = [len(values) for values in states]
+    table = [""] * math.prod(sizes)
+    for combination in np.flatnonzero(np.bincount(code, minlength=len(table))):
+        digits = np.unravel_index(combination, sizes)
+        table[combination] = render(*(values[d] for values, d in zip(states, digits, strict=True)))
+    return pa.array(table, pa.string()).take(pa.array(code))
+
+
+BOOL_STATES = (False, True, None)
+
+
+def _state_index(column: pa.Array, values: Sequence[object]) -> np.ndarray:
+    if pa.types.is_dictionary(column.type):
+        if column.dictionary.to_pylist() != list(values):
+            raise ValueError("a dictionary column must list exactly the given states, in order")
+        return np.asarray(column.indices, dtype=np.int64)
+    truth = np.asarray(pc.fill_null(column, False), dtype=np.int64)
+    return np.where(np.asarray(column.is_null()), 2, truth)
+
+
+def markdown_cell(arr: pa.Array) -> pa.Array:
+    """Text safe inside a Markdown table cell: pipes escaped, line breaks folded."""
+    out = pc.replace_substring(arr, "|", "\\|")
+    return pc.replace_substring_regex(out, r"[\r\n]+", " ")
+
+
+def join_rows(rows: pa.Array, separator: str) -> str:
+    """All values joined by ``separator`` (one Arrow kernel call; large offsets for big reports)."""
+    if len(rows) == 0:
+        return ""
+    rows = rows.cast(pa.large_string())
+    lists = pa.LargeListArray.from_arrays(pa.array([0, len(rows)], pa.int64()), rows)
+    joined = pc.binary_join(lists, pa.scalar(separator, pa.large_string()))
+    return joined[0].as_py()
+
+
+def concat(*parts: pa.Array | str) -> pa.Array:
+    """Element-wise concatenation of string columns and literals."""
+    return pc.binary_join_element_wise(*parts, "")

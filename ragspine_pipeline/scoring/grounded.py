@@ -1,0 +1,265 @@
+"""Grounded-QA metrics over gold cases and traces: SPEC §3.1.
+
+Notation (SPEC §3.1): S = shipped answers (not refusals), R = refusals, A = gold cases with
+``answerable=true``, U = ``answerable=false``. Every metric below is computed over whole columns.
+
+Per case:
+
+* **C (containment)**: some ``gold_claim_substr`` of at least 5 characters occurs in the claim,
+  case-insensitively. An empty list makes C true; a list whose substrings are all shorter than 5
+  characters makes C false (nothing qualifying can be found).
+* **H (citation hit)**: the answer carries a citation list, every cited id is among the retrieved ids, and
+  the citations meet the gold citations (or, when the case has no gold citations, the list is empty).
+
+Joining (SPEC §2.2): traces join gold on ``qid``; a trace without one joins on its exact question text.
+When a qid has several traces the last one wins and the extras are counted in ``duplicates``. A gold
+case without a trace is answered with an empty claim and no citation list (so it fails) and is counted
+in ``missing``; distinct trace keys not in the gold set are counted in ``unmatched``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, WHITESPACE
+from ragspine_pipeline.scoring import rowwise
+
+MIN_SUBSTR_CHARS = 5
+# A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
+# or digit (SPEC §3.1 claim_containment). Split on everything else, then trim.
+PHRASE_BREAK = r"[^\p{L}\p{N}\- \t\n\r\f\v]+"
+PHRASE_LEAD = "-" + WHITESPACE
+
+LABELS = ("OK", "REFUSAL_OK", "OVER_REFUSAL", "HALLUCINATION", "ANS_NO_HIT")
+_LABEL_DICTIONARY = pa.array(LABELS, pa.string())
+
+# Metric name -> (numerator key, denominator key, value when the denominator is empty).
+# The empty-denominator values are the SPEC's; they are reported with the denominator, never as NaN.
+METRICS: dict[str, tuple[str, str, float]] = {
+    "precision": ("shipped_answerable_correct", "answered", 1.0),
+    "chr": ("shipped_answerable_hit", "answered", 1.0),
+    "under_refusal": ("shipped_unanswerable", "unanswerable", 0.0),
+    "over_refusal": ("refused_answerable", "answerable", 0.0),
+    "recall@k": ("answerable_recalled", "answerable", 0.0),
+    "compliance": ("compliant", "matched", 0.0),
+    "chr_answerable": ("answerable_cites_gold", "answerable", 0.0),
+    "claim_containment": ("answerable_phrase_contained", "answerable_with_gold_claim", 0.0),
+}
+"""Each metric as numerator / denominator.
+
+* ``precision`` = |{x ∈ S ∩ A : C ∧ H}| / |S| (1.0 when S is empty)
+* ``chr`` = |{x ∈ S ∩ A : H}| / |S| (1.0 when S is empty)
+* ``under_refusal`` = |S ∩ U| / |U| (0.0 when U is empty)
+* ``over_refusal`` = |R ∩ A| / |A| (0.0 when A is empty)
+* ``recall@k`` = |{x ∈ A : gold_citations ⊆ top-k(retrieved)}| / |A| (0.0 when A is empty)
+* ``compliance`` = matched traces whose answer carries a citation list or is a refusal / matched traces
+  (0.0 when no trace matched: nothing shows compliance)
+* ``chr_answerable`` = |{x ∈ A : shipped ∧ citations ∩ gold_citations ≠ ∅}| / |A| (0.0 when A is empty)
+* ``claim_containment`` = |{x ∈ A : shipped ∧ a ≥5-char phrase of gold_claim occurs in the answer}| / |A|,
+  over the answerable cases that have a ``gold_claim`` (the metric does not apply to the others, so
+  they are excluded from the denominator; 0.0 when none has one)
+"""
+
+
+@dataclass(frozen=True)
+class GroundedScore:
+    """Unrounded figures, their counts, and one row per gold case (gold order)."""
+
+    k: int
+    counts: dict[str, int]
+    metrics: dict[str, float]
+    cases: pa.Table
+
+    def denominator(self, metric: str) -> int:
+        return self.counts[METRICS[metric][1]]
+
+    def label_counts(self) -> dict[str, int]:
+        """Cases per label, every label listed (zero included)."""
+        counts = np.zeros(len(LABELS), dtype=np.int64)
+        for chunk in self.cases.column("label").chunks:
+            counts += np.bincount(np.asarray(chunk.indices), minlength=len(LABELS))
+        return dict(zip(LABELS, counts.tolist(), strict=True))
+
+
+CHUNK_ROWS = 1 << 18
+"""Cases scored per step: bounds the memory of the pairwise intermediates, whatever the set's size."""
+
+
+def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScore:
+    """Score canonical trace columns against canonical gold columns (``contracts.columns``)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    trace_rows, counts = _join(gold, traces)
+    counts.update(cases=gold.num_rows, traces=traces.num_rows)
+    parts = []
+    for start in range(0, gold.num_rows, CHUNK_ROWS):
+        part_gold = gold.slice(start, CHUNK_ROWS)
+        if trace_rows is None:  # identity join
+            part_traces, missing = traces.slice(start, CHUNK_ROWS), np.zeros(part_gold.num_rows, dtype=bool)
+        else:
+            rows = trace_rows.slice(start, CHUNK_ROWS)
+            part_traces, missing = traces.take(rows), np.asarray(rows.is_null())
+        cases, part_counts = _score_cases(part_gold, part_traces, missing, k)
+        parts.append(cases)
+        for name, value in part_counts.items():
+            counts[name] = counts.get(name, 0) + value
+    metrics = {
+        name: (counts[num] / counts[den]) if counts[den] else empty
+        for name, (num, den, empty) in METRICS.items()
+    }
+    return GroundedScore(k=k, counts=counts, metrics=metrics, cases=pa.concat_tables(parts))
+
+
+def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) -> tuple[pa.Table, dict]:
+    """Per-case flags and metric counts for aligned gold and trace rows (a missing trace is a null row).
+
+    Pairwise work is restricted to the rows whose answer counts: containment and citation checks to
+    shipped answers, recall to answerable cases, phrase containment to shipped answerable cases.
+    """
+    n = gold.num_rows
+    answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
+    claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim").combine_chunks(), ""))
+    refused = np.asarray(pc.equal(pc.utf8_trim(claim_lower, WHITESPACE), REFUSAL_TOKEN))
+    shipped = ~refused
+    citations = traces.column("citations").combine_chunks()
+    has_citation_list = np.asarray(citations.is_valid())
+    retrieved = traces.column("retrieved_ids").combine_chunks()
+    gold_citations = gold.column("gold_citations").combine_chunks()
+    gold_claim = gold.column("gold_claim").combine_chunks()
+    has_gold_claim = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(gold_claim), 0), False))
+
+    contained, phrase_contained = _containment(
+        claim_lower,
+        gold.column("gold_claim_substr").combine_chunks(),
+        gold_claim,
+        substr_rows=shipped,
+        phrase_rows=shipped & answerable & has_gold_claim,
+    )
+    cited_retrieved, cites_rows = rowwise.member_of_row(citations, retrieved, shipped)
+    cited_gold, _ = rowwise.member_of_row(citations, gold_citations, shipped)
+    n_cited = rowwise.count_per_row(cites_rows, n)
+    cites_meet_gold = rowwise.any_per_row(cited_gold, cites_rows, n)
+    has_gold = np.asarray(pc.list_value_length(gold_citations)) > 0
+    hit = (
+        shipped
+        & has_citation_list
+        & rowwise.all_per_row(cited_retrieved, cites_rows, n)
+        & np.where(has_gold, cites_meet_gold, n_cited == 0)
+    )
+    gold_in_top_k, gold_rows = rowwise.member_of_row(
+        gold_citations, pc.list_slice(retrieved, 0, k), answerable
+    )
+    recalled = answerable & rowwise.all_per_row(gold_in_top_k, gold_rows, n)
+
+    unanswerable = ~answerable
+    matched = ~missing
+    counts = {
+        "answered": int(shipped.sum()),
+        "refused": int(refused.sum()),
+        "answerable": int(answerable.sum()),
+        "unanswerable": int(unanswerable.sum()),
+        "missing": int(missing.sum()),
+        "matched": int(matched.sum()),
+        "shipped_answerable_correct": int((shipped & answerable & contained & hit).sum()),
+        "shipped_answerable_hit": int((shipped & answerable & hit).sum()),
+        "shipped_unanswerable": int((shipped & unanswerable).sum()),
+        "refused_answerable": int((refused & answerable).sum()),
+        "answerable_recalled": int((answerable & recalled).sum()),
+        "compliant": int((matched & (has_citation_list | refused)).sum()),
+        "answerable_cites_gold": int((answerable & shipped & cites_meet_gold).sum()),
+        "answerable_phrase_contained": int((answerable & shipped & phrase_contained).sum()),
+        "answerable_with_gold_claim": int((answerable & has_gold_claim).sum()),
+    }
+    label = np.select(
+        [answerable & shipped & hit, unanswerable & refused, answerable & refused, unanswerable & shipped],
+        [LABELS.index(name) for name in ("OK", "REFUSAL_OK", "OVER_REFUSAL", "HALLUCINATION")],
+        default=LABELS.index("ANS_NO_HIT"),
+    ).astype(np.int8)
+    # Per-case flags are null where they do not apply: C and H judge shipped answers only,
+    # recall@k judges answerable cases only.
+    cases = pa.table(
+        {
+            "qid": gold.column("qid"),
+            "label": pa.DictionaryArray.from_arrays(label, _LABEL_DICTIONARY),
+            "answerable": answerable,
+            "answered": shipped,
+            "missing": missing,
+            "contained": pa.array(contained, mask=refused),
+            "citation_hit": pa.array(hit, mask=refused),
+            "recall_hit": pa.array(recalled, mask=unanswerable),
+        }
+    )
+    return cases, counts
+
+
+def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, int]]:
+    """For each gold row, the index of its (last) trace, null when missing (None: the identity join).
+
+    Also counts ``duplicates`` (traces beyond the first per key) and ``unmatched`` (distinct trace keys
+    with no gold case).
+    """
+    gold_qid = gold.column("qid").combine_chunks()
+    key = traces.column("qid").combine_chunks()
+    if key.null_count:  # traces that carry a question instead of an id join on the exact question
+        question = traces.column("question").combine_chunks()
+        by_question = gold_qid.take(pc.index_in(question, value_set=gold.column("question").combine_chunks()))
+        unjoined = pc.binary_join_element_wise("question:", question, "")
+        key = pc.coalesce(key, by_question, unjoined)
+    n_traces = len(key)
+    if n_traces == len(gold_qid) and pc.all(pc.fill_null(pc.equal(key, gold_qid), False)).as_py():
+        # Replayed in gold order, one trace per case: nothing to look up.
+        return None, {"duplicates": 0, "unmatched": 0}
+    distinct = pc.count_distinct(key).as_py()
+    last_from_end = pc.index_in(gold_qid, value_set=key[::-1])
+    rows = pc.subtract(pa.scalar(n_traces - 1, pa.int64()), last_from_end.cast(pa.int64()))
+    matched = len(rows) - rows.null_count
+    return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - matched}
+
+
+def _containment(
+    claim_lower: pa.Array,
+    substrs: pa.Array,
+    gold_claim: pa.Array,
+    substr_rows: np.ndarray,
+    phrase_rows: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """C (substring containment) and phrase containment per case, for the rows selected by each mask.
+
+    C: a ``gold_claim_substr`` of ≥5 characters occurs in the claim; true for an empty list, false when
+    no substring qualifies. Phrase containment: a phrase of the gold claim occurs in the claim.
+    Both tests share one conversion of the claims and one substring pass.
+    """
+    n = len(claim_lower)
+    sub_values, sub_parents = rowwise.flat(substrs, substr_rows)
+    sub_values = pc.utf8_lower(sub_values)
+    qualifies = np.asarray(pc.greater_equal(pc.utf8_length(sub_values), MIN_SUBSTR_CHARS))
+    sub_values, sub_parents = sub_values.filter(pa.array(qualifies)), sub_parents[qualifies]
+
+    selected = np.flatnonzero(phrase_rows)
+    phrase_values, local = rowwise.flat(gold_claim_phrases(gold_claim.take(pa.array(selected))))
+    phrase_parents = selected[local]
+
+    found = rowwise.contains_pairs(
+        rowwise.as_objects(claim_lower, substr_rows | phrase_rows),
+        pa.concat_arrays([sub_values.cast(pa.string()), phrase_values.cast(pa.string())]),
+        np.concatenate([sub_parents, phrase_parents]),
+    )
+    split = len(sub_values)
+    empty = np.asarray(pc.list_value_length(substrs)) == 0
+    contained = substr_rows & (empty | rowwise.any_per_row(found[:split], sub_parents, n))
+    return contained, rowwise.any_per_row(found[split:], phrase_parents, n)
+
+
+def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:
+    """Per case, the ≥5-character phrases of the lower-cased gold claim (a list column)."""
+    pieces = pc.split_pattern_regex(pc.utf8_lower(gold_claim), PHRASE_BREAK)
+    values, rows = rowwise.flat(pieces)
+    values = pc.utf8_rtrim(pc.utf8_ltrim(values, PHRASE_LEAD), WHITESPACE)
+    keep = np.asarray(pc.greater_equal(pc.utf8_length(values), MIN_SUBSTR_CHARS))
+    offsets = np.zeros(len(gold_claim) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows[keep], minlength=len(gold_claim)), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(keep)))

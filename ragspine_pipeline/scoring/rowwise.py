@@ -1,0 +1,89 @@
+"""Row-wise operations on list and string columns, vectorised over all rows at once.
+
+Per-row set questions ("is each cited id among this row's retrieved ids?") are answered on the
+flattened values: every needle is paired with every haystack item of its own row, the pairs are
+compared in one Arrow kernel call, and the answers are folded back per needle and per row with
+``np.bincount``. Cost is proportional to the number of pairs, with no Python loop over rows.
+An optional row mask restricts the work to the rows whose answer matters.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Elementwise `needle in haystack` over object arrays: numpy drives the loop in C.
+_CONTAINS = np.frompyfunc(operator.contains, 2, 1)
+
+
+def flat(lists: pa.Array, rows: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray]:
+    """The values of a list column and, for each value, the index of its row. Null rows have none.
+
+    With a boolean ``rows`` mask, only the values of the selected rows are returned.
+    """
+    values, parents = pc.list_flatten(lists), np.asarray(pc.list_parent_indices(lists), dtype=np.int64)
+    if rows is None:
+        return values, parents
+    keep = rows[parents]
+    return values.filter(pa.array(keep)), parents[keep]
+
+
+def member_of_row(
+    needles: pa.Array, haystacks: pa.Array, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each value of list column ``needles``: does it occur in the same row of ``haystacks``?
+
+    Returns ``(found, row)`` aligned with the flattened needles (of the rows selected by the optional
+    boolean mask ``rows``). A null haystack row is empty.
+    """
+    needle_values, needle_rows = flat(needles, rows)
+    found = np.zeros(len(needle_values), dtype=bool)
+    if len(needle_values) == 0:
+        return found, needle_rows
+    offsets = np.asarray(haystacks.offsets, dtype=np.int64)  # absolute positions in .values, even if sliced
+    lengths = np.where(np.asarray(haystacks.is_valid()), np.diff(offsets), 0)
+    starts, counts = offsets[:-1][needle_rows], lengths[needle_rows]
+    total = int(counts.sum())
+    if total == 0:
+        return found, needle_rows
+    pair_needle = np.repeat(np.arange(len(needle_values)), counts)
+    first_pair = np.cumsum(counts) - counts
+    pair_item = np.arange(total) - np.repeat(first_pair - starts, counts)
+    equal = pc.equal(needle_values.take(pair_needle), haystacks.values.take(pair_item))
+    found[pair_needle[np.asarray(equal)]] = True
+    return found, needle_rows
+
+
+def all_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Per row: every flag is true (vacuously true for a row with no values)."""
+    return np.bincount(rows, weights=~flags, minlength=n) == 0
+
+
+def any_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Per row: at least one flag is true (false for a row with no values)."""
+    return np.bincount(rows, weights=flags, minlength=n) > 0
+
+
+def count_per_row(rows: np.ndarray, n: int) -> np.ndarray:
+    return np.bincount(rows, minlength=n)
+
+
+def as_objects(strings: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """The strings of the rows selected by boolean mask ``rows``, as a row-indexed object array.
+
+    Converting to Python strings is the expensive step of a substring test; doing it once, for the rows
+    that need it, lets several tests share it.
+    """
+    out = np.full(len(strings), None, dtype=object)
+    out[rows] = strings.filter(pa.array(rows)).to_numpy(zero_copy_only=False)
+    return out
+
+
+def contains_pairs(haystacks: np.ndarray, needles: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """For each needle ``i``: is it a substring of ``haystacks[rows[i]]`` (from :func:`as_objects`)?"""
+    if len(needles) == 0:
+        return np.zeros(0, dtype=bool)
+    return _CONTAINS(haystacks[rows], needles.to_numpy(zero_copy_only=False)).astype(bool)

@@ -1,0 +1,367 @@
+"""Every SPEC §2.1/§2.2 dialect loads into the same canonical columns; bad input is named precisely."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragspine_pipeline.contracts.columns import load_gold, load_traces
+from ragspine_pipeline.errors import InputError
+
+SHARED_RAGSPINE = (
+    Path(__file__).resolve().parents[3] / "shared" / "examples" / "ragspine" / "qa_golden_set.jsonl"
+)
+
+
+def write_jsonl(path: Path, records: list, blank_lines_after: tuple[int, ...] = ()) -> Path:
+    lines = []
+    for i, record in enumerate(records):
+        lines.append(record if isinstance(record, str) else json.dumps(record, ensure_ascii=False))
+        if i in blank_lines_after:
+            lines.append("   ")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# -- gold dialects ----------------------------------------------------------------------------------
+
+
+def test_wfgy_gold_jsonl(tmp_path):
+    path = write_jsonl(
+        tmp_path / "gold.jsonl",
+        [
+            {
+                "qid": "A0001",
+                "question": "Does X support null keys?",
+                "answerable": True,
+                "gold_claim_substr": ["rejects null keys"],
+                "gold_citations": ["p1#2"],
+                "constraints": ["X rejects."],
+            },
+            {
+                "qid": "A0002",
+                "question": "Explain Z.",
+                "answerable": False,
+                "gold_claim_substr": [],
+                "gold_citations": [],
+            },
+        ],
+    )
+    loaded = load_gold(path)
+    assert loaded.reader == "columnar"
+    assert loaded.table.to_pylist() == [
+        {
+            "qid": "A0001",
+            "question": "Does X support null keys?",
+            "answerable": True,
+            "gold_claim_substr": ["rejects null keys"],
+            "gold_claim": None,
+            "gold_citations": ["p1#2"],
+            "required_points": [],
+        },
+        {
+            "qid": "A0002",
+            "question": "Explain Z.",
+            "answerable": False,
+            "gold_claim_substr": [],
+            "gold_claim": None,
+            "gold_citations": [],
+            "required_points": [],
+        },
+    ]
+
+
+def test_wfgy_qaset_json_array(tmp_path):
+    path = tmp_path / "qaset.json"
+    path.write_text(
+        '[\n  {"qid": "q1", "q": "What is X?", "answerable": true, "gold_ids": ["p1#1"],\n'
+        '   "gold_claim": "X is a constrained mapping."},\n'
+        '  {"qid": "q3", "q": "What is Z?", "answerable": false, "gold_ids": []}\n]\n'
+    )
+    loaded = load_gold(path)
+    assert loaded.reader == "record"
+    rows = loaded.table.to_pylist()
+    assert [r["qid"] for r in rows] == ["q1", "q3"]
+    assert rows[0]["question"] == "What is X?" and rows[0]["gold_citations"] == ["p1#1"]
+    assert rows[0]["gold_claim"] == "X is a constrained mapping."
+
+
+def test_ragspine_golden_lines_infer_answerability_from_expected(tmp_path):
+    path = write_jsonl(
+        tmp_path / "qa_golden_set.jsonl",
+        [
+            {
+                "id": "num-001",
+                "question": "香港FY2025的REVENUE是多少",
+                "case_type": "numeric",
+                "expected": {
+                    "clarification": "none",
+                    "refuse": False,
+                    "value": 1702.0,
+                    "unit": "USD_M",
+                    "source": {"doc": "ACME_FY2025_Results.pptx", "locator": "slide=5"},
+                },
+                "tags": {"topic": "FIN"},
+                "reference_date": "2026-06-12",
+            },
+            {
+                "id": "ref-001",
+                "question": "What will revenue be in 2030?",
+                "case_type": "refusal",
+                "expected": {"clarification": "none", "refuse": True},
+                "tags": {"topic": "FIN"},
+                "reference_date": "2026-06-12",
+            },
+        ],
+    )
+    loaded = load_gold(path)
+    assert loaded.reader == "columnar"
+    assert loaded.table.column("answerable").to_pylist() == [True, False]
+    assert loaded.table.column("qid").to_pylist() == ["num-001", "ref-001"]
+
+
+@pytest.mark.skipif(not SHARED_RAGSPINE.exists(), reason="shared RAGSpine example not beside the checkout")
+def test_the_real_ragspine_golden_set_loads():
+    loaded = load_gold(SHARED_RAGSPINE)
+    assert loaded.table.num_rows == 41
+    assert loaded.reader == "columnar"
+
+
+def test_layered_cases_are_answerable_when_they_require_sources(tmp_path):
+    path = write_jsonl(
+        tmp_path / "layered.jsonl",
+        [
+            {
+                "case_id": "L1",
+                "question": "Who approves a freeze exception?",
+                "required_source_ids": ["pol-7#2"],
+                "required_points": ["release manager approves"],
+                "tags": {"workflow": "release-freeze"},
+            }
+        ],
+    )
+    row = load_gold(path).table.to_pylist()[0]
+    assert row["answerable"] is True
+    assert row["gold_citations"] == ["pol-7#2"] and row["required_points"] == ["release manager approves"]
+
+
+def test_integer_ids_are_read_as_strings(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [{"qid": 17, "question": "q", "answerable": True}])
+    assert load_gold(path).table.column("qid").to_pylist() == ["17"]
+
+
+# -- trace dialects ---------------------------------------------------------------------------------
+
+
+def test_answer_json_traces(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "qid": "A0001",
+                "q": "Does X support null keys?",
+                "retrieved_ids": ["p1#1", "p1#2"],
+                "answer_json": {"claim": "X rejects null keys.", "citations": ["p1#2"]},
+            }
+        ],
+    )
+    row = load_traces(path).table.to_pylist()[0]
+    assert row["qid"] == "A0001" and row["question"] == "Does X support null keys?"
+    assert row["claim"] == "X rejects null keys." and row["citations"] == ["p1#2"]
+    assert row["retrieved_ids"] == ["p1#1", "p1#2"]
+
+
+def test_text_answers_with_embedded_citations_and_chunks(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "ts": 1699999999,
+                "q": "What is X?",
+                "chunks": [{"id": "p1#1"}, {"id": "p2#1"}],
+                "answer": "- claim\n- citations: [p1#1, p2#1]",
+                "ok": True,
+            },
+            {"ts": 1699999999, "q": "What is Y?", "chunks": [], "answer": "no list here", "ok": True},
+        ],
+    )
+    loaded = load_traces(path)
+    assert loaded.reader == "columnar"
+    rows = loaded.table.to_pylist()
+    assert rows[0]["qid"] is None and rows[0]["question"] == "What is X?"
+    assert rows[0]["citations"] == ["p1#1", "p2#1"] and rows[0]["retrieved_ids"] == ["p1#1", "p2#1"]
+    assert rows[1]["citations"] is None  # no citation list: not compliant
+
+
+def test_layered_traces_with_a_claim_ledger(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "case_id": "L1",
+                "first_stage_ids": ["a", "b", "c"],
+                "rerank_input_ids": ["a", "b"],
+                "reranked_ids": ["b", "a"],
+                "selected_context_ids": ["b"],
+                "selected_versions": ["v3"],
+                "versions": {"index": "2026-11-20", "retriever": "bm25-1"},
+                "answer": {
+                    "claims": [
+                        {
+                            "claim_id": "c1",
+                            "text": "The release manager approves.",
+                            "citation_id": "b",
+                            "support_phrases": ["release manager"],
+                            "answer_point": "release manager approves",
+                        },
+                        {"claim_id": "c2", "text": "Exceptions are logged.", "citation_id": "b"},
+                        {"claim_id": "c3", "text": "Also a.", "citation_id": "a"},
+                    ]
+                },
+            }
+        ],
+    )
+    loaded = load_traces(path)
+    assert loaded.reader == "columnar"
+    row = loaded.table.to_pylist()[0]
+    assert row["claim"] == "The release manager approves. Exceptions are logged. Also a."
+    assert row["citations"] == ["b", "a"]
+    assert row["retrieved_ids"] == ["a", "b", "c"]
+    assert row["selected_context_ids"] == ["b"] and row["reranked_ids"] == ["b", "a"]
+
+
+def test_a_field_first_seen_after_the_first_block_still_loads(tmp_path):
+    records = [
+        {"qid": f"q{i}", "retrieved_ids": ["a"], "answer_json": {"claim": "x" * 60}} for i in range(80_000)
+    ]
+    records.append(
+        {
+            "qid": "late",
+            "retrieved_ids": ["a"],
+            "answer_json": {"claim": "y", "citations": ["a"]},
+            "selected_context_ids": ["a"],
+        }
+    )
+    loaded = load_traces(write_jsonl(tmp_path / "t.jsonl", records))
+    assert loaded.reader == "columnar" and loaded.table.num_rows == 80_001
+    last = loaded.table.slice(80_000).to_pylist()[0]
+    assert last["citations"] == ["a"] and last["selected_context_ids"] == ["a"]
+
+
+def test_blank_lines_are_skipped(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [{"qid": "a", "answer": "x"}, {"qid": "b", "answer": "y"}],
+        blank_lines_after=(0,),
+    )
+    assert load_traces(path).table.column("qid").to_pylist() == ["a", "b"]
+
+
+def test_an_empty_trace_file_is_zero_traces(tmp_path):
+    (tmp_path / "t.jsonl").write_text("\n\n")
+    assert load_traces(tmp_path / "t.jsonl").table.num_rows == 0
+
+
+# -- bad input: one line naming file, line, id and field -------------------------------------------
+
+
+def error_of(loader, path) -> str:
+    with pytest.raises(InputError) as info:
+        loader(path)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_malformed_json_line_names_the_line(tmp_path):
+    path = write_jsonl(
+        tmp_path / "g.jsonl",
+        [{"qid": "a", "question": "q", "answerable": True}, '{"qid": "b",'],
+        blank_lines_after=(0,),
+    )
+    assert error_of(load_gold, path).startswith(f"{path}:3: malformed JSON")
+
+
+def test_citations_not_a_list(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"qid": "a", "answer_json": {"claim": "x", "citations": ["p1"]}},
+            {"qid": "b", "answer_json": {"claim": "x", "citations": "p1"}},
+        ],
+    )
+    message = error_of(load_traces, path)
+    assert message.startswith(f"{path}:2: id=b: field 'answer_json.citations'")
+    assert "valid list" in message
+
+
+def test_answerable_not_a_bool(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [{"qid": "a", "question": "q", "answerable": "yes"}])
+    message = error_of(load_gold, path)
+    assert message.startswith(f"{path}:1: id=a: field 'answerable'") and "boolean" in message
+
+
+def test_duplicate_gold_id_names_both_lines(tmp_path):
+    path = write_jsonl(
+        tmp_path / "g.jsonl",
+        [
+            {"qid": "a", "question": "q", "answerable": True},
+            {"qid": "b", "question": "q", "answerable": True},
+            {"qid": "a", "question": "q2", "answerable": False},
+        ],
+    )
+    assert error_of(load_gold, path) == f"{path}:3: id=a: field 'qid': duplicate id (first on line 1)"
+
+
+def test_answerability_must_be_explicit(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [{"qid": "a", "question": "q"}])
+    message = error_of(load_gold, path)
+    assert message.startswith(f"{path}:1: id=a: field 'answerable': missing")
+
+
+def test_missing_required_field(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", [{"qid": "a", "answerable": True}])
+    assert error_of(load_gold, path) == f"{path}:1: id=a: field 'question': Field required"
+
+
+def test_trace_with_nothing_to_join_on(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"qid": "a"}, {"answer": "x"}])
+    assert error_of(load_traces, path).startswith(f"{path}:2: field 'qid': missing")
+
+
+def test_missing_file(tmp_path):
+    assert error_of(load_gold, tmp_path / "nope.jsonl") == f"{tmp_path / 'nope.jsonl'}: file not found"
+
+
+def test_empty_golden_set(tmp_path):
+    (tmp_path / "g.jsonl").write_text("")
+    assert "no cases" in error_of(load_gold, tmp_path / "g.jsonl")
+
+
+def test_a_json_object_per_line(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"qid": "a", "answer": "x"}, '["a"]'])
+    assert error_of(load_traces, path) == f"{path}:2: expected a JSON object, got list"
+
+
+def test_malformed_json_array_names_the_line(tmp_path):
+    path = tmp_path / "qaset.json"
+    path.write_text(
+        '[\n {"qid": "q1", "q": "x", "answerable": true},\n {"qid": "q2", "q": "y" "answerable": 1}\n]'
+    )
+    assert error_of(load_gold, path).startswith(f"{path}:3: malformed JSON")
+
+
+def test_wrong_type_inside_a_json_array_names_its_line(tmp_path):
+    path = tmp_path / "qaset.json"
+    path.write_text(
+        '[\n {"qid": "q1", "q": "x", "answerable": true},\n\n {"qid": "q2", "q": "y",\n  "answerable": 1}\n]'
+    )
+    assert error_of(load_gold, path).startswith(f"{path}:4: id=q2: field 'answerable'")
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_bytes(b'{"qid": "a", "question": "\xff", "answerable": true}\n')
+    assert "UTF-8" in error_of(load_gold, path)
