@@ -33,6 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, UsageError) as exc:
         print(f"ragspine-eval: error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
+    except BrokenPipeError:  # e.g. `ragspine-eval score … | head`: the reader left; exit as SIGPIPE would
+        sys.stderr.close()
+        return 128 + 13
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -30,11 +30,11 @@ from ragspine_pipeline.contracts.jsonl import check_readable, first_char, iter_r
 from ragspine_pipeline.contracts.trace import (
     EMBEDDED_CITATIONS,
     EMBEDDED_SEPARATORS,
-    QUESTION_ALIASES,
     RETRIEVED_ALIASES,
     TRACE_QID_ALIASES,
     Trace,
 )
+from ragspine_pipeline.contracts.types import QUESTION_ALIASES
 from ragspine_pipeline.errors import InputError
 
 STR_LIST = pa.list_(pa.string())
@@ -96,10 +96,7 @@ def load_gold(path: str | Path) -> Loaded:
     """
     p = check_readable(path)
     loaded = _load(p, GOLD_SCHEMA, _gold_columns, _gold_records)
-    if (
-        loaded.reader == "columnar"
-        and pc.count_distinct(loaded.table.column("qid")).as_py() != loaded.table.num_rows
-    ):
+    if loaded.reader == "columnar" and not _all_distinct(loaded.table.column("qid")):
         # A duplicate id: the record reader names both lines.
         loaded = Loaded(str(p), pa.Table.from_pylist(list(_gold_records(p)), schema=GOLD_SCHEMA), "record")
     if loaded.table.num_rows == 0:
@@ -120,7 +117,9 @@ def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=False)]
         except _FieldAppearsLate:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=True)]
-        return Loaded(str(path), pa.concat_tables(parts) if parts else schema.empty_table(), "columnar")
+        # One contiguous table: scoring gathers rows at random (joins), which chunked columns make slow.
+        table = pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+        return Loaded(str(path), table, "columnar")
     except _NotSure:
         pass
     return Loaded(str(path), pa.Table.from_pylist(list(records(path)), schema=schema), "record")
@@ -241,11 +240,11 @@ def _gold_columns(table: pa.Table) -> pa.Table:
     if not table_conforms(table, GoldCase):
         raise _NotSure
     n = table.num_rows
-    qid = _first(table, QID_ALIASES, pa.string())
-    question = _first(table, QUESTION_ALIASES, pa.string())
-    if qid is None or question is None or qid.null_count or question.null_count:
+    qid = _aliased(table, QID_ALIASES, pa.string())
+    question = _aliased(table, QUESTION_ALIASES, pa.string())
+    if qid.null_count or question.null_count:
         raise _NotSure  # a missing id or question: the record reader names the line
-    citations = _non_null_lists(_first(table, GOLD_CITATION_ALIASES, STR_LIST), n)
+    citations = _non_null_lists(_aliased(table, GOLD_CITATION_ALIASES, STR_LIST), n)
     answerable = _column(table, "answerable", pa.bool_(), n)
     if answerable.null_count:  # SPEC §2.1: not expected.refuse, else true when gold citations are given
         refuse = _child(_column(table, "expected"), "refuse")
@@ -274,12 +273,8 @@ def _trace_columns(table: pa.Table) -> pa.Table:
     if not table_conforms(table, Trace):
         raise _NotSure
     n = table.num_rows
-    qid = _first(table, TRACE_QID_ALIASES, pa.string())
-    question = _first(table, QUESTION_ALIASES, pa.string())
-    if question is None:
-        question = pa.nulls(n, pa.string())
-    if qid is None:
-        qid = pa.nulls(n, pa.string())
+    qid = _aliased(table, TRACE_QID_ALIASES, pa.string())
+    question = _aliased(table, QUESTION_ALIASES, pa.string())
     if pc.any(pc.and_(qid.is_null(), question.is_null())).as_py():
         raise _NotSure  # a trace with nothing to join on: the record reader names the line
 
@@ -308,7 +303,7 @@ def _trace_columns(table: pa.Table) -> pa.Table:
     )
     chunks = _column(table, "chunks")
     chunk_ids = None if chunks is None else _list_child(chunks, "id")
-    retrieved = _coalesce(STR_LIST, n, *[_column(table, a) for a in RETRIEVED_ALIASES], chunk_ids)
+    retrieved = _coalesce(STR_LIST, n, _aliased(table, RETRIEVED_ALIASES, STR_LIST), chunk_ids)
     return pa.table(
         {
             "qid": qid,
@@ -347,12 +342,10 @@ def _cast(arr: pa.Array, type_: pa.DataType) -> pa.Array:
     return arr.cast(type_)
 
 
-def _first(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) -> pa.Array | None:
-    """Per row, the first non-null of the alias columns ``names`` (SPEC alias precedence)."""
-    present = [_cast(_column(table, name), type_) for name in names if name in table.column_names]
-    if not present:
-        return None
-    return present[0] if len(present) == 1 else pc.coalesce(*present)
+def _aliased(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) -> pa.Array:
+    """Per row, the first non-null of the alias columns ``names`` (SPEC alias precedence); all null
+    when none is present."""
+    return _coalesce(type_, table.num_rows, *[_column(table, name) for name in names])
 
 
 def _coalesce(type_: pa.DataType, n: int, *arrays: pa.Array | None) -> pa.Array:

@@ -15,13 +15,12 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ragspine_pipeline.contracts.types import MODEL_CONFIG, Id, drop_nulls
+from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, drop_nulls
 
 CaseType = Literal["numeric", "clarification", "refusal", "narrative", "composite"]
 ClarificationMode = Literal["none", "ask_first", "answer_with_assumptions"]
 
 QID_ALIASES = ("qid", "id", "case_id")
-QUESTION_ALIASES = ("question", "q")
 GOLD_CITATION_ALIASES = ("gold_citations", "gold_ids", "required_source_ids")
 
 

@@ -13,10 +13,9 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field, StrictBool, field_validator, model_validator
 
-from ragspine_pipeline.contracts.types import MODEL_CONFIG, Id, drop_nulls
+from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, drop_nulls
 
 TRACE_QID_ALIASES = ("qid", "q_id", "case_id", "id", "request_id")
-QUESTION_ALIASES = ("question", "q")
 RETRIEVED_ALIASES = ("retrieved_ids", "first_stage_ids")
 
 REFUSAL_TOKEN = "not in context"

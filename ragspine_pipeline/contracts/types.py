@@ -15,6 +15,8 @@ def id_to_str(value: Any) -> Any:
 
 
 Id = Annotated[str, BeforeValidator(id_to_str)]
+
+QUESTION_ALIASES = ("question", "q")
 """A record id: a string, or an integer read as its decimal string."""
 
 # Every contract model accepts fields it does not know (dialects carry extras such as `ok` or `notes`)

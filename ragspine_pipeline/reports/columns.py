@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -12,15 +13,15 @@ import pyarrow.compute as pc
 _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
-def json_string(arr: pa.Array) -> pa.Array:
-    """Each value as a JSON string literal (quoted and escaped), computed on the whole column."""
+def json_escaped(arr: pa.Array) -> pa.Array:
+    """Each value escaped for use between the quotes of a JSON string, computed on the whole column."""
     out = arr
     if pc.any(pc.match_substring_regex(out, _NEEDS_ESCAPE)).as_py():
         out = pc.replace_substring(out, "\\", "\\\\")
         out = pc.replace_substring(out, '"', '\\"')
         for code in range(0x20):
             out = pc.replace_substring(out, chr(code), f"\\u{code:04x}")
-    return pc.binary_join_element_wise('"', out, '"', "")
+    return out
 
 
 def render_states(
@@ -61,14 +62,24 @@ def markdown_cell(arr: pa.Array) -> pa.Array:
     return pc.replace_substring_regex(out, r"[\r\n]+", " ")
 
 
-def join_rows(rows: pa.Array, separator: str) -> str:
-    """All values joined by ``separator`` (one Arrow kernel call; large offsets for big reports)."""
+def write_column(out: TextIO, rows: pa.Array, skip: int = 0) -> None:
+    """Write every value of a string column, back to back, minus the first ``skip`` bytes.
+
+    The column's data buffer already is the concatenation, so it goes to the stream's byte layer as is:
+    no Python string is built, decoded or re-encoded.
+    """
     if len(rows) == 0:
-        return ""
-    rows = rows.cast(pa.large_string())
-    lists = pa.LargeListArray.from_arrays(pa.array([0, len(rows)], pa.int64()), rows)
-    joined = pc.binary_join(lists, pa.scalar(separator, pa.large_string()))
-    return joined[0].as_py()
+        return
+    rows = rows.cast(pa.string())
+    _, offset_buffer, data_buffer = rows.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[rows.offset : rows.offset + len(rows) + 1]
+    data = memoryview(data_buffer)[offsets[0] + skip : offsets[-1]]
+    binary = getattr(out, "buffer", None)
+    if binary is None:  # a text-only stream (e.g. io.StringIO)
+        out.write(bytes(data).decode("utf-8"))
+        return
+    out.flush()
+    binary.write(data)
 
 
 def concat(*parts: pa.Array | str) -> pa.Array:

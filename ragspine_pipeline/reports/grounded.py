@@ -17,10 +17,10 @@ from ragspine_pipeline.decision.gates import GateResult
 from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
     concat,
-    join_rows,
-    json_string,
+    json_escaped,
     markdown_cell,
     render_states,
+    write_column,
 )
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS, GroundedScore
 
@@ -86,13 +86,14 @@ def write_json(score: GroundedScore, gates: list[GateResult], inputs: ReportInpu
     """The summary with a ``cases`` array of per-case rows appended as the last key."""
     head = json.dumps(summary(score, gates, inputs), indent=2, ensure_ascii=False)
     out.write(head[: head.rindex("}")].rstrip())
-    out.write(',\n  "cases": [')
-    separator = "\n"
+    out.write(',\n  "cases": [\n')
+    skip = len(",\n")  # the first row has no separator before it
     for cases in _slices(score.cases):
-        row = concat('    {"qid": ', json_string(cases.column("qid").combine_chunks()), _json_tail(cases))
-        out.write(separator + join_rows(row, ",\n"))
-        separator = ",\n"
-    out.write("\n  ]\n}\n" if score.cases.num_rows else "]\n}\n")
+        qid = json_escaped(cases.column("qid").combine_chunks())
+        row = concat(',\n    {"qid": "', qid, '"', _json_tail(cases))
+        write_column(out, row, skip)
+        skip = 0
+    out.write("\n  ]\n}\n" if score.cases.num_rows else "  ]\n}\n")
 
 
 def _json_tail(cases: pa.Table) -> pa.Array:
@@ -158,8 +159,8 @@ def write_markdown(score: GroundedScore, gates: list[GateResult], inputs: Report
     )
 
     for cases in _slices(score.cases):
-        row = concat("| ", markdown_cell(cases.column("qid").combine_chunks()), _markdown_tail(cases))
-        out.write(join_rows(row, "\n") + "\n")
+        row = concat("| ", markdown_cell(cases.column("qid").combine_chunks()), _markdown_tail(cases), "\n")
+        write_column(out, row)
 
 
 _MARKDOWN_COLUMNS = ("answerable", "missing", "answered", "citation_hit", "contained", "recall_hit")

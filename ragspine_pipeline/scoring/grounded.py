@@ -85,7 +85,7 @@ class GroundedScore:
         return dict(zip(LABELS, counts.tolist(), strict=True))
 
 
-CHUNK_ROWS = 1 << 18
+CHUNK_ROWS = 1 << 16
 """Cases scored per step: bounds the memory of the pairwise intermediates, whatever the set's size."""
 
 
@@ -95,6 +95,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
         raise ValueError("k must be at least 1")
     trace_rows, counts = _join(gold, traces)
     counts.update(cases=gold.num_rows, traces=traces.num_rows)
+    traces = traces.select(["claim", "citations", "retrieved_ids"])  # what the metrics read (takes copy)
     parts = []
     for start in range(0, gold.num_rows, CHUNK_ROWS):
         part_gold = gold.slice(start, CHUNK_ROWS)
@@ -214,8 +215,11 @@ def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, 
         # Replayed in gold order, one trace per case: nothing to look up.
         return None, {"duplicates": 0, "unmatched": 0}
     distinct = pc.count_distinct(key).as_py()
-    last_from_end = pc.index_in(gold_qid, value_set=key[::-1])
-    rows = pc.subtract(pa.scalar(n_traces - 1, pa.int64()), last_from_end.cast(pa.int64()))
+    if distinct == n_traces:  # no duplicates: the first trace per key is the only one
+        rows = pc.index_in(gold_qid, value_set=key).cast(pa.int64())
+    else:  # the last trace wins: look the keys up in reverse order
+        last_from_end = pc.index_in(gold_qid, value_set=key[::-1])
+        rows = pc.subtract(pa.scalar(n_traces - 1, pa.int64()), last_from_end.cast(pa.int64()))
     matched = len(rows) - rows.null_count
     return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - matched}
 

@@ -365,3 +365,12 @@ def test_not_utf8(tmp_path):
     path = tmp_path / "g.jsonl"
     path.write_bytes(b'{"qid": "a", "question": "\xff", "answerable": true}\n')
     assert "UTF-8" in error_of(load_gold, path)
+
+
+def test_a_type_change_after_the_first_block_is_named_by_line(tmp_path):
+    records = [
+        {"qid": f"q{i}", "answer_json": {"claim": "x" * 60, "citations": ["a"]}} for i in range(70_000)
+    ]
+    records.append({"qid": "bad", "answer_json": {"claim": "y", "citations": "a"}})
+    message = error_of(load_traces, write_jsonl(tmp_path / "t.jsonl", records))
+    assert message.startswith(f"{tmp_path / 't.jsonl'}:70001: id=bad: field 'answer_json.citations'")
