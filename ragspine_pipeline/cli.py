@@ -9,12 +9,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from ragspine_pipeline import __version__
 from ragspine_pipeline.contracts.columns import load_gold, load_traces
 from ragspine_pipeline.decision.gates import GateSpecError, default_gates, evaluate_gates, parse_gates
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.reports.grounded import ReportInputs, write_json, write_markdown
 from ragspine_pipeline.scoring.grounded import METRICS, score_grounded
 
@@ -110,13 +110,8 @@ def _output(path: str | None):
     if path is None:
         yield sys.stdout
         return
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise UsageError(f"--out: directory '{target.parent}' does not exist")
-    tmp = target.with_name(f".{target.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_writer(path, "report") as fh:  # a reader never sees half a report
         yield fh
-    tmp.replace(target)  # a reader never sees half a report
 
 
 if __name__ == "__main__":

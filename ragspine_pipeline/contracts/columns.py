@@ -25,8 +25,9 @@ import pyarrow.json as pj
 from pydantic import BaseModel, ValidationError
 
 from ragspine_pipeline.contracts.conformance import table_conforms
+from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GOLD_CITATION_ALIASES, QID_ALIASES, GoldCase
-from ragspine_pipeline.contracts.jsonl import check_readable, first_char, iter_records
+from ragspine_pipeline.contracts.jsonl import KeyCountingDict, check_readable, first_char, iter_records
 from ragspine_pipeline.contracts.trace import (
     EMBEDDED_CITATIONS,
     EMBEDDED_SEPARATORS,
@@ -38,6 +39,17 @@ from ragspine_pipeline.contracts.types import QUESTION_ALIASES
 from ragspine_pipeline.errors import InputError
 
 STR_LIST = pa.list_(pa.string())
+TAGS = pa.map_(pa.string(), pa.string())
+LEDGER = pa.list_(
+    pa.struct(
+        [
+            pa.field("text", pa.string()),
+            pa.field("citation_id", pa.string()),
+            pa.field("support_phrases", STR_LIST),
+            pa.field("answer_point", pa.string()),
+        ]
+    )
+)
 
 GOLD_SCHEMA = pa.schema(
     [
@@ -48,9 +60,10 @@ GOLD_SCHEMA = pa.schema(
         pa.field("gold_claim", pa.string()),
         pa.field("gold_citations", STR_LIST, nullable=False),
         pa.field("required_points", STR_LIST, nullable=False),
+        pa.field("tags", TAGS, nullable=False),
     ]
 )
-"""Canonical gold columns. Lists are never null (an absent list is empty)."""
+"""Canonical gold columns. Lists and tags are never null (absent means empty)."""
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -63,10 +76,28 @@ TRACE_SCHEMA = pa.schema(
         pa.field("reranked_ids", STR_LIST),
         pa.field("selected_context_ids", STR_LIST),
         pa.field("selected_versions", STR_LIST),
+        pa.field("claims", LEDGER),
+        pa.field("version_keys", STR_LIST),
+        pa.field("index_version", pa.string()),
     ]
 )
 """Canonical trace columns. Null means "not in the trace": a null ``citations`` is an answer that carries
-no citation list (non-compliant), a null stage is a stage the trace does not carry (skipped)."""
+no citation list (non-compliant), a null stage is a stage the trace does not carry (skipped).
+``claims`` is the claim ledger (null without one); ``version_keys`` the keys of ``versions`` as written
+(a repeated key appears twice), ``index_version`` its ``index`` entry."""
+
+EVIDENCE_SCHEMA = pa.schema(
+    [
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("document_id", pa.string()),
+        pa.field("parent_id", pa.string()),
+        pa.field("version", pa.string(), nullable=False),
+        pa.field("permitted", pa.bool_(), nullable=False),
+        pa.field("current", pa.bool_(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
+"""Canonical evidence registry columns (SPEC §2.3)."""
 
 _STAGES = ("rerank_input_ids", "reranked_ids", "selected_context_ids", "selected_versions")
 _BLOCK_SIZE = 4 << 20  # 4 MiB blocks: the streaming reader's sweet spot on this machine (bench/RESULTS.md)
@@ -108,6 +139,18 @@ def load_traces(path: str | Path) -> Loaded:
     """Load traces in any dialect of SPEC §2.2 into :data:`TRACE_SCHEMA` columns (file order kept)."""
     p = check_readable(path)
     return _load(p, TRACE_SCHEMA, _trace_columns, _trace_records)
+
+
+def load_evidence(path: str | Path) -> Loaded:
+    """Load an evidence registry (SPEC §2.3) into :data:`EVIDENCE_SCHEMA` columns; chunk ids are unique."""
+    p = check_readable(path)
+    loaded = _load(p, EVIDENCE_SCHEMA, _evidence_columns, _evidence_records)
+    if loaded.reader == "columnar" and not _all_distinct(loaded.table.column("chunk_id")):
+        # A duplicate chunk id: the record reader names both lines.
+        loaded = Loaded(
+            str(p), pa.Table.from_pylist(list(_evidence_records(p)), schema=EVIDENCE_SCHEMA), "record"
+        )
+    return loaded
 
 
 def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
@@ -204,20 +247,45 @@ def _explain(
     return InputError(str(path), message, line, None if record_id is None else str(record_id), loc)
 
 
-def _gold_records(path: Path):
+def unique_records(
+    path: str | Path, model: type[BaseModel], id_aliases: tuple[str, ...], key: str
+) -> Iterator[Any]:
+    """Every record of ``path`` validated by ``model``; a repeated ``key`` is rejected naming both lines."""
+    path = Path(path)
     first_line: dict[str, int] = {}
     for line, raw in iter_records(path):
-        case = _validate(GoldCase, path, line, raw, QID_ALIASES)
-        if case.qid in first_line:
-            raise InputError(
-                str(path), f"duplicate id (first on line {first_line[case.qid]})", line, case.qid, "qid"
-            )
-        first_line[case.qid] = line
+        record = _validate(model, path, line, raw, id_aliases)
+        value = getattr(record, key)
+        if value in first_line:
+            raise InputError(str(path), f"duplicate id (first on line {first_line[value]})", line, value, key)
+        first_line[value] = line
+        yield record
+
+
+def gold_cases(path: str | Path) -> Iterator[GoldCase]:
+    """Every gold case of ``path``, fully validated, ids unique (the authoritative reading)."""
+    return unique_records(path, GoldCase, QID_ALIASES, "qid")
+
+
+def _gold_records(path: Path):
+    for case in gold_cases(path):
         yield {name: getattr(case, name) for name in GOLD_SCHEMA.names}
 
 
+def _evidence_records(path: Path):
+    for chunk in unique_records(path, EvidenceChunk, ("chunk_id",), "chunk_id"):
+        yield {name: getattr(chunk, name) for name in EVIDENCE_SCHEMA.names}
+
+
+def _version_keys(raw_versions: Any, trace: Trace) -> list[str] | None:
+    if trace.versions is None:
+        return None
+    repeated = getattr(raw_versions, "repeated", [])
+    return [*trace.versions, *repeated]
+
+
 def _trace_records(path: Path):
-    for line, raw in iter_records(path):
+    for line, raw in iter_records(path, object_pairs_hook=KeyCountingDict.from_pairs):
         trace = _validate(Trace, path, line, raw, TRACE_QID_ALIASES)
         if trace.qid is None and trace.question is None:
             raise InputError(
@@ -230,6 +298,9 @@ def _trace_records(path: Path):
             "citations": trace.canonical_citations,
             "retrieved_ids": trace.canonical_retrieved_ids,
             **{stage: getattr(trace, stage) for stage in _STAGES},
+            "claims": None if trace.ledger is None else [claim.model_dump() for claim in trace.ledger],
+            "version_keys": _version_keys(raw.get("versions"), trace),
+            "index_version": None if trace.versions is None else trace.versions.get("index"),
         }
 
 
@@ -265,6 +336,7 @@ def _gold_columns(table: pa.Table) -> pa.Table:
             "gold_claim": _column(table, "gold_claim", pa.string(), n),
             "gold_citations": citations,
             "required_points": _non_null_lists(_column(table, "required_points"), n),
+            "tags": _struct_to_map(_column(table, "tags"), n),
         }
     )
 
@@ -312,8 +384,74 @@ def _trace_columns(table: pa.Table) -> pa.Table:
             "citations": citations,
             "retrieved_ids": retrieved,
             **{stage: _column(table, stage, STR_LIST, n) for stage in _STAGES},
+            "claims": _canonical_ledger(ledgers, n),
+            "version_keys": _struct_keys(_column(table, "versions"), n),
+            "index_version": _cast_or_nulls(_child(_column(table, "versions"), "index"), pa.string(), n),
         }
     )
+
+
+def _evidence_columns(table: pa.Table) -> pa.Table:
+    if not table_conforms(table, EvidenceChunk):
+        raise _NotSure
+    n = table.num_rows
+    columns = {
+        name: _cast_or_nulls(_column(table, name), field.type, n)
+        for name, field in zip(EVIDENCE_SCHEMA.names, EVIDENCE_SCHEMA, strict=True)
+    }
+    if any(columns[f.name].null_count for f in EVIDENCE_SCHEMA if not f.nullable):
+        raise _NotSure  # a required field is missing: the record reader names the line
+    return pa.table(columns)
+
+
+def _canonical_ledger(ledgers: list[pa.Array], n: int) -> pa.Array:
+    """The first non-null ledger per row, its entries reduced to the canonical claim fields."""
+    canonical = []
+    for ledger in ledgers:
+        values = ledger.values
+        m = len(values)
+        phrases = _cast_or_nulls(_child(values, "support_phrases"), STR_LIST, m)
+        entries = pa.StructArray.from_arrays(
+            [
+                _cast_or_nulls(_child(values, "text"), pa.string(), m),
+                _cast_or_nulls(_child(values, "citation_id"), pa.string(), m),
+                pc.coalesce(phrases, _empty_lists(m)),
+                _cast_or_nulls(_child(values, "answer_point"), pa.string(), m),
+            ],
+            fields=list(LEDGER.value_type),
+        )
+        canonical.append(pa.ListArray.from_arrays(ledger.offsets, entries, mask=ledger.is_null()))
+    return _coalesce(LEDGER, n, *canonical)
+
+
+def _struct_to_map(struct: pa.Array | None, n: int) -> pa.Array:
+    """A JSON object read as a struct (one child per key seen in the file) as a map of its non-null keys."""
+    if struct is None or not pa.types.is_struct(struct.type) or struct.type.num_fields == 0:
+        return pa.MapArray.from_arrays(
+            np.zeros(n + 1, dtype=np.int32), pa.array([], pa.string()), pa.array([], pa.string())
+        )
+    names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
+    children = [_cast(pc.struct_field(struct, [i]), pa.string()) for i in range(len(names))]
+    present = np.stack([np.asarray(child.is_valid()) for child in children], axis=1)  # rows × keys
+    rows, keys = np.nonzero(present)  # row-major: entries grouped by row, keys in file order
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    flat_values = pa.concat_arrays(children).take(pa.array(keys * n + rows))
+    return pa.MapArray.from_arrays(
+        offsets, pa.array(np.asarray(names, dtype=object)[keys], pa.string()), flat_values
+    )
+
+
+def _struct_keys(struct: pa.Array | None, n: int) -> pa.Array:
+    """The keys of a JSON object column per row (null where the object is absent)."""
+    if struct is None or not pa.types.is_struct(struct.type):
+        return pa.nulls(n, STR_LIST)
+    as_map = _struct_to_map(struct, n)
+    return pa.ListArray.from_arrays(as_map.offsets, as_map.keys, mask=struct.is_null())
+
+
+def _cast_or_nulls(arr: pa.Array | None, type_: pa.DataType, n: int) -> pa.Array:
+    return pa.nulls(n, type_) if arr is None else _cast(arr, type_)
 
 
 # -- column helpers --------------------------------------------------------------------------------

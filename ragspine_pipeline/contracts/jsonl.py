@@ -13,7 +13,6 @@ from typing import Any
 
 from ragspine_pipeline.errors import InputError
 
-_DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
 
 
@@ -37,20 +36,38 @@ def first_char(path: Path) -> str:
     return ""
 
 
-def iter_records(path: str | Path) -> Iterator[tuple[int, Any]]:
+class KeyCountingDict(dict):
+    """A JSON object that remembers the keys it was given more than once (JSON keeps only the last)."""
+
+    repeated: list[str]
+
+    @classmethod
+    def from_pairs(cls, pairs: list[tuple[str, Any]]) -> KeyCountingDict:
+        obj = cls(pairs)
+        seen: set[str] = set()
+        obj.repeated = []
+        for key, _ in pairs:
+            if key in seen:
+                obj.repeated.append(key)
+            seen.add(key)
+        return obj
+
+
+def iter_records(path: str | Path, object_pairs_hook=None) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, value)`` for every record; blank lines are skipped.
 
     A JSON array file yields its elements, each with the line on which it starts.
     Malformed JSON raises an InputError naming the line.
     """
     p = check_readable(path)
+    decoder = json.JSONDecoder(object_pairs_hook=object_pairs_hook)
     if first_char(p) == "[":
-        yield from _iter_array(p)
+        yield from _iter_array(p, decoder)
     else:
-        yield from _iter_lines(p)
+        yield from _iter_lines(p, decoder)
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, Any]]:
+def _iter_lines(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
     with path.open("r", encoding="utf-8", errors="strict") as fh:
         line_no = 0
         try:
@@ -58,7 +75,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    yield line_no, json.loads(line)
+                    yield line_no, decoder.decode(line)
                 except json.JSONDecodeError as exc:
                     raise InputError(
                         str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", line_no
@@ -67,7 +84,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, Any]]:
             raise InputError(str(path), f"not UTF-8 text: {exc.reason}", line_no + 1) from None
 
 
-def _iter_array(path: Path) -> Iterator[tuple[int, Any]]:
+def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -93,7 +110,7 @@ def _iter_array(path: Path) -> Iterator[tuple[int, Any]]:
     while True:
         start = skip_ws(pos)
         try:
-            value, pos = _DECODER.raw_decode(text, start)
+            value, pos = decoder.raw_decode(text, start)
         except json.JSONDecodeError as exc:
             raise InputError(
                 str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno

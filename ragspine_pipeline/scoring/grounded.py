@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, WHITESPACE
 from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring.join import join_traces
 
 MIN_SUBSTR_CHARS = 5
 # A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
@@ -85,6 +86,11 @@ class GroundedScore:
         return dict(zip(LABELS, counts.tolist(), strict=True))
 
 
+def refusals(claim_lower: pa.Array) -> np.ndarray:
+    """SPEC §2.2: the stripped, lower-cased claim is exactly the refusal token."""
+    return np.asarray(pc.equal(pc.utf8_trim(claim_lower, WHITESPACE), REFUSAL_TOKEN))
+
+
 CHUNK_ROWS = 1 << 16
 """Cases scored per step: bounds the memory of the pairwise intermediates, whatever the set's size."""
 
@@ -93,7 +99,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     """Score canonical trace columns against canonical gold columns (``contracts.columns``)."""
     if k < 1:
         raise ValueError("k must be at least 1")
-    trace_rows, counts = _join(gold, traces)
+    trace_rows, counts = join_traces(gold, traces)
     counts.update(cases=gold.num_rows, traces=traces.num_rows)
     traces = traces.select(["claim", "citations", "retrieved_ids"])  # what the metrics read (takes copy)
     parts = []
@@ -124,7 +130,7 @@ def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) 
     n = gold.num_rows
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
     claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim").combine_chunks(), ""))
-    refused = np.asarray(pc.equal(pc.utf8_trim(claim_lower, WHITESPACE), REFUSAL_TOKEN))
+    refused = refusals(claim_lower)
     shipped = ~refused
     citations = traces.column("citations").combine_chunks()
     has_citation_list = np.asarray(citations.is_valid())
@@ -195,33 +201,6 @@ def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) 
         }
     )
     return cases, counts
-
-
-def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, int]]:
-    """For each gold row, the index of its (last) trace, null when missing (None: the identity join).
-
-    Also counts ``duplicates`` (traces beyond the first per key) and ``unmatched`` (distinct trace keys
-    with no gold case).
-    """
-    gold_qid = gold.column("qid").combine_chunks()
-    key = traces.column("qid").combine_chunks()
-    if key.null_count:  # traces that carry a question instead of an id join on the exact question
-        question = traces.column("question").combine_chunks()
-        by_question = gold_qid.take(pc.index_in(question, value_set=gold.column("question").combine_chunks()))
-        unjoined = pc.binary_join_element_wise("question:", question, "")
-        key = pc.coalesce(key, by_question, unjoined)
-    n_traces = len(key)
-    if n_traces == len(gold_qid) and pc.all(pc.fill_null(pc.equal(key, gold_qid), False)).as_py():
-        # Replayed in gold order, one trace per case: nothing to look up.
-        return None, {"duplicates": 0, "unmatched": 0}
-    distinct = pc.count_distinct(key).as_py()
-    if distinct == n_traces:  # no duplicates: the first trace per key is the only one
-        rows = pc.index_in(gold_qid, value_set=key).cast(pa.int64())
-    else:  # the last trace wins: look the keys up in reverse order
-        last_from_end = pc.index_in(gold_qid, value_set=key[::-1])
-        rows = pc.subtract(pa.scalar(n_traces - 1, pa.int64()), last_from_end.cast(pa.int64()))
-    matched = len(rows) - rows.null_count
-    return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - matched}
 
 
 def _containment(

@@ -60,6 +60,7 @@ def test_wfgy_gold_jsonl(tmp_path):
             "gold_claim": None,
             "gold_citations": ["p1#2"],
             "required_points": [],
+            "tags": [],
         },
         {
             "qid": "A0002",
@@ -69,6 +70,7 @@ def test_wfgy_gold_jsonl(tmp_path):
             "gold_claim": None,
             "gold_citations": [],
             "required_points": [],
+            "tags": [],
         },
     ]
 
@@ -374,3 +376,40 @@ def test_a_type_change_after_the_first_block_is_named_by_line(tmp_path):
     records.append({"qid": "bad", "answer_json": {"claim": "y", "citations": "a"}})
     message = error_of(load_traces, write_jsonl(tmp_path / "t.jsonl", records))
     assert message.startswith(f"{tmp_path / 't.jsonl'}:70001: id=bad: field 'answer_json.citations'")
+
+
+def test_layered_trace_canonical_ledger_and_versions(tmp_path):
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"case_id": "L1", "versions": {"index": "ix-7", "retriever": "bm25"},
+             "answer": {"claims": [{"text": "A.", "citation_id": "c1", "support_phrases": ["a"]},
+                                   {"text": "B.", "answer_point": "p"}]}},
+            {"case_id": "L2", "answer": {"claim": "plain"}},
+        ],
+    )  # fmt: skip
+    loaded = load_traces(path)
+    assert loaded.reader == "columnar"
+    first, second = loaded.table.to_pylist()
+    assert first["claims"] == [
+        {"text": "A.", "citation_id": "c1", "support_phrases": ["a"], "answer_point": None},
+        {"text": "B.", "citation_id": None, "support_phrases": [], "answer_point": "p"},
+    ]
+    assert first["version_keys"] == ["index", "retriever"] and first["index_version"] == "ix-7"
+    assert second["claims"] is None and second["version_keys"] is None
+
+
+def test_a_repeated_version_key_is_kept_for_admissibility(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"case_id": "L1", "versions": {"index": "a", "retriever": "r", "index": "b"}}\n')
+    row = load_traces(path).table.to_pylist()[0]
+    assert row["version_keys"] == ["index", "retriever", "index"] and row["index_version"] == "b"
+
+
+def test_gold_tags_are_a_map(tmp_path):
+    path = write_jsonl(
+        tmp_path / "g.jsonl",
+        [{"case_id": "L1", "question": "q", "required_source_ids": ["a"], "tags": {"workflow": "freeze"}},
+         {"case_id": "L2", "question": "q", "required_source_ids": ["a"], "tags": {"topic": "FIN"}}],
+    )  # fmt: skip
+    assert load_gold(path).table.column("tags").to_pylist() == [[("workflow", "freeze")], [("topic", "FIN")]]

@@ -14,6 +14,7 @@ def gold_table(rows: list[dict]) -> pa.Table:
             "gold_claim": None,
             "gold_citations": [],
             "required_points": [],
+            "tags": {},
             **row,
         }
         for row in rows

@@ -1,0 +1,333 @@
+"""Ratcheting baselines: per evaluation mode, the best metric values a passing run has reached.
+
+Contract:
+
+* A baseline file is a JSON object keyed by mode (default ``"golden"``). Each entry is
+  ``{"metrics": {name: number}, "fabrication_count": int|null, "n_cases": int|null,
+  "updated_at": "YYYY-MM-DDTHH:MM:SSZ"|null, "run": str|null}``; every key but ``metrics`` may be
+  missing. Unknown keys and duplicate keys are rejected (a misspelt key would silently drop a check).
+* ``compare`` checks only the metrics the baseline lists, on unrounded values. A higher-is-better
+  metric regresses when it is strictly below its baseline; a metric in ``gates.LOWER_IS_BETTER``
+  when it is strictly above; the fabrication count when it is higher. A value that cannot be shown
+  to be at least as good (NaN) is a regression. Listed metrics the run did not measure (absent or
+  None; ``fabrication_count`` when the baseline has a count and the run none) are reported as
+  unmeasured, never as failures.
+* ``promote`` only ever tightens: every listed metric becomes the better of its old and current
+  value, new metrics are added, unmeasured ones are kept, the fabrication count becomes the lower
+  known count. A failing run, or a file that cannot be read, leaves the file byte-for-byte untouched.
+  The write is atomic (temporary file in the same directory, then ``os.replace``); the other modes
+  are written back exactly as they were read.
+* Problems with the file raise ``InputError`` naming the file (and the mode and metric), on one line.
+  ``BaselineError`` is for programming misuse only (e.g. a non-finite current value, a naive ``now``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ragspine_pipeline.decision.gates import LOWER_IS_BETTER
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import write_text_atomically
+
+DEFAULT_MODE = "golden"
+FABRICATION = "fabrication_count"
+ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run")
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class BaselineError(ValueError):
+    """A programming misuse of this module (never a problem with the user's file)."""
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    metrics: dict[str, float]
+    fabrication_count: int | None = None
+    n_cases: int | None = None
+    updated_at: str | None = None
+    run: str | None = None
+
+
+@dataclass(frozen=True)
+class Regression:
+    metric: str  # "fabrication_count" for the count
+    baseline: float
+    current: float
+    delta: float  # current - baseline, unrounded
+
+
+@dataclass(frozen=True)
+class Comparison:
+    regressions: list[Regression]
+    unmeasured: list[str]  # listed in the baseline, not measured by the run: reported, not failing
+
+    @property
+    def passed(self) -> bool:
+        return not self.regressions
+
+
+# --- direction -------------------------------------------------------------------------------------
+
+
+def is_at_least_as_good(metric: str, current: float, baseline: float) -> bool:
+    """True when ``current`` does not regress from ``baseline`` (equal passes; NaN never does)."""
+    return current <= baseline if metric in LOWER_IS_BETTER else current >= baseline
+
+
+def better(metric: str, old: float, current: float) -> float:
+    """The better of two finite values for ``metric``."""
+    return min(old, current) if metric in LOWER_IS_BETTER else max(old, current)
+
+
+# --- compare ---------------------------------------------------------------------------------------
+
+
+def compare(
+    entry: BaselineEntry | None, metrics: Mapping[str, float], fabrication_count: int | None = None
+) -> Comparison:
+    """The run's metrics against a baseline entry; ``entry=None`` checks nothing."""
+    if entry is None:
+        return Comparison([], [])
+    regressions: list[Regression] = []
+    unmeasured: list[str] = []
+    for name, base in entry.metrics.items():
+        current = metrics.get(name)
+        if current is None:
+            unmeasured.append(name)
+        elif not is_at_least_as_good(name, current, base):
+            regressions.append(Regression(name, base, current, current - base))
+    if entry.fabrication_count is not None:
+        if fabrication_count is None:
+            unmeasured.append(FABRICATION)
+        elif fabrication_count > entry.fabrication_count:
+            base_count, count = float(entry.fabrication_count), float(fabrication_count)
+            regressions.append(Regression(FABRICATION, base_count, count, count - base_count))
+    return Comparison(regressions, unmeasured)
+
+
+# --- load ------------------------------------------------------------------------------------------
+
+
+def load_baseline(path: str | Path) -> dict[str, BaselineEntry]:
+    """Every mode's entry; a missing file is an empty baseline."""
+    return _read(path)[1]
+
+
+def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
+    """The file's top-level JSON object as read, and its parsed entries; ``({}, {})`` when missing."""
+    p = Path(path)
+    if not p.exists():
+        return {}, {}
+    if not p.is_file():
+        raise InputError(str(path), "not a regular file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text: {exc.reason}") from None
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read the baseline: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise InputError(str(path), "empty file: expected a JSON object keyed by mode")
+    try:
+        raw = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    except _DuplicateKey as exc:
+        raise InputError(str(path), f"duplicate key '{exc.key}'") from None
+    except (ValueError, RecursionError) as exc:  # integer too long to convert, nesting too deep
+        raise InputError(str(path), f"malformed JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InputError(str(path), f"expected a JSON object keyed by mode, got {_json_type(raw)}")
+    return raw, {mode: _parse_entry(path, mode, value) for mode, value in raw.items()}
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
+    def fail(message: str) -> InputError:
+        return InputError(str(path), f"mode '{mode}': {message}")
+
+    if not isinstance(value, dict):
+        raise fail(f"expected an object, got {_json_type(value)}")
+    unknown = [key for key in value if key not in ENTRY_KEYS]
+    if unknown:
+        raise fail(f"unknown key '{unknown[0]}' (expected: {', '.join(ENTRY_KEYS)})")
+    if "metrics" not in value:
+        raise fail("missing 'metrics'")
+    raw_metrics = value["metrics"]
+    if not isinstance(raw_metrics, dict):
+        raise fail(f"'metrics' must be an object, got {_json_type(raw_metrics)}")
+    metrics = {name: _metric_value(fail, name, number) for name, number in raw_metrics.items()}
+    return BaselineEntry(
+        metrics=metrics,
+        fabrication_count=_count(fail, FABRICATION, value.get(FABRICATION)),
+        n_cases=_count(fail, "n_cases", value.get("n_cases")),
+        updated_at=_text(fail, "updated_at", value.get("updated_at")),
+        run=_text(fail, "run", value.get("run")),
+    )
+
+
+def _metric_value(fail: Callable[[str], InputError], name: str, value: Any) -> float:
+    number = _finite(value)
+    if number is None:
+        raise fail(f"metric '{name}' must be a finite number, got {_describe(value)}")
+    return number
+
+
+def _count(fail: Callable[[str], InputError], key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail(f"'{key}' must be a non-negative integer or null, got {_describe(value)}")
+    return value
+
+
+def _text(fail: Callable[[str], InputError], key: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise fail(f"'{key}' must be a string or null, got {_describe(value)}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _describe(value: Any) -> str:
+    """A short one-line rendering of a JSON value for an error message: ``0.9``, ``null``, ``string "x"``."""
+    if value is None or isinstance(value, bool | int | float):
+        return _short(value)
+    return f"{_json_type(value)} {_short(value)}"
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- promote ---------------------------------------------------------------------------------------
+
+
+def promote(
+    path: str | Path,
+    mode: str,
+    metrics: Mapping[str, float],
+    *,
+    passed: bool,
+    fabrication_count: int | None = None,
+    n_cases: int | None = None,
+    run: str | None = None,
+    now: datetime | None = None,
+) -> BaselineEntry:
+    """Tighten ``mode``'s entry with a passing run's values and write the file; return the new entry."""
+    if not passed:
+        raise InputError(str(path), "refusing to promote a failing run: the baseline is unchanged")
+    current = _checked_current(metrics)
+    fabrication_count = _checked_count(FABRICATION, fabrication_count)
+    n_cases = _checked_count("n_cases", n_cases)
+    stamp = _timestamp(now)
+    raw, entries = _read(path)
+    old = entries.get(mode, BaselineEntry(metrics={}))
+    entry = BaselineEntry(
+        metrics=_ratchet(old.metrics, current),
+        fabrication_count=_lower_known(old.fabrication_count, fabrication_count),
+        n_cases=old.n_cases if n_cases is None else n_cases,
+        updated_at=stamp,
+        run=old.run if run is None else run,
+    )
+    raw = {**raw, mode: _entry_json(entry)}
+    text = json.dumps({key: raw[key] for key in sorted(raw)}, indent=2, ensure_ascii=False, allow_nan=False)
+    write_text_atomically(path, text + "\n", "baseline")
+    return entry
+
+
+def _ratchet(old: Mapping[str, float], current: Mapping[str, float]) -> dict[str, float]:
+    """Listed metrics become the better value, new ones are added, unmeasured ones are kept."""
+    merged = {
+        name: better(name, base, current[name]) if name in current else base for name, base in old.items()
+    }
+    merged.update({name: value for name, value in current.items() if name not in old})
+    return merged
+
+
+def _lower_known(old: int | None, current: int | None) -> int | None:
+    if old is None or current is None:
+        return current if old is None else old
+    return min(old, current)
+
+
+def _checked_current(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The measured metrics (None = not measured) as floats; a non-finite value is a misuse."""
+    out: dict[str, float] = {}
+    for name, value in metrics.items():
+        if value is None:
+            continue
+        number = _finite(value)
+        if number is None:
+            raise BaselineError(f"metric '{name}': cannot promote {value!r}, not a finite number")
+        out[name] = number
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is not a finite real number (bool is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _checked_count(key: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise BaselineError(f"{key} must be a non-negative integer or None, got {value!r}")
+    return int(value)
+
+
+def _timestamp(now: datetime | None) -> str:
+    if now is None:
+        now = datetime.now(UTC)
+    elif now.tzinfo is None or now.utcoffset() is None:
+        raise BaselineError("'now' must be timezone-aware")
+    return now.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+
+
+def _entry_json(entry: BaselineEntry) -> dict[str, Any]:
+    return {
+        "metrics": dict(entry.metrics),
+        "fabrication_count": entry.fabrication_count,
+        "n_cases": entry.n_cases,
+        "updated_at": entry.updated_at,
+        "run": entry.run,
+    }

@@ -1,0 +1,492 @@
+"""Layered, permission-safe evaluation: SPEC §3.2.
+
+Every case walks the pipeline in order and stops at its **first failed stage**:
+
+``admissibility`` → ``candidate retrieval`` (candidate_recall < 1) → ``context selection``
+(context_recall < 1) → ``answer completeness`` (no claims) → ``answer faithfulness`` (faithfulness < 1)
+→ ``citation support`` (< 1) → ``answer completeness`` (point_coverage < 1) → ``pass``.
+For an unanswerable case the answer stages are replaced by one, ``refusal``: a refusal passes, a shipped
+answer fails there. An answerable case that was refused reaches ``refusal`` as its first answer stage
+(an over-refusal). A case is **releasable** iff its first failed stage is ``pass``.
+
+Definitions (required = the case's gold citations, selected = ``selected_context_ids``, defaulting to the
+first-stage ``retrieved_ids``):
+
+* ``candidate_recall`` = |first_stage ∩ required| / |required|; ``context_recall`` = |selected ∩ required|
+  / |required| — not applicable when nothing is required (they then fail no stage);
+* ``context_precision`` = |selected ∩ required| / |selected| (0 when selected is empty);
+* a claim is **supported** by a chunk when every one of its ``support_phrases`` occurs in the chunk text
+  (case-insensitive), or, without support phrases, when ≥ 60 % of its word tokens are word tokens of the
+  chunk text; ``faithfulness`` = claims supported by some selected chunk / claims (0 with no claims);
+  ``citation_coverage`` = claims with a citation / claims; ``citation_support`` = claims whose cited chunk
+  is selected and supports them / claims; ``point_coverage`` = |answer points of supported claims ∩
+  required_points| / |required_points| (not applicable when no point is required).
+* A trace without a claim ledger is one claim: its answer text (when not blank), cited by its first
+  citation, with no support phrases and no answer point.
+
+**Admissibility** (each rule reported by name when it fails): the case has a trace (``missing_trace``),
+the selection is non-empty (``empty_selection``), ``len(selected) == len(selected_versions)``
+(``version_count``), no id repeats within a stage (``duplicate_id``), every required version key is in
+``versions`` (``missing_version``) and none is repeated (``repeated_version``), every traced id is in the
+registry (``unknown_chunk``), rerank input ⊆ first stage (``rerank_input_not_in_first_stage``), set(reranked)
+== set(rerank input) (``reranked_not_rerank_input``), selected ⊆ reranked (``selected_not_reranked``),
+each selected version equals the registry's (``wrong_version``), every traced chunk is permitted
+(``restricted``) and current (``stale``). Subset rules between stages apply only when the trace carries
+both stages; the others read an absent list as empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring.grounded import refusals
+from ragspine_pipeline.scoring.join import join_traces
+
+SUPPORT_TOKEN_SHARE = 0.6
+DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
+TOKEN_BREAK = r"[^\p{L}\p{N}_]+"
+
+STAGES = (
+    "admissibility",
+    "candidate retrieval",
+    "context selection",
+    "answer completeness",
+    "answer faithfulness",
+    "citation support",
+    "refusal",
+    "pass",
+)
+ADMISSIBILITY_RULES = (
+    "missing_trace",
+    "empty_selection",
+    "version_count",
+    "duplicate_id",
+    "missing_version",
+    "repeated_version",
+    "unknown_chunk",
+    "rerank_input_not_in_first_stage",
+    "reranked_not_rerank_input",
+    "selected_not_reranked",
+    "wrong_version",
+    "restricted",
+    "stale",
+)
+RATIO_METRICS = (
+    "candidate_recall",
+    "context_recall",
+    "context_precision",
+    "faithfulness",
+    "citation_coverage",
+    "citation_support",
+    "point_coverage",
+)
+_STAGE_DICTIONARY = pa.array(STAGES, pa.string())
+
+
+@dataclass(frozen=True)
+class LayeredScore:
+    """Per-case layered results (gold order) and their aggregates.
+
+    ``cases`` columns: ``qid``, ``admissible``, ``inadmissible`` (names of the failed rules),
+    ``answerable``, ``refused``, ``n_claims``, every ratio metric (null where not applicable),
+    ``first_failed_stage`` and ``releasable``.
+    """
+
+    cases: pa.Table
+    metrics: dict[str, float]
+    denominators: dict[str, int]
+
+    def stage_histogram(self) -> dict[str, int]:
+        counts = np.bincount(
+            np.asarray(self.cases.column("first_failed_stage").combine_chunks().indices),
+            minlength=len(STAGES),
+        )
+        return dict(zip(STAGES, counts.tolist(), strict=True))
+
+
+def score_layered(
+    gold: pa.Table,
+    traces: pa.Table,
+    evidence: pa.Table,
+    required_versions: Sequence[str] = DEFAULT_REQUIRED_VERSIONS,
+) -> LayeredScore:
+    """Score canonical gold, trace and evidence columns (``contracts.columns``) layer by layer."""
+    n = gold.num_rows
+    rows, _ = join_traces(gold, traces)
+    if rows is None:
+        aligned, missing = traces, np.zeros(n, dtype=bool)
+    else:
+        aligned, missing = traces.take(rows), np.asarray(rows.is_null())
+    t = {name: aligned.column(name).combine_chunks() for name in aligned.column_names}
+    required = gold.column("gold_citations").combine_chunks()
+    answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
+    first = t["retrieved_ids"]
+    selected = pc.coalesce(t["selected_context_ids"], first)
+    refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], ""))) & ~missing
+    registry = _Registry(evidence)
+
+    violations = _admissibility(t, first, selected, missing, registry, required_versions)
+    admissible = ~np.any(np.stack(list(violations.values())), axis=0)
+
+    n_required = np.asarray(pc.list_value_length(required))
+    candidate_recall = _share_found(required, first, n_required, n)
+    context_recall = _share_found(required, selected, n_required, n)
+    found_selected, selected_rows = rowwise.member_of_row(selected, required)
+    n_selected = np.asarray(pc.fill_null(pc.list_value_length(selected), 0))
+    context_precision = np.divide(
+        np.bincount(selected_rows, weights=found_selected, minlength=n),
+        n_selected,
+        out=np.zeros(n),
+        where=n_selected > 0,
+    )
+
+    claims = _claims(t, missing | refused, n)
+    support = _claim_support(claims, selected, registry)
+    n_claims = np.bincount(claims.rows, minlength=n)
+    per_claim = {
+        "faithfulness": support.by_selected,
+        "citation_coverage": claims.citation_valid,
+        "citation_support": support.by_citation,
+    }
+    claim_ratios = {
+        name: np.divide(
+            np.bincount(claims.rows, weights=flags, minlength=n),
+            n_claims,
+            out=np.zeros(n),
+            where=n_claims > 0,
+        )
+        for name, flags in per_claim.items()
+    }
+    points = gold.column("required_points").combine_chunks()
+    n_points = np.asarray(pc.list_value_length(points))
+    supported_points = claims.points_of(support.by_selected, n)
+    point_coverage = _share_found(points, supported_points, n_points, n)
+
+    first_applicable = np.asarray(first.is_valid())
+    stage = np.select(
+        [
+            ~admissible,
+            first_applicable & (n_required > 0) & (candidate_recall < 1),
+            (n_required > 0) & (context_recall < 1),
+            refused | ~answerable,
+            n_claims == 0,
+            claim_ratios["faithfulness"] < 1,
+            claim_ratios["citation_support"] < 1,
+            (n_points > 0) & (point_coverage < 1),
+        ],
+        [
+            STAGES.index("admissibility"),
+            STAGES.index("candidate retrieval"),
+            STAGES.index("context selection"),
+            # An unanswerable case that refused passes its only answer stage; anything else stops here.
+            np.where(~answerable & refused, STAGES.index("pass"), STAGES.index("refusal")),
+            STAGES.index("answer completeness"),
+            STAGES.index("answer faithfulness"),
+            STAGES.index("citation support"),
+            STAGES.index("answer completeness"),
+        ],
+        default=STAGES.index("pass"),
+    ).astype(np.int8)
+    releasable = stage == STAGES.index("pass")
+
+    applicable = {
+        "candidate_recall": first_applicable & (n_required > 0),
+        "context_recall": n_required > 0,
+        "context_precision": ~missing,
+        "faithfulness": answerable & ~refused & ~missing,
+        "citation_coverage": answerable & ~refused & ~missing,
+        "citation_support": answerable & ~refused & ~missing,
+        "point_coverage": answerable & ~refused & ~missing & (n_points > 0),
+    }
+    values = {
+        "candidate_recall": candidate_recall,
+        "context_recall": context_recall,
+        "context_precision": context_precision,
+        **claim_ratios,
+        "point_coverage": point_coverage,
+    }
+    cases = pa.table(
+        {
+            "qid": gold.column("qid"),
+            "admissible": admissible,
+            "inadmissible": _rule_names(violations, n),
+            "answerable": answerable,
+            "refused": refused,
+            "n_claims": n_claims,
+            **{name: pa.array(values[name], mask=~applicable[name]) for name in RATIO_METRICS},
+            "first_failed_stage": pa.DictionaryArray.from_arrays(stage, _STAGE_DICTIONARY),
+            "releasable": releasable,
+        }
+    )
+    metrics, denominators = {}, {}
+    for name in RATIO_METRICS:
+        denominators[name] = int(applicable[name].sum())
+        metrics[name] = float(values[name][applicable[name]].mean()) if denominators[name] else 0.0
+    denominators["admissible_rate"] = denominators["releasable_rate"] = n
+    metrics["admissible_rate"] = float(admissible.mean()) if n else 0.0
+    metrics["releasable_rate"] = float(releasable.mean()) if n else 0.0
+    return LayeredScore(cases=cases, metrics=metrics, denominators=denominators)
+
+
+# -- admissibility ---------------------------------------------------------------------------------
+
+
+class _Registry:
+    """The evidence registry, looked up by chunk id."""
+
+    def __init__(self, evidence: pa.Table):
+        self.chunk_id = evidence.column("chunk_id").combine_chunks()
+        self.version = evidence.column("version").combine_chunks()
+        self.permitted = np.asarray(evidence.column("permitted").combine_chunks(), dtype=bool)
+        self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
+        self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
+
+    def index(self, ids: pa.Array) -> np.ndarray:
+        """Registry position of each id, -1 when the id is unknown."""
+        found = pc.index_in(ids, value_set=self.chunk_id)
+        return np.asarray(pc.fill_null(found, -1), dtype=np.int64)
+
+
+def _admissibility(
+    t, first, selected, missing, registry: _Registry, required_versions
+) -> dict[str, np.ndarray]:
+    n = len(missing)
+    present = ~missing
+    rerank_in, reranked, versions = t["rerank_input_ids"], t["reranked_ids"], t["selected_versions"]
+    n_selected = np.asarray(pc.fill_null(pc.list_value_length(selected), 0))
+    n_versions = np.asarray(pc.fill_null(pc.list_value_length(versions), 0))
+    stages = [first, rerank_in, reranked, selected]
+
+    violations = {
+        "missing_trace": missing,
+        "empty_selection": present & (n_selected == 0),
+        "version_count": present & (n_selected != n_versions),
+        "duplicate_id": present & np.any(np.stack([_has_repeats(stage, n) for stage in stages]), axis=0),
+    }
+    keys = t["version_keys"]
+    wanted = _constant_lists(list(required_versions), n)
+    found_keys, key_rows = rowwise.member_of_row(wanted, keys)
+    violations["missing_version"] = present & ~rowwise.all_per_row(found_keys, key_rows, n)
+    violations["repeated_version"] = present & _has_repeats(keys, n)
+
+    ids = [rowwise.flat(stage) for stage in stages]
+    all_ids = pa.concat_arrays([values.cast(pa.string()) for values, _ in ids])
+    id_rows = np.concatenate([rows for _, rows in ids])
+    position = registry.index(all_ids)
+    known = position >= 0
+    violations["unknown_chunk"] = rowwise.any_per_row(~known, id_rows, n)
+    violations["restricted"] = rowwise.any_per_row(known & ~registry.permitted[position], id_rows, n)
+    violations["stale"] = rowwise.any_per_row(known & ~registry.current[position], id_rows, n)
+
+    both = np.asarray(rerank_in.is_valid()) & np.asarray(first.is_valid())
+    violations["rerank_input_not_in_first_stage"] = both & ~_all_found(rerank_in, first, n)
+    both = np.asarray(rerank_in.is_valid()) & np.asarray(reranked.is_valid())
+    violations["reranked_not_rerank_input"] = both & ~(
+        _all_found(reranked, rerank_in, n) & _all_found(rerank_in, reranked, n)
+    )
+    violations["selected_not_reranked"] = np.asarray(reranked.is_valid()) & ~_all_found(selected, reranked, n)
+
+    # Versions pair with selected ids position by position (where the counts agree).
+    same_count = (n_selected == n_versions) & (n_selected > 0)
+    selected_ids, selected_rows = rowwise.flat(selected, same_count)
+    given_versions, _ = rowwise.flat(versions, same_count)
+    at = registry.index(selected_ids)
+    registry_version = registry.version.take(pa.array(np.where(at >= 0, at, 0)))
+    wrong = (at >= 0) & ~np.asarray(pc.fill_null(pc.equal(registry_version, given_versions), False))
+    violations["wrong_version"] = rowwise.any_per_row(wrong, selected_rows, n)
+    return violations
+
+
+def _has_repeats(lists: pa.Array, n: int) -> np.ndarray:
+    """Per row: some value occurs twice in the row's list."""
+    values, rows = rowwise.flat(lists)
+    if len(values) == 0:
+        return np.zeros(n, dtype=bool)
+    counts = (
+        pa.table({"row": rows, "value": values.cast(pa.string())})
+        .group_by(["row", "value"], use_threads=False)
+        .aggregate([("value", "count")])
+    )
+    repeated = np.asarray(counts.column("value_count")) > 1
+    return rowwise.any_per_row(repeated, np.asarray(counts.column("row")), n)
+
+
+def _all_found(needles: pa.Array, haystacks: pa.Array, n: int) -> np.ndarray:
+    found, rows = rowwise.member_of_row(needles, haystacks)
+    return rowwise.all_per_row(found, rows, n)
+
+
+def _share_found(needles: pa.Array, haystacks: pa.Array, n_needles: np.ndarray, n: int) -> np.ndarray:
+    """Per row: share of the row's needles found in its haystack (0 where there is no needle)."""
+    found, rows = rowwise.member_of_row(needles, haystacks)
+    hits = np.bincount(rows, weights=found, minlength=n)
+    return np.divide(hits, n_needles, out=np.zeros(n), where=n_needles > 0)
+
+
+def _constant_lists(values: list[str], n: int) -> pa.Array:
+    offsets = np.arange(n + 1, dtype=np.int32) * len(values)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values * n, pa.string()))
+
+
+def _rule_names(violations: dict[str, np.ndarray], n: int) -> pa.Array:
+    matrix = np.stack([violations[rule] for rule in ADMISSIBILITY_RULES], axis=1)
+    rows, rules = np.nonzero(matrix)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    names = np.asarray(ADMISSIBILITY_RULES, dtype=object)[rules]
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(names, pa.string()))
+
+
+# -- claims and support ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """Every claim of every case, flat: its case row, text, citation, support phrases, answer point."""
+
+    rows: np.ndarray
+    text: pa.Array
+    citation: pa.Array
+    phrases: pa.Array  # list<string>
+    point: pa.Array
+
+    @property
+    def citation_valid(self) -> np.ndarray:
+        return np.asarray(self.citation.is_valid())
+
+    def points_of(self, keep: np.ndarray, n: int) -> pa.Array:
+        """Per case, the answer points of the kept claims (a list column)."""
+        mask = keep & np.asarray(self.point.is_valid())
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(self.rows[mask], minlength=n), out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), self.point.filter(pa.array(mask)))
+
+
+def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
+    ledger = t["claims"]
+    has_ledger = np.asarray(ledger.is_valid()) & ~no_answer
+    entries, ledger_rows = rowwise.flat(ledger, has_ledger)
+    # Without a ledger: one claim, the answer text (when not blank), cited by its first citation.
+    text = pc.fill_null(t["claim"], "")
+    single = (
+        ~has_ledger & ~no_answer & np.asarray(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0))
+    )
+    single_rows = np.flatnonzero(single)
+    first_citation = _first_elements(t["citations"].take(pa.array(single_rows)))
+    count = len(single_rows)
+    rows = np.concatenate([ledger_rows, single_rows])
+    order = np.argsort(rows, kind="stable")
+    empty_phrases = pa.ListArray.from_arrays(
+        pa.array(np.zeros(count + 1, dtype=np.int32)), pa.array([], pa.string())
+    )
+
+    def both(from_ledger: pa.Array, from_single: pa.Array) -> pa.Array:
+        return pa.concat_arrays([from_ledger, from_single]).take(pa.array(order))
+
+    return _Claims(
+        rows=rows[order],
+        text=both(pc.struct_field(entries, "text"), text.take(pa.array(single_rows))),
+        citation=both(pc.struct_field(entries, "citation_id"), first_citation),
+        phrases=both(pc.struct_field(entries, "support_phrases"), empty_phrases),
+        point=both(pc.struct_field(entries, "answer_point"), pa.nulls(count, pa.string())),
+    )
+
+
+@dataclass(frozen=True)
+class _Support:
+    by_selected: np.ndarray  # per claim: some selected chunk supports it
+    by_citation: np.ndarray  # per claim: its cited chunk is selected and supports it
+
+
+def _claim_support(claims: _Claims, selected: pa.Array, registry: _Registry) -> _Support:
+    """Pair every claim with every selected chunk of its case and decide support per pair."""
+    m = len(claims.rows)
+    offsets = np.asarray(selected.offsets, dtype=np.int64)
+    counts = np.where(np.asarray(selected.is_valid()), np.diff(offsets), 0)[claims.rows]
+    pair_claim = np.repeat(np.arange(m), counts)
+    first_pair = np.cumsum(counts) - counts
+    pair_item = np.arange(int(counts.sum())) - np.repeat(first_pair - offsets[:-1][claims.rows], counts)
+    pair_chunk_id = selected.values.take(pa.array(pair_item))
+    pair_chunk = registry.index(pair_chunk_id)
+    supported = _supported_pairs(claims, pair_claim, pair_chunk, registry)
+
+    by_selected = np.zeros(m, dtype=bool)
+    by_selected[pair_claim[supported]] = True
+    is_cited = np.asarray(
+        pc.fill_null(pc.equal(pair_chunk_id, claims.citation.take(pa.array(pair_claim))), False)
+    )
+    by_citation = np.zeros(m, dtype=bool)
+    by_citation[pair_claim[supported & is_cited]] = True
+    return _Support(by_selected=by_selected, by_citation=by_citation)
+
+
+def _supported_pairs(claims: _Claims, pair_claim: np.ndarray, pair_chunk: np.ndarray, registry) -> np.ndarray:
+    known = pair_chunk >= 0
+    n_phrases = np.asarray(pc.list_value_length(claims.phrases))
+    with_phrases = n_phrases[pair_claim] > 0
+
+    # Support phrases: every phrase of the claim occurs in the chunk text.
+    phrase_values, _ = rowwise.flat(claims.phrases)
+    starts = np.concatenate([[0], np.cumsum(n_phrases)])[:-1]
+    per_pair = n_phrases[pair_claim] * (with_phrases & known)
+    triple_pair = np.repeat(np.arange(len(pair_claim)), per_pair)
+    first = np.cumsum(per_pair) - per_pair
+    triple_phrase = (
+        np.arange(int(per_pair.sum())) - np.repeat(first, per_pair) + np.repeat(starts[pair_claim], per_pair)
+    )
+    texts = rowwise.as_objects(registry.text, np.ones(len(registry.text), dtype=bool))
+    found = rowwise.contains_pairs(
+        texts, pc.utf8_lower(phrase_values.take(pa.array(triple_phrase))), pair_chunk[triple_pair]
+    )
+    phrases_ok = rowwise.all_per_row(found, triple_pair, len(pair_claim))
+
+    # Token overlap: ≥ 60 % of the claim's word tokens are tokens of the chunk text.
+    claim_tokens = _tokens(claims.text)
+    chunk_tokens = _tokens(registry.text)
+    token_values, token_claim = rowwise.flat(claim_tokens)
+    n_tokens = np.bincount(token_claim, minlength=len(claims.rows))
+    chunk_values, chunk_rows = rowwise.flat(chunk_tokens)
+    vocabulary = pc.unique(pa.concat_arrays([token_values, chunk_values]))
+    width = len(vocabulary) + 1
+    chunk_keys = chunk_rows * width + np.asarray(pc.index_in(chunk_values, value_set=vocabulary))
+    claim_codes = np.asarray(pc.index_in(token_values, value_set=vocabulary))
+    token_pairs = n_tokens[pair_claim] * (~with_phrases & known)
+    quad_pair = np.repeat(np.arange(len(pair_claim)), token_pairs)
+    first = np.cumsum(token_pairs) - token_pairs
+    token_starts = np.concatenate([[0], np.cumsum(n_tokens)])[:-1]
+    quad_token = (
+        np.arange(int(token_pairs.sum()))
+        - np.repeat(first, token_pairs)
+        + np.repeat(token_starts[pair_claim], token_pairs)
+    )
+    keys = pair_chunk[quad_pair] * width + claim_codes[quad_token]
+    present = np.asarray(pc.is_in(pa.array(keys), value_set=pa.array(chunk_keys)))
+    shared = np.bincount(quad_pair, weights=present, minlength=len(pair_claim))
+    pair_tokens = n_tokens[pair_claim]
+    tokens_ok = (pair_tokens > 0) & (shared >= SUPPORT_TOKEN_SHARE * pair_tokens)
+
+    return known & np.where(with_phrases, phrases_ok, tokens_ok)
+
+
+def _first_elements(lists: pa.Array) -> pa.Array:
+    """Per row, the first element of its list (null for an empty or null list)."""
+    offsets = np.asarray(lists.offsets, dtype=np.int64)
+    lengths = np.where(np.asarray(lists.is_valid()), np.diff(offsets), 0)
+    picked = lists.values.take(pa.array(np.where(lengths > 0, offsets[:-1], 0)))
+    return pa.array(picked.to_numpy(zero_copy_only=False), pa.string(), mask=lengths == 0)
+
+
+def _tokens(text: pa.Array) -> pa.Array:
+    """Word tokens of lower-cased text, as a list column (empty strings dropped)."""
+    pieces = pc.split_pattern_regex(pc.utf8_lower(text), TOKEN_BREAK)
+    values, rows = rowwise.flat(pieces)
+    keep = np.asarray(pc.greater(pc.utf8_length(values), 0))
+    offsets = np.zeros(len(text) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows[keep], minlength=len(text)), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(keep)))
