@@ -1,24 +1,36 @@
 """``ragspine-eval``: the scorer as a command, for the service's own CI. SPEC §7.
 
-Exit codes: 0 every gate passes, 1 a gate fails, 2 unusable input (the message names file, line and field).
+Exit codes: 0 ship (every gate, slice and baseline holds), 1 block, 2 unusable input (the message names
+file, line and field).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import uuid
 from collections.abc import Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from ragspine_pipeline import __version__
-from ragspine_pipeline.contracts.columns import load_gold, load_traces
+from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
+from ragspine_pipeline.decision import baseline as baselines
+from ragspine_pipeline.decision import golden
+from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.decision.gates import GateSpecError, default_gates, evaluate_gates, parse_gates
+from ragspine_pipeline.decision.release import decide, failed_slices
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
-from ragspine_pipeline.reports.grounded import ReportInputs, write_json, write_markdown
+from ragspine_pipeline.reports.evaluation import Evaluation, ReportInputs, write_json, write_markdown
 from ragspine_pipeline.scoring.grounded import METRICS, score_grounded
+from ragspine_pipeline.scoring.layered import RATIO_METRICS, score_layered
+from ragspine_pipeline.scoring.slices import slices
 
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE = 0, 1, 2
+LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
+KNOWN_METRICS = (*METRICS, *LAYERED_METRICS)
 
 
 class UsageError(Exception):
@@ -41,27 +53,51 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ragspine-eval",
-        description="Score a RAG service's traces against a golden set and gate the result.",
+        description="Score a RAG service's traces against a golden set and decide whether it may ship.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     score = commands.add_parser(
         "score",
-        help="grounded-QA metrics and gates for a gold file and a trace file",
-        description="Exit 0 when every gate passes, 1 when a gate fails, 2 when the input is unusable.",
+        help="metrics, gates and the release decision for a gold file and a trace file",
+        description="Exit 0 when the release ships, 1 when it is blocked, 2 when the input is unusable.",
     )
     score.add_argument("--gold", required=True, help="golden set (JSONL or JSON array, any SPEC dialect)")
     score.add_argument("--trace", required=True, help="traces of the system under test (JSONL)")
-    score.add_argument("--k", type=_positive_int, default=5, help="cut-off for recall@k (default 5)")
+    score.add_argument("--k", type=_positive_int, help="cut-off for recall@k (default: config, else 5)")
     score.add_argument(
         "--gates",
-        help="complete gate set, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10 "
+        help="complete gate set, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10; overrides the config's "
         "(default: precision, chr, under_refusal, over_refusal, compliance at the SPEC thresholds)",
     )
+    score.add_argument(
+        "--evidence", help="evidence registry (JSONL): adds the layered, permission-safe metrics"
+    )
+    score.add_argument("--config", help="gates config (YAML): gates, slice gate, k, required versions")
+    score.add_argument("--baseline", help="baseline file (JSON, keyed by mode): regressions block")
+    score.add_argument("--mode", default=baselines.DEFAULT_MODE, help="baseline mode (default: golden)")
+    score.add_argument(
+        "--promote", action="store_true", help="after a shipping run, tighten the baseline (never loosens)"
+    )
+    score.add_argument("--run-id", help="identifier recorded in the decision (default: generated)")
     score.add_argument("--format", choices=("json", "markdown"), default="json")
     score.add_argument("--out", help="write the report here instead of standard output")
     score.set_defaults(run=_score)
+
+    gold = commands.add_parser("golden", help="freeze or verify the golden set").add_subparsers(
+        dest="golden_command", required=True
+    )
+    freeze = gold.add_parser("freeze", help="write G.lock: version, content hash, approver, time")
+    freeze.add_argument("--gold", required=True)
+    freeze.add_argument("--version", required=True, dest="golden_version")
+    freeze.add_argument("--approved-by", required=True)
+    freeze.set_defaults(run=_golden_freeze)
+    verify = gold.add_parser(
+        "verify", help="exit 0 when the content matches the lock, 1 when it changed, 2 when there is no lock"
+    )
+    verify.add_argument("--gold", required=True)
+    verify.set_defaults(run=_golden_verify)
     return parser
 
 
@@ -75,23 +111,92 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def _score(args: argparse.Namespace) -> int:
-    try:
-        gates = default_gates() if args.gates is None else parse_gates(args.gates, METRICS)
-    except GateSpecError as exc:
-        raise UsageError(f"--gates: {exc}") from None
-    gold = load_gold(args.gold)
-    traces = load_traces(args.trace)
-    score = score_grounded(gold.table, traces.table, k=args.k)
-    results = evaluate_gates(gates, score.metrics)
+# -- score -----------------------------------------------------------------------------------------
 
-    inputs = ReportInputs(gold=args.gold, trace=args.trace, warnings=_coverage_warnings(score.counts))
-    for warning in inputs.warnings:
+
+def _score(args: argparse.Namespace) -> int:
+    if args.promote and not args.baseline:
+        raise UsageError("--promote needs --baseline")
+    config = load_config(args.config, KNOWN_METRICS) if args.config else EvalConfig()
+    gates = _gates(args, config)
+    if not args.evidence and (layered_gates := [g.metric for g in gates if g.metric in LAYERED_METRICS]):
+        raise UsageError(f"gates on {', '.join(layered_gates)} need --evidence")
+    warnings: list[str] = []
+    lock = _golden_lock(args.gold, warnings)
+    baseline_entries = baselines.load_baseline(args.baseline) if args.baseline else {}
+
+    gold = load_gold(args.gold).table
+    traces = load_traces(args.trace).table
+    grounded = score_grounded(gold, traces, k=args.k or config.k)
+    metrics = dict(grounded.metrics)
+    layered, all_slices = None, []
+    if args.evidence:
+        evidence = load_evidence(args.evidence).table
+        layered = score_layered(gold, traces, evidence, config.required_versions)
+        metrics.update(layered.metrics)
+        all_slices = slices(gold.column("tags"), layered.cases, RATIO_METRICS)
+
+    results = evaluate_gates(gates, metrics)
+    comparison = baselines.compare(baseline_entries.get(args.mode), metrics) if args.baseline else None
+    run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    release = decide(
+        results,
+        failed_slices(all_slices, config.slice_gate),
+        comparison,
+        histogram=None if layered is None else layered.stage_histogram(),
+        index_versions=traces.column("index_version").to_pylist(),
+        golden_version=None if lock is None else lock.version,
+        golden_sha256=None if lock is None else lock.sha256,
+        run_id=run_id,
+    )
+    warnings += _coverage_warnings(grounded.counts)
+    if comparison is not None and comparison.unmeasured:
+        warnings.append(f"baseline metrics not measured by this run: {', '.join(comparison.unmeasured)}")
+    if args.promote:
+        warnings.append(_promote(args, metrics, release.ships, grounded.counts["cases"], run_id))
+    evaluation = Evaluation(
+        inputs=ReportInputs(args.gold, args.trace, args.evidence, warnings),
+        grounded=grounded,
+        gates=results,
+        release=release,
+        layered=layered,
+        slices=all_slices,
+    )
+    for warning in warnings:
         print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
     write = write_json if args.format == "json" else write_markdown
     with _output(args.out) as out:
-        write(score, results, inputs, out)
-    return EXIT_PASS if all(result.passed for result in results) else EXIT_GATE_FAILED
+        write(evaluation, out)
+    return EXIT_PASS if release.ships else EXIT_GATE_FAILED
+
+
+def _gates(args: argparse.Namespace, config: EvalConfig):
+    if args.gates is not None:
+        try:
+            return parse_gates(args.gates, KNOWN_METRICS)
+        except GateSpecError as exc:
+            raise UsageError(f"--gates: {exc}") from None
+    return config.gate_list(KNOWN_METRICS) or default_gates()
+
+
+def _golden_lock(gold_path: str, warnings: list[str]) -> golden.GoldenLock | None:
+    """The golden lock when the content matches it; a changed golden set is unusable (exit 2)."""
+    if golden.read_lock(gold_path) is None:  # cheap: no hashing when there is no lock
+        warnings.append(f"{gold_path} is not frozen (no {golden.lock_path(gold_path).name}): scored anyway")
+        return None
+    verification = golden.verify(gold_path)
+    if verification.status != "ok":
+        raise InputError(gold_path, verification.message(gold_path).removeprefix(f"{gold_path} "))
+    return verification.lock
+
+
+def _promote(
+    args: argparse.Namespace, metrics: dict[str, float], ships: bool, n_cases: int, run_id: str
+) -> str:
+    if not ships:
+        return f"not promoting {args.baseline}: the release is blocked, the baseline is unchanged"
+    baselines.promote(args.baseline, args.mode, metrics, passed=True, n_cases=n_cases, run=run_id)
+    return f"promoted {args.baseline} (mode {args.mode}): every listed metric is now at least as strict"
 
 
 def _coverage_warnings(counts: dict[str, int]) -> list[str]:
@@ -112,6 +217,21 @@ def _output(path: str | None):
         return
     with atomic_writer(path, "report") as fh:  # a reader never sees half a report
         yield fh
+
+
+# -- golden ----------------------------------------------------------------------------------------
+
+
+def _golden_freeze(args: argparse.Namespace) -> int:
+    lock = golden.freeze(args.gold, args.golden_version, args.approved_by)
+    print(json.dumps(lock.__dict__, indent=2))
+    return EXIT_PASS
+
+
+def _golden_verify(args: argparse.Namespace) -> int:
+    verification = golden.verify(args.gold)
+    print(verification.message(args.gold), file=sys.stdout if verification.status == "ok" else sys.stderr)
+    return {"ok": EXIT_PASS, "changed": EXIT_GATE_FAILED, "unlocked": EXIT_UNUSABLE}[verification.status]
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ def test_markdown_report(capsys):
         capsys, "--gold", GOLD, "--trace", TRACES, "--format", "markdown", "--gates", "over=0.05"
     )
     assert code == 1
-    assert out.startswith("# Grounded QA report\n\n**FAIL**")
+    assert out.startswith("# Evaluation report\n\n**BLOCK**")
+    assert "- gate **over_refusal** = 0.0625, needs <= 0.0500 (Δ +0.0125)" in out
     assert "| over_refusal | ≤ 0.0500 | 0.0625 | ❌ **FAIL** |" in out
     assert "| precision | 0.9333 | 14 / 15 answered |" in out
     assert "| SEC-005 | yes | no | — | — | no | OVER_REFUSAL |" in out

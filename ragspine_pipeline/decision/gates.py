@@ -28,15 +28,25 @@ class GateSpecError(ValueError):
 
 @dataclass(frozen=True)
 class Gate:
+    """``metric`` must be at least (``min``) or at most (``max``) ``threshold``.
+
+    Without an explicit direction, rates of failure are ``max`` gates and every other metric ``min``.
+    """
+
     metric: str
     threshold: float
+    direction: str | None = None  # "min" or "max"
+
+    @property
+    def is_max(self) -> bool:
+        return self.direction == "max" if self.direction else self.metric in LOWER_IS_BETTER
 
     @property
     def op(self) -> str:
-        return "<=" if self.metric in LOWER_IS_BETTER else ">="
+        return "<=" if self.is_max else ">="
 
     def passes(self, value: float) -> bool:
-        return value <= self.threshold if self.metric in LOWER_IS_BETTER else value >= self.threshold
+        return value <= self.threshold if self.is_max else value >= self.threshold
 
 
 @dataclass(frozen=True)

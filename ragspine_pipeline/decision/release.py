@@ -1,0 +1,102 @@
+"""The release decision (SPEC §4): ``ship`` or ``block``, and every reason for a block.
+
+A release is blocked when any gate fails, any eligible slice falls below the slice gate (even when the
+aggregate passes), or any baselined metric regressed. Gates are kept separate in the decision: each
+failure is listed with its value, threshold and delta so an engineer knows what to repair first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from ragspine_pipeline.decision.baseline import Comparison
+from ragspine_pipeline.decision.config import SliceGate
+from ragspine_pipeline.decision.gates import GateResult
+from ragspine_pipeline.scoring.slices import Slice
+
+
+@dataclass(frozen=True)
+class FailedGate:
+    metric: str
+    value: float
+    op: str
+    threshold: float
+    delta: float  # value - threshold
+
+
+@dataclass(frozen=True)
+class FailedSlice:
+    dimension: str
+    value: str
+    n: int
+    releasable_rate: float
+    ci95: tuple[float, float]
+    min_rate: float
+
+
+@dataclass(frozen=True)
+class ReleaseDecision:
+    decision: str  # "ship" or "block"
+    failed_gates: list[FailedGate]
+    failed_slices: list[FailedSlice]
+    regressions: list[dict]
+    first_failed_stage_histogram: dict[str, int] | None
+    index_version: str | None
+    index_versions: list[str]
+    golden_version: str | None
+    golden_sha256: str | None
+    run_id: str
+    unmeasured_baseline_metrics: list[str] = field(default_factory=list)
+
+    @property
+    def ships(self) -> bool:
+        return self.decision == "ship"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def failed_slices(all_slices: list[Slice], gate: SliceGate) -> list[FailedSlice]:
+    """Slices with at least ``min_n`` cases whose releasable rate is below ``min_rate``, worst first."""
+    failing = [s for s in all_slices if s.n >= gate.min_n and s.releasable_rate < gate.min_rate]
+    failing.sort(key=lambda s: (s.releasable_rate, -s.n, s.dimension, s.value))
+    return [
+        FailedSlice(s.dimension, s.value, s.n, s.releasable_rate, (s.ci_low, s.ci_high), gate.min_rate)
+        for s in failing
+    ]
+
+
+def decide(
+    gates: list[GateResult],
+    slices_below: list[FailedSlice],
+    comparison: Comparison | None,
+    *,
+    histogram: dict[str, int] | None,
+    index_versions: list[str | None],
+    golden_version: str | None,
+    golden_sha256: str | None,
+    run_id: str,
+) -> ReleaseDecision:
+    """Block on any failed gate, failed slice or regression; otherwise ship."""
+    failed = [
+        FailedGate(r.gate.metric, r.value, r.gate.op, r.gate.threshold, r.value - r.gate.threshold)
+        for r in gates
+        if not r.passed
+    ]
+    regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
+    seen = Counter(v for v in index_versions if v is not None)
+    blocked = bool(failed or slices_below or regressions)
+    return ReleaseDecision(
+        decision="block" if blocked else "ship",
+        failed_gates=failed,
+        failed_slices=slices_below,
+        regressions=regressions,
+        first_failed_stage_histogram=histogram,
+        index_version=seen.most_common(1)[0][0] if seen else None,
+        index_versions=sorted(seen),
+        golden_version=golden_version,
+        golden_sha256=golden_sha256,
+        run_id=run_id,
+        unmeasured_baseline_metrics=[] if comparison is None else list(comparison.unmeasured),
+    )

@@ -1,0 +1,314 @@
+"""The evaluation report: JSON for machines, Markdown for people.
+
+Figures are rounded to 4 decimals here, for display; gates were decided on unrounded values.
+Per-case rows are rendered on whole columns (``reports.columns``) so that a million-case report costs
+a handful of kernel calls, not a million ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.decision.gates import GateResult
+from ragspine_pipeline.decision.release import ReleaseDecision
+from ragspine_pipeline.reports.columns import (
+    BOOL_STATES,
+    concat,
+    json_escaped,
+    markdown_cell,
+    render_states,
+    write_column,
+)
+from ragspine_pipeline.scoring.grounded import LABELS, METRICS, GroundedScore
+from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES, LayeredScore
+from ragspine_pipeline.scoring.slices import Slice
+
+DECIMALS = 4
+_CASE_FLAGS = ("answerable", "answered", "missing", "contained", "citation_hit", "recall_hit")
+_COUNTS = ("answered", "refused", "answerable", "unanswerable", "missing", "unmatched")
+_SLICE_METRICS = ("context_recall", "faithfulness", "citation_support")
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    gold: str
+    trace: str
+    evidence: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything one `score` run decided, ready to render."""
+
+    inputs: ReportInputs
+    grounded: GroundedScore
+    gates: list[GateResult]
+    release: ReleaseDecision
+    layered: LayeredScore | None = None
+    slices: list[Slice] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.release.ships
+
+
+def figure(value: float | None) -> float | None:
+    return None if value is None else round(value, DECIMALS)
+
+
+def summary(ev: Evaluation) -> dict:
+    """Every figure of the run, without the per-case rows (SPEC §7 order first)."""
+    score = ev.grounded
+    metrics = {name: figure(value) for name, value in score.metrics.items()}
+    out = {
+        "gold": ev.inputs.gold,
+        "trace": ev.inputs.trace,
+        "n_cases": score.counts["cases"],
+        **{name: score.counts[name] for name in _COUNTS},
+        **{name: metrics[name] for name in ("precision", "chr", "under_refusal", "over_refusal", "recall@k")},
+        "k": score.k,
+        "compliance": metrics["compliance"],
+        "chr_answerable": metrics["chr_answerable"],
+        "claim_containment": metrics["claim_containment"],
+        "duplicates": score.counts["duplicates"],
+        "traces": score.counts["traces"],
+        "denominators": {name: score.denominator(name) for name in METRICS},
+        "labels": score.label_counts(),
+    }
+    if ev.layered is not None:
+        out["evidence"] = ev.inputs.evidence
+        out["layered"] = {name: figure(value) for name, value in ev.layered.metrics.items()}
+        out["layered_denominators"] = dict(ev.layered.denominators)
+        out["first_failed_stage_histogram"] = ev.layered.stage_histogram()
+        out["slices"] = _slices_json(ev.slices)
+    out["gates"] = [
+        {
+            "metric": result.gate.metric,
+            "op": result.gate.op,
+            "threshold": result.gate.threshold,
+            "value": figure(result.value),
+            "pass": result.passed,
+        }
+        for result in ev.gates
+    ]
+    out["release"] = _rounded(ev.release.as_dict())
+    out["pass"] = ev.passed
+    out["warnings"] = ev.inputs.warnings
+    return out
+
+
+def _slices_json(slices: list[Slice]) -> dict:
+    out: dict[str, dict] = {}
+    for s in slices:
+        out.setdefault(s.dimension, {})[s.value] = _rounded(s.as_dict())
+    return out
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return figure(value)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def write_json(ev: Evaluation, out: TextIO) -> None:
+    """The summary with a ``cases`` array of per-case rows appended as the last key."""
+    head = json.dumps(summary(ev), indent=2, ensure_ascii=False)
+    out.write(head[: head.rindex("}")].rstrip())
+    out.write(',\n  "cases": [\n')
+    skip = len(",\n")  # the first row has no separator before it
+    for start, cases in _slices_of(ev.grounded.cases):
+        qid = json_escaped(cases.column("qid").combine_chunks())
+        parts = [',\n    {"qid": "', qid, '"', _json_tail(cases)]
+        if ev.layered is not None:
+            layered = ev.layered.cases.slice(start, cases.num_rows)
+            parts += [_json_layered_tail(layered)]
+        write_column(out, concat(*parts, "}"), skip)
+        skip = 0
+    out.write("\n  ]\n}\n")
+
+
+def _json_tail(cases: pa.Table) -> pa.Array:
+    def render(label: str, *flags: bool | None) -> str:
+        values = ", ".join(
+            f'"{name}": {json.dumps(flag)}' for name, flag in zip(_CASE_FLAGS, flags, strict=True)
+        )
+        return f', "label": "{label}", {values}'
+
+    columns = [cases.column(name).combine_chunks() for name in ("label", *_CASE_FLAGS)]
+    return render_states(columns, [LABELS, *[BOOL_STATES] * len(_CASE_FLAGS)], render)
+
+
+def _json_layered_tail(layered: pa.Table) -> pa.Array:
+    def render(stage: str, releasable: bool | None) -> str:
+        return f', "first_failed_stage": "{stage}", "releasable": {json.dumps(releasable)}, "inadmissible": '
+
+    columns = [layered.column(name).combine_chunks() for name in ("first_failed_stage", "releasable")]
+    head = render_states(columns, [STAGES, BOOL_STATES], render)
+    rules = layered.column("inadmissible").combine_chunks()
+    listed = pc.if_else(
+        pc.greater(pc.list_value_length(rules), 0),
+        concat('["', pc.binary_join(rules, '", "'), '"]'),
+        "[]",
+    )
+    return concat(head, listed)
+
+
+def _slices_of(table: pa.Table, rows: int = 1 << 16):
+    """Render big reports a slice at a time, so memory stays bounded by the slice."""
+    for start in range(0, table.num_rows, rows):
+        yield start, table.slice(start, rows)
+
+
+# -- Markdown --------------------------------------------------------------------------------------
+
+
+def write_markdown(ev: Evaluation, out: TextIO) -> None:
+    """A report a person reads: decision, gates, figures, stages, slices, coverage, every question."""
+    s = summary(ev)
+    release = ev.release
+    out.write("# Evaluation report\n\n")
+    verdict = "SHIP" if release.ships else "BLOCK"
+    out.write(
+        f"**{verdict}** — gold `{ev.inputs.gold}` ({s['n_cases']} cases), traces `{ev.inputs.trace}` "
+        f"({s['traces']} traces), k = {ev.grounded.k}"
+        + (f", evidence `{ev.inputs.evidence}`" if ev.inputs.evidence else "")
+        + "\n\n"
+    )
+    facts = [
+        f"index version {release.index_version}" if release.index_version else None,
+        f"golden version {release.golden_version} (sha256 {release.golden_sha256[:12]}…)"
+        if release.golden_version
+        else "golden set not frozen",
+        f"run {release.run_id}",
+    ]
+    out.write(" · ".join(f for f in facts if f) + "\n\n")
+    for warning in ev.inputs.warnings:
+        out.write(f"> ⚠ {warning}\n")
+    if ev.inputs.warnings:
+        out.write("\n")
+    _write_release(release, out)
+
+    out.write("## Gates\n\n| metric | gate | value | result |\n|---|---|---|---|\n")
+    for result in ev.gates:
+        gate = f"{'≤' if result.gate.op == '<=' else '≥'} {result.gate.threshold:.4f}"
+        mark = "✅ pass" if result.passed else "❌ **FAIL**"
+        out.write(f"| {result.gate.metric} | {gate} | {figure(result.value):.4f} | {mark} |\n")
+
+    out.write("\n## Grounded QA figures\n\n| metric | value | over |\n|---|---|---|\n")
+    score = ev.grounded
+    for name, (numerator, denominator, _) in METRICS.items():
+        shown = f"{score.counts[numerator]} / {score.counts[denominator]} {denominator}"
+        if score.counts[denominator] == 0:
+            shown = f"0 {denominator}: not applicable, reported as {s[name]}"
+        out.write(f"| {name} | {s[name]:.4f} | {shown} |\n")
+
+    if ev.layered is not None:
+        _write_layered(ev, out)
+
+    out.write(
+        f"\n## Coverage\n\n"
+        f"- answered {s['answered']}, refused {s['refused']} "
+        f"(answerable {s['answerable']}, unanswerable {s['unanswerable']})\n"
+        f"- missing (gold case without a trace, scored as an empty answer): {s['missing']}\n"
+        f"- unmatched (trace without a gold case, ignored): {s['unmatched']}\n"
+        f"- duplicates (extra traces for one case, last one kept): {s['duplicates']}\n"
+    )
+    out.write("\n## Labels\n\n| label | cases |\n|---|---|\n")
+    for label, count in s["labels"].items():
+        out.write(f"| {label} | {count} |\n")
+    _write_cases(ev, out)
+
+
+def _write_release(release: ReleaseDecision, out: TextIO) -> None:
+    out.write(f"## Release decision: **{release.decision}**\n\n")
+    if release.ships:
+        out.write("Every gate, slice and baselined metric holds.\n\n")
+        return
+    for gate in release.failed_gates:
+        out.write(
+            f"- gate **{gate.metric}** = {gate.value:.4f}, needs {gate.op} {gate.threshold:.4f} "
+            f"(Δ {gate.delta:+.4f})\n"
+        )
+    for failed in release.failed_slices:
+        low, high = failed.ci95
+        out.write(
+            f"- slice **{failed.dimension}={failed.value}**: releasable {failed.releasable_rate:.1%} of "
+            f"{failed.n} (95% CI {low:.1%}–{high:.1%}), needs ≥ {failed.min_rate:.0%}\n"
+        )
+    for regression in release.regressions:
+        out.write(
+            f"- regression **{regression['metric']}**: {regression['current']:.4f} vs baseline "
+            f"{regression['baseline']:.4f} (Δ {regression['delta']:+.4f})\n"
+        )
+    out.write("\n")
+
+
+def _write_layered(ev: Evaluation, out: TextIO) -> None:
+    layered = ev.layered
+    out.write("\n## Layered figures\n\n| metric | value | over |\n|---|---|---|\n")
+    for name in (*RATIO_METRICS, "admissible_rate", "releasable_rate"):
+        n = layered.denominators[name]
+        shown = f"{n} cases" if n else "0 cases: not applicable"
+        out.write(f"| {name} | {layered.metrics[name]:.4f} | {shown} |\n")
+    out.write("\n## First failed stage\n\n| stage | cases |\n|---|---|\n")
+    for stage, count in layered.stage_histogram().items():
+        out.write(f"| {stage} | {count} |\n")
+    if ev.slices:
+        header = " | ".join(_SLICE_METRICS)
+        out.write(
+            f"\n## Slices (worst first)\n\n| slice | n | releasable | 95% CI | {header} |\n"
+            f"|---|---|---|---|{'---|' * len(_SLICE_METRICS)}\n"
+        )
+        for s in sorted(ev.slices, key=lambda s: (s.releasable_rate, -s.n, s.dimension, s.value)):
+            cells = ["—" if s.metrics[name] is None else f"{s.metrics[name]:.3f}" for name in _SLICE_METRICS]
+            out.write(
+                f"| {s.dimension}={s.value} | {s.n} | {s.releasable_rate:.1%} | "
+                f"{s.ci_low:.1%}–{s.ci_high:.1%} | {' | '.join(cells)} |\n"
+            )
+
+
+_MARKDOWN_COLUMNS = ("answerable", "missing", "answered", "citation_hit", "contained", "recall_hit")
+
+
+def _write_cases(ev: Evaluation, out: TextIO) -> None:
+    layered = ev.layered is not None
+    extra = " first failed stage |" if layered else ""
+    out.write(
+        "\n## Per question\n\n| qid | answerable | answered | citation hit | contained | recall@k | label |"
+        + extra
+        + "\n|---|---|---|---|---|---|---|"
+        + ("---|" if layered else "")
+        + "\n"
+    )
+    for start, cases in _slices_of(ev.grounded.cases):
+        parts = ["| ", markdown_cell(cases.column("qid").combine_chunks()), _markdown_tail(cases)]
+        if layered:
+            stage = ev.layered.cases.slice(start, cases.num_rows).column("first_failed_stage")
+            parts += [" ", stage.combine_chunks().cast(pa.string()), " |"]
+        write_column(out, concat(*parts, "\n"))
+
+
+def _markdown_tail(cases: pa.Table) -> pa.Array:
+    def cell(flag: bool | None) -> str:
+        return "—" if flag is None else "yes" if flag else "no"
+
+    def render(label, answerable, missing, answered, hit, contained, recalled) -> str:
+        answered_cell = "no trace" if missing else cell(answered)
+        cells = [cell(answerable), answered_cell, cell(hit), cell(contained), cell(recalled), label]
+        return " | " + " | ".join(cells) + " |"
+
+    columns = [cases.column(name).combine_chunks() for name in ("label", *_MARKDOWN_COLUMNS)]
+    return render_states(columns, [LABELS, *[BOOL_STATES] * len(_MARKDOWN_COLUMNS)], render)
