@@ -12,12 +12,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Until the Dagster code location lands, the "main job" is the CI scorer on the shipped example.
-# Exit 1 (a failed gate) is a verdict, not a crash, so it is reported but does not fail `make run`.
+# Until the Dagster code location lands, the "main job" is the release scorer on the shipped layered
+# example (frozen golden set, evidence registry, committed gates). Exit 1 (a blocked release) is a
+# verdict, not a crash, so it is reported but does not fail `make run`.
+EXAMPLE := examples/layered
 run: $(STAMP)
-	@$(BIN)/ragspine-eval score --gold examples/wfgy/gold.jsonl --trace examples/wfgy/traces.jsonl \
-		--format markdown; rc=$$?; \
-	if [ $$rc -eq 1 ]; then echo "(gates failed: exit 1)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
+	@$(BIN)/ragspine-eval golden verify --gold $(EXAMPLE)/gold.jsonl
+	@$(BIN)/ragspine-eval score --gold $(EXAMPLE)/gold.jsonl --trace $(EXAMPLE)/traces.jsonl \
+		--evidence $(EXAMPLE)/evidence.jsonl --config $(EXAMPLE)/gates.yaml --format markdown; rc=$$?; \
+	if [ $$rc -eq 1 ]; then echo "(release blocked: exit 1)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

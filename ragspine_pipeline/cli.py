@@ -14,6 +14,9 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ragspine_pipeline import __version__
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
@@ -144,7 +147,7 @@ def _score(args: argparse.Namespace) -> int:
         failed_slices(all_slices, config.slice_gate),
         comparison,
         histogram=None if layered is None else layered.stage_histogram(),
-        index_versions=traces.column("index_version").to_pylist(),
+        index_versions=_value_counts(traces.column("index_version")),
         golden_version=None if lock is None else lock.version,
         golden_sha256=None if lock is None else lock.sha256,
         run_id=run_id,
@@ -197,6 +200,11 @@ def _promote(
         return f"not promoting {args.baseline}: the release is blocked, the baseline is unchanged"
     baselines.promote(args.baseline, args.mode, metrics, passed=True, n_cases=n_cases, run=run_id)
     return f"promoted {args.baseline} (mode {args.mode}): every listed metric is now at least as strict"
+
+
+def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
+    counts = pc.value_counts(column.drop_null())
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
 
 
 def _coverage_warnings(counts: dict[str, int]) -> list[str]:

@@ -204,3 +204,15 @@ def test_an_unreadable_registry_is_unusable(tmp_path, capsys):
                                                      "current": True, "text": "t"}])  # fmt: skip
     code, _, err = score(capsys, gold, traces, bad)
     assert code == 2 and "evidence.jsonl:1: id=x: field 'permitted'" in err
+
+
+def test_the_shipped_layered_example_is_frozen_and_ships(capsys):
+    example = Path(__file__).resolve().parents[1] / "examples" / "layered"
+    gold = str(example / "gold.jsonl")
+    assert run(capsys, "golden", "verify", "--gold", gold)[0] == 0
+    inputs = ["--trace", str(example / "traces.jsonl"), "--evidence", str(example / "evidence.jsonl")]
+    code, out, _ = run(capsys, "score", "--gold", gold, *inputs, "--config", str(example / "gates.yaml"))
+    report = json.loads(out)
+    assert code == 0 and report["release"]["decision"] == "ship"
+    assert report["release"]["golden_version"] == "demo-2026.11"
+    assert set(report["slices"]["workflow"]) == {"access", "expenses", "incident", "release-freeze"}

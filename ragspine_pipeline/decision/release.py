@@ -73,19 +73,22 @@ def decide(
     comparison: Comparison | None,
     *,
     histogram: dict[str, int] | None,
-    index_versions: list[str | None],
+    index_versions: dict[str, int],
     golden_version: str | None,
     golden_sha256: str | None,
     run_id: str,
 ) -> ReleaseDecision:
-    """Block on any failed gate, failed slice or regression; otherwise ship."""
+    """Block on any failed gate, failed slice or regression; otherwise ship.
+
+    ``index_versions`` counts the traces per index version; the most common one is the run's.
+    """
     failed = [
         FailedGate(r.gate.metric, r.value, r.gate.op, r.gate.threshold, r.value - r.gate.threshold)
         for r in gates
         if not r.passed
     ]
     regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
-    seen = Counter(v for v in index_versions if v is not None)
+    seen = Counter(index_versions)
     blocked = bool(failed or slices_below or regressions)
     return ReleaseDecision(
         decision="block" if blocked else "ship",
