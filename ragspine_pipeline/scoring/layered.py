@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring.admissibility import Registry, admissibility, rule_names
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
 
@@ -61,21 +62,6 @@ STAGES = (
     "citation support",
     "refusal",
     "pass",
-)
-ADMISSIBILITY_RULES = (
-    "missing_trace",
-    "empty_selection",
-    "version_count",
-    "duplicate_id",
-    "missing_version",
-    "repeated_version",
-    "unknown_chunk",
-    "rerank_input_not_in_first_stage",
-    "reranked_not_rerank_input",
-    "selected_not_reranked",
-    "wrong_version",
-    "restricted",
-    "stale",
 )
 RATIO_METRICS = (
     "candidate_recall",
@@ -129,14 +115,14 @@ def score_layered(
     first = t["retrieved_ids"]
     selected = pc.coalesce(t["selected_context_ids"], first)
     refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], ""))) & ~missing
-    registry = _Registry(evidence)
+    registry = Registry(evidence)
 
-    violations = _admissibility(t, first, selected, missing, registry, required_versions)
+    violations = admissibility(t, first, selected, missing, registry, required_versions)
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
 
     n_required = np.asarray(pc.list_value_length(required))
-    candidate_recall = _share_found(required, first, n_required, n)
-    context_recall = _share_found(required, selected, n_required, n)
+    candidate_recall = rowwise.share_found(required, first, n_required, n)
+    context_recall = rowwise.share_found(required, selected, n_required, n)
     found_selected, selected_rows = rowwise.member_of_row(selected, required)
     n_selected = np.asarray(pc.fill_null(pc.list_value_length(selected), 0))
     context_precision = np.divide(
@@ -166,7 +152,7 @@ def score_layered(
     points = gold.column("required_points").combine_chunks()
     n_points = np.asarray(pc.list_value_length(points))
     supported_points = claims.points_of(support.by_selected, n)
-    point_coverage = _share_found(points, supported_points, n_points, n)
+    point_coverage = rowwise.share_found(points, supported_points, n_points, n)
 
     first_applicable = np.asarray(first.is_valid())
     stage = np.select(
@@ -215,7 +201,7 @@ def score_layered(
         {
             "qid": gold.column("qid"),
             "admissible": admissible,
-            "inadmissible": _rule_names(violations, n),
+            "inadmissible": rule_names(violations, n),
             "answerable": answerable,
             "refused": refused,
             "n_claims": n_claims,
@@ -232,115 +218,6 @@ def score_layered(
     metrics["admissible_rate"] = float(admissible.mean()) if n else 0.0
     metrics["releasable_rate"] = float(releasable.mean()) if n else 0.0
     return LayeredScore(cases=cases, metrics=metrics, denominators=denominators)
-
-
-# -- admissibility ---------------------------------------------------------------------------------
-
-
-class _Registry:
-    """The evidence registry, looked up by chunk id."""
-
-    def __init__(self, evidence: pa.Table):
-        self.chunk_id = evidence.column("chunk_id").combine_chunks()
-        self.version = evidence.column("version").combine_chunks()
-        self.permitted = np.asarray(evidence.column("permitted").combine_chunks(), dtype=bool)
-        self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
-        self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
-
-    def index(self, ids: pa.Array) -> np.ndarray:
-        """Registry position of each id, -1 when the id is unknown."""
-        found = pc.index_in(ids, value_set=self.chunk_id)
-        return np.asarray(pc.fill_null(found, -1), dtype=np.int64)
-
-
-def _admissibility(
-    t, first, selected, missing, registry: _Registry, required_versions
-) -> dict[str, np.ndarray]:
-    n = len(missing)
-    present = ~missing
-    rerank_in, reranked, versions = t["rerank_input_ids"], t["reranked_ids"], t["selected_versions"]
-    n_selected = np.asarray(pc.fill_null(pc.list_value_length(selected), 0))
-    n_versions = np.asarray(pc.fill_null(pc.list_value_length(versions), 0))
-    stages = [first, rerank_in, reranked, selected]
-
-    violations = {
-        "missing_trace": missing,
-        "empty_selection": present & (n_selected == 0),
-        "version_count": present & (n_selected != n_versions),
-        "duplicate_id": present & np.any(np.stack([_has_repeats(stage, n) for stage in stages]), axis=0),
-    }
-    keys = t["version_keys"]
-    wanted = _constant_lists(list(required_versions), n)
-    found_keys, key_rows = rowwise.member_of_row(wanted, keys)
-    violations["missing_version"] = present & ~rowwise.all_per_row(found_keys, key_rows, n)
-    violations["repeated_version"] = present & _has_repeats(keys, n)
-
-    ids = [rowwise.flat(stage) for stage in stages]
-    all_ids = pa.concat_arrays([values.cast(pa.string()) for values, _ in ids])
-    id_rows = np.concatenate([rows for _, rows in ids])
-    position = registry.index(all_ids)
-    known = position >= 0
-    violations["unknown_chunk"] = rowwise.any_per_row(~known, id_rows, n)
-    violations["restricted"] = rowwise.any_per_row(known & ~registry.permitted[position], id_rows, n)
-    violations["stale"] = rowwise.any_per_row(known & ~registry.current[position], id_rows, n)
-
-    both = np.asarray(rerank_in.is_valid()) & np.asarray(first.is_valid())
-    violations["rerank_input_not_in_first_stage"] = both & ~_all_found(rerank_in, first, n)
-    both = np.asarray(rerank_in.is_valid()) & np.asarray(reranked.is_valid())
-    violations["reranked_not_rerank_input"] = both & ~(
-        _all_found(reranked, rerank_in, n) & _all_found(rerank_in, reranked, n)
-    )
-    violations["selected_not_reranked"] = np.asarray(reranked.is_valid()) & ~_all_found(selected, reranked, n)
-
-    # Versions pair with selected ids position by position (where the counts agree).
-    same_count = (n_selected == n_versions) & (n_selected > 0)
-    selected_ids, selected_rows = rowwise.flat(selected, same_count)
-    given_versions, _ = rowwise.flat(versions, same_count)
-    at = registry.index(selected_ids)
-    registry_version = registry.version.take(pa.array(np.where(at >= 0, at, 0)))
-    wrong = (at >= 0) & ~np.asarray(pc.fill_null(pc.equal(registry_version, given_versions), False))
-    violations["wrong_version"] = rowwise.any_per_row(wrong, selected_rows, n)
-    return violations
-
-
-def _has_repeats(lists: pa.Array, n: int) -> np.ndarray:
-    """Per row: some value occurs twice in the row's list."""
-    values, rows = rowwise.flat(lists)
-    if len(values) == 0:
-        return np.zeros(n, dtype=bool)
-    counts = (
-        pa.table({"row": rows, "value": values.cast(pa.string())})
-        .group_by(["row", "value"], use_threads=False)
-        .aggregate([("value", "count")])
-    )
-    repeated = np.asarray(counts.column("value_count")) > 1
-    return rowwise.any_per_row(repeated, np.asarray(counts.column("row")), n)
-
-
-def _all_found(needles: pa.Array, haystacks: pa.Array, n: int) -> np.ndarray:
-    found, rows = rowwise.member_of_row(needles, haystacks)
-    return rowwise.all_per_row(found, rows, n)
-
-
-def _share_found(needles: pa.Array, haystacks: pa.Array, n_needles: np.ndarray, n: int) -> np.ndarray:
-    """Per row: share of the row's needles found in its haystack (0 where there is no needle)."""
-    found, rows = rowwise.member_of_row(needles, haystacks)
-    hits = np.bincount(rows, weights=found, minlength=n)
-    return np.divide(hits, n_needles, out=np.zeros(n), where=n_needles > 0)
-
-
-def _constant_lists(values: list[str], n: int) -> pa.Array:
-    offsets = np.arange(n + 1, dtype=np.int32) * len(values)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values * n, pa.string()))
-
-
-def _rule_names(violations: dict[str, np.ndarray], n: int) -> pa.Array:
-    matrix = np.stack([violations[rule] for rule in ADMISSIBILITY_RULES], axis=1)
-    rows, rules = np.nonzero(matrix)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-    names = np.asarray(ADMISSIBILITY_RULES, dtype=object)[rules]
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(names, pa.string()))
 
 
 # -- claims and support ----------------------------------------------------------------------------
@@ -404,7 +281,7 @@ class _Support:
     by_citation: np.ndarray  # per claim: its cited chunk is selected and supports it
 
 
-def _claim_support(claims: _Claims, selected: pa.Array, registry: _Registry) -> _Support:
+def _claim_support(claims: _Claims, selected: pa.Array, registry: Registry) -> _Support:
     """Pair every claim with every selected chunk of its case and decide support per pair."""
     m = len(claims.rows)
     offsets = np.asarray(selected.offsets, dtype=np.int64)

@@ -57,6 +57,19 @@ def member_of_row(
     return found, needle_rows
 
 
+def all_found(needles: pa.Array, haystacks: pa.Array, n: int) -> np.ndarray:
+    """Per row: every needle of the row is in its haystack (vacuously true without needles)."""
+    found, rows = member_of_row(needles, haystacks)
+    return all_per_row(found, rows, n)
+
+
+def share_found(needles: pa.Array, haystacks: pa.Array, n_needles: np.ndarray, n: int) -> np.ndarray:
+    """Per row: share of the row's needles found in its haystack (0 where there is no needle)."""
+    found, rows = member_of_row(needles, haystacks)
+    hits = np.bincount(rows, weights=found, minlength=n)
+    return np.divide(hits, n_needles, out=np.zeros(n), where=n_needles > 0)
+
+
 def all_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     """Per row: every flag is true (vacuously true for a row with no values)."""
     return np.bincount(rows, weights=~flags, minlength=n) == 0

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_pipeline.contracts import columns
+from ragspine_pipeline.contracts import canonical, columns
 from ragspine_pipeline.errors import InputError
 
 IDS = st.sampled_from(["p1", "p2", "doc#3", "a b"])
@@ -143,7 +143,7 @@ def both_readers(kind: str, records: list[dict]):
         path = Path(tmp) / f"{kind}.jsonl"
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
         schema = columns.TRACE_SCHEMA if kind == "trace" else columns.GOLD_SCHEMA
-        convert = columns._trace_columns if kind == "trace" else columns._gold_columns
+        convert = canonical.trace_columns if kind == "trace" else canonical.gold_columns
         reader = columns._trace_records if kind == "trace" else columns._gold_records
         try:
             record_rows = pa.Table.from_pylist(list(reader(path)), schema=schema).to_pylist()
@@ -152,7 +152,7 @@ def both_readers(kind: str, records: list[dict]):
         try:
             parts = [convert(block).cast(schema) for block in columns._arrow_blocks(path, whole_file=False)]
             columnar_rows = pa.concat_tables(parts).to_pylist()
-        except columns._NotSure:
+        except canonical.NotSure:
             columnar_rows = None
         return columnar_rows, record_rows
 

@@ -1,0 +1,66 @@
+"""Canonical Arrow schemas: what every dialect of gold, trace and evidence becomes (SPEC §2)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+STR_LIST = pa.list_(pa.string())
+TAGS = pa.map_(pa.string(), pa.string())
+LEDGER = pa.list_(
+    pa.struct(
+        [
+            pa.field("text", pa.string()),
+            pa.field("citation_id", pa.string()),
+            pa.field("support_phrases", STR_LIST),
+            pa.field("answer_point", pa.string()),
+        ]
+    )
+)
+
+GOLD_SCHEMA = pa.schema(
+    [
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("answerable", pa.bool_(), nullable=False),
+        pa.field("gold_claim_substr", STR_LIST, nullable=False),
+        pa.field("gold_claim", pa.string()),
+        pa.field("gold_citations", STR_LIST, nullable=False),
+        pa.field("required_points", STR_LIST, nullable=False),
+        pa.field("tags", TAGS, nullable=False),
+    ]
+)
+"""Canonical gold columns. Lists and tags are never null (absent means empty)."""
+
+TRACE_SCHEMA = pa.schema(
+    [
+        pa.field("qid", pa.string()),
+        pa.field("question", pa.string()),
+        pa.field("claim", pa.string()),
+        pa.field("citations", STR_LIST),
+        pa.field("retrieved_ids", STR_LIST),
+        pa.field("rerank_input_ids", STR_LIST),
+        pa.field("reranked_ids", STR_LIST),
+        pa.field("selected_context_ids", STR_LIST),
+        pa.field("selected_versions", STR_LIST),
+        pa.field("claims", LEDGER),
+        pa.field("version_keys", STR_LIST),
+        pa.field("index_version", pa.string()),
+    ]
+)
+"""Canonical trace columns. Null means "not in the trace": a null ``citations`` is an answer that carries
+no citation list (non-compliant), a null stage is a stage the trace does not carry (skipped).
+``claims`` is the claim ledger (null without one); ``version_keys`` the keys of ``versions`` as written
+(a repeated key appears twice), ``index_version`` its ``index`` entry."""
+
+EVIDENCE_SCHEMA = pa.schema(
+    [
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("document_id", pa.string()),
+        pa.field("parent_id", pa.string()),
+        pa.field("version", pa.string(), nullable=False),
+        pa.field("permitted", pa.bool_(), nullable=False),
+        pa.field("current", pa.bool_(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+    ]
+)
+"""Canonical evidence registry columns (SPEC §2.3)."""
