@@ -40,6 +40,14 @@ class Registry:
         self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
         self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
 
+    @staticmethod
+    def flag(values: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """``values`` at each registry position; False for an unknown id (position -1)."""
+        known = position >= 0
+        out = np.zeros(len(position), dtype=bool)
+        out[known] = values[position[known]]
+        return out
+
     def index(self, ids: pa.Array) -> np.ndarray:
         """Registry position of each id, -1 when the id is unknown."""
         found = pc.index_in(ids, value_set=self.chunk_id)
@@ -74,8 +82,10 @@ def admissibility(
     position = registry.index(all_ids)
     known = position >= 0
     violations["unknown_chunk"] = rowwise.any_per_row(~known, id_rows, n)
-    violations["restricted"] = rowwise.any_per_row(known & ~registry.permitted[position], id_rows, n)
-    violations["stale"] = rowwise.any_per_row(known & ~registry.current[position], id_rows, n)
+    violations["restricted"] = rowwise.any_per_row(
+        known & ~registry.flag(registry.permitted, position), id_rows, n
+    )
+    violations["stale"] = rowwise.any_per_row(known & ~registry.flag(registry.current, position), id_rows, n)
 
     both = np.asarray(rerank_in.is_valid()) & np.asarray(first.is_valid())
     violations["rerank_input_not_in_first_stage"] = both & ~rowwise.all_found(rerank_in, first, n)
@@ -92,7 +102,7 @@ def admissibility(
     selected_ids, selected_rows = rowwise.flat(selected, same_count)
     given_versions, _ = rowwise.flat(versions, same_count)
     at = registry.index(selected_ids)
-    registry_version = registry.version.take(pa.array(np.where(at >= 0, at, 0)))
+    registry_version = registry.version.take(pa.array(at, mask=at < 0))  # null where unknown
     wrong = (at >= 0) & ~np.asarray(pc.fill_null(pc.equal(registry_version, given_versions), False))
     violations["wrong_version"] = rowwise.any_per_row(wrong, selected_rows, n)
     return violations

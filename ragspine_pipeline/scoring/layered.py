@@ -49,7 +49,7 @@ from ragspine_pipeline.scoring.admissibility import Registry, admissibility, rul
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
 
-SUPPORT_TOKEN_SHARE = 0.6
+SUPPORT_TOKEN_SHARE = (3, 5)  # 60 %, compared in integers: shared * 5 >= tokens * 3
 DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
 TOKEN_BREAK = r"[^\p{L}\p{N}_]+"
 
@@ -120,11 +120,14 @@ def score_layered(
     violations = admissibility(t, first, selected, missing, registry, required_versions)
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
 
+    # |A ∩ B| / |B| are set sizes: a repeated id or point counts once.
+    required = rowwise.distinct(required)
     n_required = np.asarray(pc.list_value_length(required))
     candidate_recall = rowwise.share_found(required, first, n_required, n)
     context_recall = rowwise.share_found(required, selected, n_required, n)
-    found_selected, selected_rows = rowwise.member_of_row(selected, required)
-    n_selected = np.asarray(pc.fill_null(pc.list_value_length(selected), 0))
+    distinct_selected = rowwise.distinct(selected)
+    found_selected, selected_rows = rowwise.member_of_row(distinct_selected, required)
+    n_selected = np.asarray(pc.fill_null(pc.list_value_length(distinct_selected), 0))
     context_precision = np.divide(
         np.bincount(selected_rows, weights=found_selected, minlength=n),
         n_selected,
@@ -149,7 +152,7 @@ def score_layered(
         )
         for name, flags in per_claim.items()
     }
-    points = gold.column("required_points").combine_chunks()
+    points = rowwise.distinct(gold.column("required_points").combine_chunks())
     n_points = np.asarray(pc.list_value_length(points))
     supported_points = claims.points_of(support.by_selected, n)
     point_coverage = rowwise.share_found(points, supported_points, n_points, n)
@@ -346,7 +349,8 @@ def _supported_pairs(claims: _Claims, pair_claim: np.ndarray, pair_chunk: np.nda
     present = np.asarray(pc.is_in(pa.array(keys), value_set=pa.array(chunk_keys)))
     shared = np.bincount(quad_pair, weights=present, minlength=len(pair_claim))
     pair_tokens = n_tokens[pair_claim]
-    tokens_ok = (pair_tokens > 0) & (shared >= SUPPORT_TOKEN_SHARE * pair_tokens)
+    numerator, denominator = SUPPORT_TOKEN_SHARE
+    tokens_ok = (pair_tokens > 0) & (shared * denominator >= pair_tokens * numerator)
 
     return known & np.where(with_phrases, phrases_ok, tokens_ok)
 
@@ -355,8 +359,7 @@ def _first_elements(lists: pa.Array) -> pa.Array:
     """Per row, the first element of its list (null for an empty or null list)."""
     offsets = np.asarray(lists.offsets, dtype=np.int64)
     lengths = np.where(np.asarray(lists.is_valid()), np.diff(offsets), 0)
-    picked = lists.values.take(pa.array(np.where(lengths > 0, offsets[:-1], 0)))
-    return pa.array(picked.to_numpy(zero_copy_only=False), pa.string(), mask=lengths == 0)
+    return lists.values.take(pa.array(offsets[:-1], mask=lengths == 0)).cast(pa.string())
 
 
 def _tokens(text: pa.Array) -> pa.Array:

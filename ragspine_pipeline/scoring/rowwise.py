@@ -70,6 +70,23 @@ def share_found(needles: pa.Array, haystacks: pa.Array, n_needles: np.ndarray, n
     return np.divide(hits, n_needles, out=np.zeros(n), where=n_needles > 0)
 
 
+def distinct(lists: pa.Array) -> pa.Array:
+    """Each row's list without repeats, in order of first occurrence (null rows stay null)."""
+    values, rows = flat(lists)
+    if len(values) == 0:
+        return lists
+    firsts = (
+        pa.table({"row": rows, "value": values.cast(pa.string()), "position": np.arange(len(values))})
+        .group_by(["row", "value"], use_threads=False)
+        .aggregate([("position", "min")])
+        .sort_by("position_min")
+    )
+    keep = np.asarray(firsts.column("position_min"))
+    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows[keep], minlength=len(lists)), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values.take(pa.array(keep)), mask=lists.is_null())
+
+
 def all_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     """Per row: every flag is true (vacuously true for a row with no values)."""
     return np.bincount(rows, weights=~flags, minlength=n) == 0
