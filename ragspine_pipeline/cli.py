@@ -14,26 +14,18 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ragspine_pipeline import __version__
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision import golden
 from ragspine_pipeline.decision.config import EvalConfig, load_config
-from ragspine_pipeline.decision.gates import GateSpecError, default_gates, evaluate_gates, parse_gates
-from ragspine_pipeline.decision.release import decide, failed_slices
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, LAYERED_METRICS, Evaluation, evaluate
+from ragspine_pipeline.decision.gates import GateSpecError, default_gates, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
-from ragspine_pipeline.reports.evaluation import Evaluation, ReportInputs, write_json, write_markdown
-from ragspine_pipeline.scoring.grounded import METRICS, score_grounded
-from ragspine_pipeline.scoring.layered import RATIO_METRICS, score_layered
-from ragspine_pipeline.scoring.slices import slices
+from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
 
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE = 0, 1, 2
-LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
-KNOWN_METRICS = (*METRICS, *LAYERED_METRICS)
 
 
 class UsageError(Exception):
@@ -127,50 +119,33 @@ def _score(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     lock = _golden_lock(args.gold, warnings)
     baseline_entries = baselines.load_baseline(args.baseline) if args.baseline else {}
-
-    gold = load_gold(args.gold).table
-    traces = load_traces(args.trace).table
-    grounded = score_grounded(gold, traces, k=args.k or config.k)
-    metrics = dict(grounded.metrics)
-    layered, all_slices = None, []
-    if args.evidence:
-        evidence = load_evidence(args.evidence).table
-        layered = score_layered(gold, traces, evidence, config.required_versions)
-        metrics.update(layered.metrics)
-        all_slices = slices(gold.column("tags"), layered.cases, RATIO_METRICS)
-
-    results = evaluate_gates(gates, metrics)
-    comparison = baselines.compare(baseline_entries.get(args.mode), metrics) if args.baseline else None
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    release = decide(
-        results,
-        failed_slices(all_slices, config.slice_gate),
-        comparison,
-        histogram=None if layered is None else layered.stage_histogram(),
-        index_versions=_value_counts(traces.column("index_version")),
-        golden_version=None if lock is None else lock.version,
-        golden_sha256=None if lock is None else lock.sha256,
+
+    evaluation = evaluate(
+        load_gold(args.gold).table,
+        load_traces(args.trace).table,
+        gates=gates,
+        config=config,
         run_id=run_id,
+        evidence=load_evidence(args.evidence).table if args.evidence else None,
+        baseline=baseline_entries.get(args.mode),
+        compare_baseline=bool(args.baseline),
+        lock=lock,
+        k=args.k,
     )
-    warnings += _coverage_warnings(grounded.counts)
-    if comparison is not None and comparison.unmeasured:
-        warnings.append(f"baseline metrics not measured by this run: {', '.join(comparison.unmeasured)}")
+    warnings += _coverage_warnings(evaluation.grounded.counts)
+    if evaluation.comparison is not None and evaluation.comparison.unmeasured:
+        unmeasured = ", ".join(evaluation.comparison.unmeasured)
+        warnings.append(f"baseline metrics not measured by this run: {unmeasured}")
     if args.promote:
-        warnings.append(_promote(args, metrics, release.ships, grounded.counts["cases"], run_id))
-    evaluation = Evaluation(
-        inputs=ReportInputs(args.gold, args.trace, args.evidence, warnings),
-        grounded=grounded,
-        gates=results,
-        release=release,
-        layered=layered,
-        slices=all_slices,
-    )
+        warnings.append(_promote(args, evaluation, run_id))
     for warning in warnings:
         print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
+    inputs = ReportInputs(args.gold, args.trace, args.evidence, warnings)
     write = write_json if args.format == "json" else write_markdown
     with _output(args.out) as out:
-        write(evaluation, out)
-    return EXIT_PASS if release.ships else EXIT_GATE_FAILED
+        write(evaluation, inputs, out)
+    return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
 
 
 def _gates(args: argparse.Namespace, config: EvalConfig):
@@ -193,18 +168,12 @@ def _golden_lock(gold_path: str, warnings: list[str]) -> golden.GoldenLock | Non
     return verification.lock
 
 
-def _promote(
-    args: argparse.Namespace, metrics: dict[str, float], ships: bool, n_cases: int, run_id: str
-) -> str:
-    if not ships:
+def _promote(args: argparse.Namespace, evaluation: Evaluation, run_id: str) -> str:
+    if not evaluation.passed:
         return f"not promoting {args.baseline}: the release is blocked, the baseline is unchanged"
-    baselines.promote(args.baseline, args.mode, metrics, passed=True, n_cases=n_cases, run=run_id)
+    n_cases = evaluation.grounded.counts["cases"]
+    baselines.promote(args.baseline, args.mode, evaluation.metrics, passed=True, n_cases=n_cases, run=run_id)
     return f"promoted {args.baseline} (mode {args.mode}): every listed metric is now at least as strict"
-
-
-def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
-    counts = pc.value_counts(column.drop_null())
-    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
 
 
 def _coverage_warnings(counts: dict[str, int]) -> list[str]:

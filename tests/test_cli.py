@@ -140,3 +140,15 @@ def test_installed_console_script():
 def _write(path: Path, text: str) -> Path:
     path.write_text(text + "\n")
     return path
+
+
+def test_ids_that_need_escaping_survive_json_and_markdown(tmp_path, capsys):
+    qid = 'odd "id" \\ with | pipe\tand tab'
+    gold = _write(tmp_path / "g.jsonl", json.dumps({"qid": qid, "question": "q", "answerable": False}))
+    traces = _write(
+        tmp_path / "t.jsonl", json.dumps({"qid": qid, "answer_json": {"claim": "not in context"}})
+    )
+    code, out, _ = run(capsys, "--gold", str(gold), "--trace", str(traces))
+    assert code == 0 and json.loads(out)["cases"][0]["qid"] == qid
+    code, out, _ = run(capsys, "--gold", str(gold), "--trace", str(traces), "--format", "markdown")
+    assert '| odd "id" \\ with \\| pipe\tand tab | no | no |' in out

@@ -14,7 +14,7 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.decision.gates import GateResult
+from ragspine_pipeline.decision.evaluation import Evaluation
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
@@ -24,8 +24,8 @@ from ragspine_pipeline.reports.columns import (
     render_states,
     write_column,
 )
-from ragspine_pipeline.scoring.grounded import LABELS, METRICS, GroundedScore
-from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES, LayeredScore
+from ragspine_pipeline.scoring.grounded import LABELS, METRICS
+from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES
 from ragspine_pipeline.scoring.slices import Slice
 
 DECIMALS = 4
@@ -42,33 +42,17 @@ class ReportInputs:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """Everything one `score` run decided, ready to render."""
-
-    inputs: ReportInputs
-    grounded: GroundedScore
-    gates: list[GateResult]
-    release: ReleaseDecision
-    layered: LayeredScore | None = None
-    slices: list[Slice] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return self.release.ships
-
-
 def figure(value: float | None) -> float | None:
     return None if value is None else round(value, DECIMALS)
 
 
-def summary(ev: Evaluation) -> dict:
+def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
     """Every figure of the run, without the per-case rows (SPEC §7 order first)."""
     score = ev.grounded
     metrics = {name: figure(value) for name, value in score.metrics.items()}
     out = {
-        "gold": ev.inputs.gold,
-        "trace": ev.inputs.trace,
+        "gold": inputs.gold,
+        "trace": inputs.trace,
         "n_cases": score.counts["cases"],
         **{name: score.counts[name] for name in _COUNTS},
         **{name: metrics[name] for name in ("precision", "chr", "under_refusal", "over_refusal", "recall@k")},
@@ -82,7 +66,7 @@ def summary(ev: Evaluation) -> dict:
         "labels": score.label_counts(),
     }
     if ev.layered is not None:
-        out["evidence"] = ev.inputs.evidence
+        out["evidence"] = inputs.evidence
         out["layered"] = {name: figure(value) for name, value in ev.layered.metrics.items()}
         out["layered_denominators"] = dict(ev.layered.denominators)
         out["first_failed_stage_histogram"] = ev.layered.stage_histogram()
@@ -99,7 +83,7 @@ def summary(ev: Evaluation) -> dict:
     ]
     out["release"] = _rounded(ev.release.as_dict())
     out["pass"] = ev.passed
-    out["warnings"] = ev.inputs.warnings
+    out["warnings"] = inputs.warnings
     return out
 
 
@@ -123,9 +107,9 @@ def _rounded(value):
 # -- JSON ------------------------------------------------------------------------------------------
 
 
-def write_json(ev: Evaluation, out: TextIO) -> None:
+def write_json(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
     """The summary with a ``cases`` array of per-case rows appended as the last key."""
-    head = json.dumps(summary(ev), indent=2, ensure_ascii=False)
+    head = json.dumps(summary(ev, inputs), indent=2, ensure_ascii=False)
     out.write(head[: head.rindex("}")].rstrip())
     out.write(',\n  "cases": [\n')
     skip = len(",\n")  # the first row has no separator before it
@@ -175,16 +159,16 @@ def _slices_of(table: pa.Table, rows: int = 1 << 16):
 # -- Markdown --------------------------------------------------------------------------------------
 
 
-def write_markdown(ev: Evaluation, out: TextIO) -> None:
+def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
     """A report a person reads: decision, gates, figures, stages, slices, coverage, every question."""
-    s = summary(ev)
+    s = summary(ev, inputs)
     release = ev.release
     out.write("# Evaluation report\n\n")
     verdict = "SHIP" if release.ships else "BLOCK"
     out.write(
-        f"**{verdict}** — gold `{ev.inputs.gold}` ({s['n_cases']} cases), traces `{ev.inputs.trace}` "
+        f"**{verdict}** — gold `{inputs.gold}` ({s['n_cases']} cases), traces `{inputs.trace}` "
         f"({s['traces']} traces), k = {ev.grounded.k}"
-        + (f", evidence `{ev.inputs.evidence}`" if ev.inputs.evidence else "")
+        + (f", evidence `{inputs.evidence}`" if inputs.evidence else "")
         + "\n\n"
     )
     facts = [
@@ -195,9 +179,9 @@ def write_markdown(ev: Evaluation, out: TextIO) -> None:
         f"run {release.run_id}",
     ]
     out.write(" · ".join(f for f in facts if f) + "\n\n")
-    for warning in ev.inputs.warnings:
+    for warning in inputs.warnings:
         out.write(f"> ⚠ {warning}\n")
-    if ev.inputs.warnings:
+    if inputs.warnings:
         out.write("\n")
     _write_release(release, out)
 

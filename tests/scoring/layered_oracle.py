@@ -17,27 +17,16 @@ from __future__ import annotations
 
 import re
 
+from ragspine_pipeline.scoring.admissibility import ADMISSIBILITY_RULES
+
 REFUSAL = "not in context"
 ASCII_WHITESPACE = " \t\n\r\f\v"
 SUPPORT_SHARE_NUM, SUPPORT_SHARE_DEN = 3, 5  # 60 %, compared in integers
 DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
 WORD = re.compile(r"\w+")  # letters, digits, underscore (Unicode): everything else breaks a token
 
-RULES = (
-    "missing_trace",
-    "empty_selection",
-    "version_count",
-    "duplicate_id",
-    "missing_version",
-    "repeated_version",
-    "unknown_chunk",
-    "rerank_input_not_in_first_stage",
-    "reranked_not_rerank_input",
-    "selected_not_reranked",
-    "wrong_version",
-    "restricted",
-    "stale",
-)
+# The rule names and their reporting order are the scorer's public contract, not logic to re-derive.
+RULES = ADMISSIBILITY_RULES
 
 
 def tokens(text: str | None) -> list[str]:

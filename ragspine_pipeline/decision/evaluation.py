@@ -1,0 +1,87 @@
+"""One evaluation run, from canonical columns to the release decision — shared by every shell.
+
+The CLI and (later) the Dagster assets load files their own way, then call :func:`evaluate`: grounded
+metrics, the layered evaluation and slices when an evidence registry is given, gates, the baseline
+comparison and the ``ship`` / ``block`` decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.decision.baseline import BaselineEntry, Comparison, compare
+from ragspine_pipeline.decision.config import EvalConfig
+from ragspine_pipeline.decision.gates import Gate, GateResult, evaluate_gates
+from ragspine_pipeline.decision.golden import GoldenLock
+from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
+from ragspine_pipeline.scoring.grounded import METRICS, GroundedScore, score_grounded
+from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
+from ragspine_pipeline.scoring.slices import Slice, slices
+
+LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
+KNOWN_METRICS = (*METRICS, *LAYERED_METRICS)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything one run decided, ready to render or to store."""
+
+    grounded: GroundedScore
+    gates: list[GateResult]
+    release: ReleaseDecision
+    metrics: dict[str, float]
+    layered: LayeredScore | None = None
+    slices: list[Slice] = field(default_factory=list)
+    comparison: Comparison | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.release.ships
+
+
+def evaluate(
+    gold: pa.Table,
+    traces: pa.Table,
+    *,
+    gates: Sequence[Gate],
+    config: EvalConfig,
+    run_id: str,
+    evidence: pa.Table | None = None,
+    baseline: BaselineEntry | None = None,
+    compare_baseline: bool = False,
+    lock: GoldenLock | None = None,
+    k: int | None = None,
+) -> Evaluation:
+    """Score, gate and decide.
+
+    ``compare_baseline`` with ``baseline=None`` means the baseline file has no entry for the mode yet.
+    """
+    grounded = score_grounded(gold, traces, k=k or config.k)
+    metrics = dict(grounded.metrics)
+    layered, all_slices = None, []
+    if evidence is not None:
+        layered = score_layered(gold, traces, evidence, config.required_versions)
+        metrics.update(layered.metrics)
+        all_slices = slices(gold.column("tags"), layered.cases, RATIO_METRICS)
+    results = evaluate_gates(gates, metrics)
+    comparison = compare(baseline, metrics) if compare_baseline else None
+    release = decide(
+        results,
+        failed_slices(all_slices, config.slice_gate),
+        comparison,
+        histogram=None if layered is None else layered.stage_histogram(),
+        index_versions=_value_counts(traces.column("index_version")),
+        golden_version=None if lock is None else lock.version,
+        golden_sha256=None if lock is None else lock.sha256,
+        run_id=run_id,
+    )
+    return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison)
+
+
+def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
+    counts = pc.value_counts(column.drop_null())
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
