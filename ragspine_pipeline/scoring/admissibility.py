@@ -7,6 +7,8 @@ reported by name (see ``scoring.layered`` for the list and the exact conditions)
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +41,33 @@ class Registry:
         self.permitted = np.asarray(evidence.column("permitted").combine_chunks(), dtype=bool)
         self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
         self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
+
+    @cached_property
+    def text_objects(self) -> np.ndarray:
+        """Chunk texts (lower-cased) as Python strings, for substring tests."""
+        return rowwise.as_objects(self.text, np.ones(len(self.text), dtype=bool))
+
+    @cached_property
+    def _token_index(self) -> tuple[pa.Array, int, pa.Array]:
+        values, rows = rowwise.flat(rowwise.word_tokens(self.text))
+        vocabulary = pc.unique(values)
+        width = len(vocabulary) + 1
+        keys = rows * width + np.asarray(pc.index_in(values, value_set=vocabulary))
+        return vocabulary, width, pa.array(keys)
+
+    @property
+    def vocabulary(self) -> pa.Array:
+        """Every word token of every chunk text, once."""
+        return self._token_index[0]
+
+    @property
+    def token_key_width(self) -> int:
+        return self._token_index[1]
+
+    @property
+    def token_keys(self) -> pa.Array:
+        """``chunk position * token_key_width + token code`` for every token of every chunk."""
+        return self._token_index[2]
 
     @staticmethod
     def flag(values: np.ndarray, position: np.ndarray) -> np.ndarray:

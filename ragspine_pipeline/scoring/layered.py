@@ -51,7 +51,6 @@ from ragspine_pipeline.scoring.join import join_traces
 
 SUPPORT_TOKEN_SHARE = (3, 5)  # 60 %, compared in integers: shared * 5 >= tokens * 3
 DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
-TOKEN_BREAK = r"[^\p{L}\p{N}_]+"
 
 STAGES = (
     "admissibility",
@@ -102,20 +101,56 @@ def score_layered(
     evidence: pa.Table,
     required_versions: Sequence[str] = DEFAULT_REQUIRED_VERSIONS,
 ) -> LayeredScore:
-    """Score canonical gold, trace and evidence columns (``contracts.columns``) layer by layer."""
-    n = gold.num_rows
+    """Score canonical gold, trace and evidence columns (``contracts.columns``) layer by layer.
+
+    Cases are scored :data:`CHUNK_ROWS` at a time (the claim × chunk × token pairs of a chunk bound the
+    memory); the registry is indexed once.
+    """
     rows, _ = join_traces(gold, traces)
-    if rows is None:
-        aligned, missing = traces, np.zeros(n, dtype=bool)
-    else:
-        aligned, missing = traces.take(rows), np.asarray(rows.is_null())
+    registry = Registry(evidence)
+    parts = []
+    for start in range(0, gold.num_rows, CHUNK_ROWS):
+        part_gold = gold.slice(start, CHUNK_ROWS)
+        if rows is None:
+            aligned, missing = traces.slice(start, CHUNK_ROWS), np.zeros(part_gold.num_rows, dtype=bool)
+        else:
+            part_rows = rows.slice(start, CHUNK_ROWS)
+            aligned, missing = traces.take(part_rows), np.asarray(part_rows.is_null())
+        parts.append(_score_cases(part_gold, aligned, missing, registry, required_versions))
+    cases = pa.concat_tables(parts) if parts else _score_cases(gold, traces, np.zeros(0, bool), registry, ())
+    return LayeredScore(cases=cases, metrics=_aggregates(cases), denominators=_denominators(cases))
+
+
+CHUNK_ROWS = 1 << 14
+
+
+def _aggregates(cases: pa.Table) -> dict[str, float]:
+    """Means over the cases where each metric applies (non-null); 0.0 where none does."""
+    metrics = {name: pc.mean(cases.column(name)).as_py() for name in RATIO_METRICS}
+    metrics = {name: 0.0 if value is None else value for name, value in metrics.items()}
+    for name, column in (("admissible_rate", "admissible"), ("releasable_rate", "releasable")):
+        value = pc.mean(cases.column(column).cast(pa.float64())).as_py()
+        metrics[name] = 0.0 if value is None else value
+    return metrics
+
+
+def _denominators(cases: pa.Table) -> dict[str, int]:
+    counts = {name: cases.num_rows - cases.column(name).null_count for name in RATIO_METRICS}
+    counts["admissible_rate"] = counts["releasable_rate"] = cases.num_rows
+    return counts
+
+
+def _score_cases(
+    gold: pa.Table, aligned: pa.Table, missing: np.ndarray, registry: Registry, required_versions
+) -> pa.Table:
+    """The per-case layered columns for aligned gold and trace rows (a missing trace is a null row)."""
+    n = gold.num_rows
     t = {name: aligned.column(name).combine_chunks() for name in aligned.column_names}
     required = gold.column("gold_citations").combine_chunks()
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
     first = t["retrieved_ids"]
     selected = pc.coalesce(t["selected_context_ids"], first)
     refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], ""))) & ~missing
-    registry = Registry(evidence)
 
     violations = admissibility(t, first, selected, missing, registry, required_versions)
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
@@ -213,14 +248,7 @@ def score_layered(
             "releasable": releasable,
         }
     )
-    metrics, denominators = {}, {}
-    for name in RATIO_METRICS:
-        denominators[name] = int(applicable[name].sum())
-        metrics[name] = float(values[name][applicable[name]].mean()) if denominators[name] else 0.0
-    denominators["admissible_rate"] = denominators["releasable_rate"] = n
-    metrics["admissible_rate"] = float(admissible.mean()) if n else 0.0
-    metrics["releasable_rate"] = float(releasable.mean()) if n else 0.0
-    return LayeredScore(cases=cases, metrics=metrics, denominators=denominators)
+    return cases
 
 
 # -- claims and support ----------------------------------------------------------------------------
@@ -320,22 +348,19 @@ def _supported_pairs(claims: _Claims, pair_claim: np.ndarray, pair_chunk: np.nda
     triple_phrase = (
         np.arange(int(per_pair.sum())) - np.repeat(first, per_pair) + np.repeat(starts[pair_claim], per_pair)
     )
-    texts = rowwise.as_objects(registry.text, np.ones(len(registry.text), dtype=bool))
     found = rowwise.contains_pairs(
-        texts, pc.utf8_lower(phrase_values.take(pa.array(triple_phrase))), pair_chunk[triple_pair]
+        registry.text_objects,
+        pc.utf8_lower(phrase_values.take(pa.array(triple_phrase))),
+        pair_chunk[triple_pair],
     )
     phrases_ok = rowwise.all_per_row(found, triple_pair, len(pair_claim))
 
     # Token overlap: ≥ 60 % of the claim's word tokens are tokens of the chunk text.
-    claim_tokens = _tokens(claims.text)
-    chunk_tokens = _tokens(registry.text)
-    token_values, token_claim = rowwise.flat(claim_tokens)
+    token_values, token_claim = rowwise.flat(rowwise.word_tokens(claims.text))
     n_tokens = np.bincount(token_claim, minlength=len(claims.rows))
-    chunk_values, chunk_rows = rowwise.flat(chunk_tokens)
-    vocabulary = pc.unique(pa.concat_arrays([token_values, chunk_values]))
-    width = len(vocabulary) + 1
-    chunk_keys = chunk_rows * width + np.asarray(pc.index_in(chunk_values, value_set=vocabulary))
-    claim_codes = np.asarray(pc.index_in(token_values, value_set=vocabulary))
+    # A claim token absent from every chunk gets code -1: it can match no chunk key.
+    claim_codes = np.asarray(pc.fill_null(pc.index_in(token_values, value_set=registry.vocabulary), -1))
+    width, chunk_keys = registry.token_key_width, registry.token_keys
     token_pairs = n_tokens[pair_claim] * (~with_phrases & known)
     quad_pair = np.repeat(np.arange(len(pair_claim)), token_pairs)
     first = np.cumsum(token_pairs) - token_pairs
@@ -345,8 +370,9 @@ def _supported_pairs(claims: _Claims, pair_claim: np.ndarray, pair_chunk: np.nda
         - np.repeat(first, token_pairs)
         + np.repeat(token_starts[pair_claim], token_pairs)
     )
-    keys = pair_chunk[quad_pair] * width + claim_codes[quad_token]
-    present = np.asarray(pc.is_in(pa.array(keys), value_set=pa.array(chunk_keys)))
+    codes = claim_codes[quad_token]
+    keys = pair_chunk[quad_pair] * width + codes
+    present = (codes >= 0) & np.asarray(pc.is_in(pa.array(keys), value_set=chunk_keys))
     shared = np.bincount(quad_pair, weights=present, minlength=len(pair_claim))
     pair_tokens = n_tokens[pair_claim]
     numerator, denominator = SUPPORT_TOKEN_SHARE
@@ -360,13 +386,3 @@ def _first_elements(lists: pa.Array) -> pa.Array:
     offsets = np.asarray(lists.offsets, dtype=np.int64)
     lengths = np.where(np.asarray(lists.is_valid()), np.diff(offsets), 0)
     return lists.values.take(pa.array(offsets[:-1], mask=lengths == 0)).cast(pa.string())
-
-
-def _tokens(text: pa.Array) -> pa.Array:
-    """Word tokens of lower-cased text, as a list column (empty strings dropped)."""
-    pieces = pc.split_pattern_regex(pc.utf8_lower(text), TOKEN_BREAK)
-    values, rows = rowwise.flat(pieces)
-    keep = np.asarray(pc.greater(pc.utf8_length(values), 0))
-    offsets = np.zeros(len(text) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows[keep], minlength=len(text)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(keep)))

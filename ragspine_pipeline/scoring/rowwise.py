@@ -117,3 +117,16 @@ def contains_pairs(haystacks: np.ndarray, needles: pa.Array, rows: np.ndarray) -
     if len(needles) == 0:
         return np.zeros(0, dtype=bool)
     return _CONTAINS(haystacks[rows], needles.to_numpy(zero_copy_only=False)).astype(bool)
+
+
+_TOKEN_BREAK = r"[^\p{L}\p{N}_]+"  # a word token: letters, digits and underscores
+
+
+def word_tokens(text: pa.Array) -> pa.Array:
+    """Word tokens of lower-cased text, as a list column (empty strings dropped)."""
+    pieces = pc.split_pattern_regex(pc.utf8_lower(text), _TOKEN_BREAK)
+    values, rows = flat(pieces)
+    keep = np.asarray(pc.greater(pc.utf8_length(values), 0))
+    offsets = np.zeros(len(text) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows[keep], minlength=len(text)), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(keep)))
