@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.columnar import distinct, empty_lists, flat, lists_from_rows
 from ragspine_pipeline.contracts.conformance import table_conforms
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GOLD_CITATION_ALIASES, QID_ALIASES, GoldCase
@@ -144,7 +145,7 @@ def _canonical_ledger(ledgers: list[pa.Array], n: int) -> pa.Array:
             [
                 _cast_or_nulls(_child(values, "text"), pa.string(), m),
                 _cast_or_nulls(_child(values, "citation_id"), pa.string(), m),
-                pc.coalesce(phrases, _empty_lists(m)),
+                pc.coalesce(phrases, empty_lists(m)),
                 _cast_or_nulls(_child(values, "answer_point"), pa.string(), m),
             ],
             fields=list(LEDGER.value_type),
@@ -234,20 +235,9 @@ def _list_child(lists: pa.Array, name: str) -> pa.Array | None:
 
 def _non_null_lists(arr: pa.Array | None, n: int) -> pa.Array:
     if arr is None:
-        return _empty_lists(n)
+        return empty_lists(n)
     arr = _cast(arr, STR_LIST)
-    return arr if arr.null_count == 0 else pc.coalesce(arr, _empty_lists(n))
-
-
-def _empty_lists(n: int) -> pa.Array:
-    return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()))
-
-
-def _lists_from_parents(values: pa.Array, parents: np.ndarray, n: int, valid: pa.Array) -> pa.Array:
-    """Rebuild a list column from flat values sorted by their (row) parent index."""
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(parents, minlength=n), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pc.invert(valid))
+    return arr if arr.null_count == 0 else pc.coalesce(arr, empty_lists(n))
 
 
 def _embedded_citations(text: pa.Array) -> pa.Array:
@@ -255,10 +245,9 @@ def _embedded_citations(text: pa.Array) -> pa.Array:
     pattern = EMBEDDED_CITATIONS.replace("(?i)", "(?i)", 1).replace(r"\[(", r"\[(?P<ids>", 1)
     found = pc.struct_field(pc.extract_regex(text, pattern), "ids")
     tokens = pc.split_pattern_regex(found, EMBEDDED_SEPARATORS)
-    flat = pc.list_flatten(tokens)
-    parents = np.asarray(pc.list_parent_indices(tokens))
-    keep = np.asarray(pc.greater(pc.utf8_length(flat), 0))
-    return _lists_from_parents(flat.filter(pa.array(keep)), parents[keep], len(text), tokens.is_valid())
+    values, rows = flat(tokens)
+    keep = np.asarray(pc.greater(pc.utf8_length(values), 0))
+    return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(text), tokens.is_null())
 
 
 def _coalesce_ledger(ledgers: list[pa.Array]) -> pa.Array:
@@ -274,16 +263,4 @@ def _ledger_text(texts: pa.Array) -> pa.Array:
 def _ledger_citations(ledgers: list[pa.Array], n: int) -> pa.Array:
     """Distinct ``citation_id``s of the first non-null ledger per row, in order of first appearance."""
     ids = [_list_child(ledger, "citation_id") for ledger in ledgers]
-    ids = pc.coalesce(*[i for i in ids if i is not None])
-    flat = pc.list_flatten(ids)
-    parents = np.asarray(pc.list_parent_indices(ids))
-    keep = np.asarray(flat.is_valid())
-    flat, parents = flat.filter(pa.array(keep)), parents[keep]
-    firsts = (
-        pa.table({"p": parents, "id": flat, "pos": np.arange(len(flat))})
-        .group_by(["p", "id"], use_threads=False)
-        .aggregate([("pos", "min")])
-        .sort_by("pos_min")
-    )
-    order = np.asarray(firsts.column("pos_min"))
-    return _lists_from_parents(flat.take(pa.array(order)), parents[order], n, ids.is_valid())
+    return distinct(pc.coalesce(*[i for i in ids if i is not None]), drop_nulls=True)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.scoring import rowwise
 
 ADMISSIBILITY_RULES = (
@@ -159,7 +160,5 @@ def _constant_lists(values: list[str], n: int) -> pa.Array:
 def rule_names(violations: dict[str, np.ndarray], n: int) -> pa.Array:
     matrix = np.stack([violations[rule] for rule in ADMISSIBILITY_RULES], axis=1)
     rows, rules = np.nonzero(matrix)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
     names = np.asarray(ADMISSIBILITY_RULES, dtype=object)[rules]
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(names, pa.string()))
+    return lists_from_rows(pa.array(names, pa.string()), rows, n)

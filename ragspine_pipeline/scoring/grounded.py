@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, WHITESPACE
 from ragspine_pipeline.scoring import rowwise
 from ragspine_pipeline.scoring.join import join_traces
@@ -243,6 +244,4 @@ def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:
     values, rows = rowwise.flat(pieces)
     values = pc.utf8_rtrim(pc.utf8_ltrim(values, PHRASE_LEAD), WHITESPACE)
     keep = np.asarray(pc.greater_equal(pc.utf8_length(values), MIN_SUBSTR_CHARS))
-    offsets = np.zeros(len(gold_claim) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows[keep], minlength=len(gold_claim)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(keep)))
+    return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(gold_claim))

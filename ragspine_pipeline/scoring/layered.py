@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.columnar import distinct, empty_lists, lists_from_rows
 from ragspine_pipeline.scoring import rowwise
 from ragspine_pipeline.scoring.admissibility import Registry, admissibility, rule_names
 from ragspine_pipeline.scoring.grounded import refusals
@@ -156,11 +157,11 @@ def _score_cases(
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
 
     # |A ∩ B| / |B| are set sizes: a repeated id or point counts once.
-    required = rowwise.distinct(required)
+    required = distinct(required)
     n_required = np.asarray(pc.list_value_length(required))
     candidate_recall = rowwise.share_found(required, first, n_required, n)
     context_recall = rowwise.share_found(required, selected, n_required, n)
-    distinct_selected = rowwise.distinct(selected)
+    distinct_selected = distinct(selected)
     found_selected, selected_rows = rowwise.member_of_row(distinct_selected, required)
     n_selected = np.asarray(pc.fill_null(pc.list_value_length(distinct_selected), 0))
     context_precision = np.divide(
@@ -187,7 +188,7 @@ def _score_cases(
         )
         for name, flags in per_claim.items()
     }
-    points = rowwise.distinct(gold.column("required_points").combine_chunks())
+    points = distinct(gold.column("required_points").combine_chunks())
     n_points = np.asarray(pc.list_value_length(points))
     supported_points = claims.points_of(support.by_selected, n)
     point_coverage = rowwise.share_found(points, supported_points, n_points, n)
@@ -271,9 +272,7 @@ class _Claims:
     def points_of(self, keep: np.ndarray, n: int) -> pa.Array:
         """Per case, the answer points of the kept claims (a list column)."""
         mask = keep & np.asarray(self.point.is_valid())
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(np.bincount(self.rows[mask], minlength=n), out=offsets[1:])
-        return pa.ListArray.from_arrays(pa.array(offsets), self.point.filter(pa.array(mask)))
+        return lists_from_rows(self.point.filter(pa.array(mask)), self.rows[mask], n)
 
 
 def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
@@ -290,9 +289,6 @@ def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
     count = len(single_rows)
     rows = np.concatenate([ledger_rows, single_rows])
     order = np.argsort(rows, kind="stable")
-    empty_phrases = pa.ListArray.from_arrays(
-        pa.array(np.zeros(count + 1, dtype=np.int32)), pa.array([], pa.string())
-    )
 
     def both(from_ledger: pa.Array, from_single: pa.Array) -> pa.Array:
         return pa.concat_arrays([from_ledger, from_single]).take(pa.array(order))
@@ -301,7 +297,7 @@ def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
         rows=rows[order],
         text=both(pc.struct_field(entries, "text"), text.take(pa.array(single_rows))),
         citation=both(pc.struct_field(entries, "citation_id"), first_citation),
-        phrases=both(pc.struct_field(entries, "support_phrases"), empty_phrases),
+        phrases=both(pc.struct_field(entries, "support_phrases"), empty_lists(count)),
         point=both(pc.struct_field(entries, "answer_point"), pa.nulls(count, pa.string())),
     )
 

@@ -15,20 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.columnar import flat, lists_from_rows
+
 # Elementwise `needle in haystack` over object arrays: numpy drives the loop in C.
 _CONTAINS = np.frompyfunc(operator.contains, 2, 1)
-
-
-def flat(lists: pa.Array, rows: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray]:
-    """The values of a list column and, for each value, the index of its row. Null rows have none.
-
-    With a boolean ``rows`` mask, only the values of the selected rows are returned.
-    """
-    values, parents = pc.list_flatten(lists), np.asarray(pc.list_parent_indices(lists), dtype=np.int64)
-    if rows is None:
-        return values, parents
-    keep = rows[parents]
-    return values.filter(pa.array(keep)), parents[keep]
 
 
 def member_of_row(
@@ -68,23 +58,6 @@ def share_found(needles: pa.Array, haystacks: pa.Array, n_needles: np.ndarray, n
     found, rows = member_of_row(needles, haystacks)
     hits = np.bincount(rows, weights=found, minlength=n)
     return np.divide(hits, n_needles, out=np.zeros(n), where=n_needles > 0)
-
-
-def distinct(lists: pa.Array) -> pa.Array:
-    """Each row's list without repeats, in order of first occurrence (null rows stay null)."""
-    values, rows = flat(lists)
-    if len(values) == 0:
-        return lists
-    firsts = (
-        pa.table({"row": rows, "value": values.cast(pa.string()), "position": np.arange(len(values))})
-        .group_by(["row", "value"], use_threads=False)
-        .aggregate([("position", "min")])
-        .sort_by("position_min")
-    )
-    keep = np.asarray(firsts.column("position_min"))
-    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows[keep], minlength=len(lists)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values.take(pa.array(keep)), mask=lists.is_null())
 
 
 def all_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
@@ -127,6 +100,4 @@ def word_tokens(text: pa.Array) -> pa.Array:
     pieces = pc.split_pattern_regex(pc.utf8_lower(text), _TOKEN_BREAK)
     values, rows = flat(pieces)
     keep = np.asarray(pc.greater(pc.utf8_length(values), 0))
-    offsets = np.zeros(len(text) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows[keep], minlength=len(text)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(keep)))
+    return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(text))

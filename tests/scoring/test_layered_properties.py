@@ -162,7 +162,7 @@ def answers(draw, registry, selected):
 def traces_for(draw, case, registry):
     """One trace for ``case``: a consistent pipeline over mostly known ids, then a few perturbations."""
     by_id = {chunk["chunk_id"]: chunk for chunk in registry}
-    pool = sorted(by_id) if draw(LIKELY) else KNOWN + GHOSTS
+    pool = sorted(by_id) if by_id and draw(LIKELY) else KNOWN + GHOSTS
     wanted = some_of(draw, case["gold_citations"])
     extra = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3))
     first = draw(st.permutations(list(dict.fromkeys(wanted + extra))))

@@ -1,0 +1,62 @@
+"""The two moves every row-wise list computation makes: flatten a list column, and rebuild one.
+
+Kept below ``contracts`` and ``scoring`` so that both can use them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def flat(lists: pa.Array, rows: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray]:
+    """The values of a list column and, for each value, the index of its row. Null rows have none.
+
+    With a boolean ``rows`` mask, only the values of the selected rows are returned.
+    """
+    values, parents = pc.list_flatten(lists), np.asarray(pc.list_parent_indices(lists), dtype=np.int64)
+    if rows is None:
+        return values, parents
+    keep = rows[parents]
+    return values.filter(pa.array(keep)), parents[keep]
+
+
+def lists_from_rows(
+    values: pa.Array, rows: np.ndarray, n: int, null_rows: pa.Array | None = None
+) -> pa.Array:
+    """A list column of ``n`` rows from flat ``values`` and their row index (sorted by row).
+
+    Rows with no value get an empty list, or null where ``null_rows`` is true.
+    """
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=null_rows)
+
+
+def empty_lists(n: int) -> pa.Array:
+    """``n`` empty lists of strings."""
+    return lists_from_rows(pa.array([], pa.string()), np.zeros(0, dtype=np.int64), n)
+
+
+def distinct(lists: pa.Array, drop_nulls: bool = False) -> pa.Array:
+    """Each row's list without repeats (and without null items if asked), in order of first occurrence.
+
+    Null rows stay null.
+    """
+    values, rows = flat(lists)
+    if drop_nulls:
+        valid = np.asarray(values.is_valid())
+        values, rows = values.filter(pa.array(valid)), rows[valid]
+    if len(values) == 0:
+        return lists_from_rows(values.cast(pa.string()), rows, len(lists), lists.is_null())
+    firsts = (
+        pa.table({"row": rows, "value": values.cast(pa.string()), "position": np.arange(len(values))})
+        .group_by(["row", "value"], use_threads=False)
+        .aggregate([("position", "min")])
+        .sort_by("position_min")
+    )
+    keep = np.asarray(firsts.column("position_min"))
+    return lists_from_rows(
+        values.take(pa.array(keep)).cast(pa.string()), rows[keep], len(lists), lists.is_null()
+    )
