@@ -1,0 +1,67 @@
+"""The per-case × metric table in long format: one row per case and metric (SPEC §5 ``metric_table``).
+
+Columns: ``qid``, ``metric``, ``value`` (float; flags are 1.0 / 0.0), ``applicable`` (false where the
+metric does not apply to the case: then ``value`` is null, never NaN). Grounded flags always appear;
+layered ratios, ``admissible`` and ``releasable`` appear when the run had an evidence registry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ragspine_pipeline.decision.evaluation import Evaluation
+from ragspine_pipeline.scoring.layered import RATIO_METRICS
+
+GROUNDED_FLAGS = ("answered", "contained", "citation_hit", "recall_hit")
+LAYERED_FLAGS = ("admissible", "releasable")
+SCHEMA = pa.schema(
+    [
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),
+        pa.field("applicable", pa.bool_(), nullable=False),
+    ]
+)
+
+
+def metric_table(evaluation: Evaluation) -> pa.Table:
+    """Stack every per-case metric column into rows, metric by metric (cases in gold order)."""
+    sources = [(evaluation.grounded.cases, GROUNDED_FLAGS)]
+    if evaluation.layered is not None:
+        sources.append((evaluation.layered.cases, (*RATIO_METRICS, *LAYERED_FLAGS)))
+    parts = []
+    for cases, names in sources:
+        qid = cases.column("qid").combine_chunks()
+        for name in names:
+            value = cases.column(name).combine_chunks().cast(pa.float64())
+            parts.append(
+                pa.table(
+                    {
+                        "qid": qid,
+                        "metric": pa.array([name] * len(qid), pa.string()),
+                        "value": value,
+                        "applicable": value.is_valid(),
+                    },
+                    schema=SCHEMA,
+                )
+            )
+    return pa.concat_tables(parts)
+
+
+def write_metric_table(evaluation: Evaluation, path: str | Path) -> pa.Table:
+    """Write :func:`metric_table` as Parquet (the metric column dictionary-encoded) and return it."""
+    table = metric_table(evaluation)
+    pq.write_table(table, str(path), use_dictionary=["metric"], compression="zstd")
+    return table
+
+
+def means_by_metric(table: pa.Table) -> dict[str, tuple[float, int]]:
+    """(mean over applicable cases, applicable count) per metric: a cross-check of the aggregates."""
+    grouped = table.group_by("metric").aggregate([("value", "mean"), ("value", "count")])
+    means = grouped.column("value_mean").to_pylist()
+    counts = pc.cast(grouped.column("value_count"), pa.int64()).to_pylist()
+    return dict(zip(grouped.column("metric").to_pylist(), zip(means, counts, strict=True), strict=True))
