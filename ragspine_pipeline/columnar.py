@@ -29,9 +29,14 @@ def lists_from_rows(
 
     Rows with no value get an empty list, or null where ``null_rows`` is true.
     """
+    return pa.ListArray.from_arrays(pa.array(offsets_of(rows, n)), values, mask=null_rows)
+
+
+def offsets_of(rows: np.ndarray, n: int) -> np.ndarray:
+    """List offsets for ``n`` rows from the (sorted) row index of every value."""
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=null_rows)
+    return offsets
 
 
 def empty_lists(n: int) -> pa.Array:

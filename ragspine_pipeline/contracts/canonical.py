@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import distinct, empty_lists, flat, lists_from_rows
+from ragspine_pipeline.columnar import distinct, empty_lists, flat, lists_from_rows, offsets_of
 from ragspine_pipeline.contracts.conformance import table_conforms
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GOLD_CITATION_ALIASES, QID_ALIASES, GoldCase
@@ -87,13 +87,14 @@ def trace_columns(table: pa.Table) -> pa.Table:
     ]
     ledgers = [_child(obj, "claims") for obj in objects]
     ledgers = [ledger for ledger in ledgers if ledger is not None and not pa.types.is_null(ledger.type)]
+    ledger = _canonical_ledger(ledgers, n)
 
     claim = _coalesce(
         pa.string(),
         n,
         *[_child(obj, "claim") for obj in objects],
         answer_text,
-        _ledger_text(_coalesce_ledger(ledgers)) if ledgers else None,
+        pc.binary_join(_ledger_field(ledger, "text"), " "),  # the claims' texts joined by a space
     )
     citations = _coalesce(
         STR_LIST,
@@ -101,7 +102,7 @@ def trace_columns(table: pa.Table) -> pa.Table:
         *[_child(obj, "citations") for obj in objects],
         _column(table, "citations"),
         _embedded_citations(answer_text) if answer_text is not None else None,
-        _ledger_citations(ledgers, n) if ledgers else None,
+        distinct(_ledger_field(ledger, "citation_id"), drop_nulls=True),  # first appearance order
     )
     chunks = _column(table, "chunks")
     chunk_ids = None if chunks is None else _list_child(chunks, "id")
@@ -114,7 +115,7 @@ def trace_columns(table: pa.Table) -> pa.Table:
             "citations": citations,
             "retrieved_ids": retrieved,
             **{stage: _column(table, stage, STR_LIST, n) for stage in STAGES},
-            "claims": _canonical_ledger(ledgers, n),
+            "claims": ledger,
             "version_keys": _struct_keys(_column(table, "versions"), n),
             "index_version": _cast_or_nulls(_child(_column(table, "versions"), "index"), pa.string(), n),
         }
@@ -164,8 +165,7 @@ def _struct_to_map(struct: pa.Array | None, n: int) -> pa.Array:
     children = [_cast(pc.struct_field(struct, [i]), pa.string()) for i in range(len(names))]
     present = np.stack([np.asarray(child.is_valid()) for child in children], axis=1)  # rows × keys
     rows, keys = np.nonzero(present)  # row-major: entries grouped by row, keys in file order
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    offsets = offsets_of(rows, n)
     flat_values = pa.concat_arrays(children).take(pa.array(keys * n + rows))
     return pa.MapArray.from_arrays(
         offsets, pa.array(np.asarray(names, dtype=object)[keys], pa.string()), flat_values
@@ -242,7 +242,7 @@ def _non_null_lists(arr: pa.Array | None, n: int) -> pa.Array:
 
 def _embedded_citations(text: pa.Array) -> pa.Array:
     """``citations: [a, b]`` inside text answers, as lists; null where the text has none."""
-    pattern = EMBEDDED_CITATIONS.replace("(?i)", "(?i)", 1).replace(r"\[(", r"\[(?P<ids>", 1)
+    pattern = EMBEDDED_CITATIONS.replace(r"\[(", r"\[(?P<ids>", 1)  # name the group extract_regex returns
     found = pc.struct_field(pc.extract_regex(text, pattern), "ids")
     tokens = pc.split_pattern_regex(found, EMBEDDED_SEPARATORS)
     values, rows = flat(tokens)
@@ -250,17 +250,8 @@ def _embedded_citations(text: pa.Array) -> pa.Array:
     return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(text), tokens.is_null())
 
 
-def _coalesce_ledger(ledgers: list[pa.Array]) -> pa.Array:
-    """Texts of the first non-null ledger per row (ledger structs may differ, so project first)."""
-    texts = [_list_child(ledger, "text") for ledger in ledgers]
-    return pc.coalesce(*[t for t in texts if t is not None])
-
-
-def _ledger_text(texts: pa.Array) -> pa.Array:
-    return pc.binary_join(texts, " ")
-
-
-def _ledger_citations(ledgers: list[pa.Array], n: int) -> pa.Array:
-    """Distinct ``citation_id``s of the first non-null ledger per row, in order of first appearance."""
-    ids = [_list_child(ledger, "citation_id") for ledger in ledgers]
-    return distinct(pc.coalesce(*[i for i in ids if i is not None]), drop_nulls=True)
+def _ledger_field(ledger: pa.Array, name: str) -> pa.Array:
+    """One field of every claim of the canonical ledger, as a list per row (null without a ledger)."""
+    return pa.ListArray.from_arrays(
+        ledger.offsets, pc.struct_field(ledger.values, name), mask=ledger.is_null()
+    )
