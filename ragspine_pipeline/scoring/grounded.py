@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, WHITESPACE
 from ragspine_pipeline.scoring import rowwise
-from ragspine_pipeline.scoring.join import join_traces
+from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
 MIN_SUBSTR_CHARS = 5
 # A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
@@ -104,13 +104,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     counts.update(cases=gold.num_rows, traces=traces.num_rows)
     traces = traces.select(["claim", "citations", "retrieved_ids"])  # what the metrics read (takes copy)
     parts = []
-    for start in range(0, gold.num_rows, CHUNK_ROWS):
-        part_gold = gold.slice(start, CHUNK_ROWS)
-        if trace_rows is None:  # identity join
-            part_traces, missing = traces.slice(start, CHUNK_ROWS), np.zeros(part_gold.num_rows, dtype=bool)
-        else:
-            rows = trace_rows.slice(start, CHUNK_ROWS)
-            part_traces, missing = traces.take(rows), np.asarray(rows.is_null())
+    for part_gold, part_traces, missing in aligned_chunks(gold, traces, trace_rows, CHUNK_ROWS):
         cases, part_counts = _score_cases(part_gold, part_traces, missing, k)
         parts.append(cases)
         for name, value in part_counts.items():

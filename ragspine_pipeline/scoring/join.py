@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,3 +34,20 @@ def join_traces(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict
         rows = pc.subtract(pa.scalar(n_traces - 1, pa.int64()), last_from_end.cast(pa.int64()))
     matched = len(rows) - rows.null_count
     return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - matched}
+
+
+def aligned_chunks(
+    gold: pa.Table, traces: pa.Table, trace_rows: pa.Array | None, chunk_rows: int
+) -> Iterator[tuple[pa.Table, pa.Table, np.ndarray]]:
+    """Gold rows ``chunk_rows`` at a time with their traces aligned row by row, and which are missing.
+
+    ``trace_rows`` comes from :func:`join_traces` (None: the identity join, so the traces are sliced, not
+    gathered). A missing trace is a null row.
+    """
+    for start in range(0, gold.num_rows, chunk_rows):
+        part = gold.slice(start, chunk_rows)
+        if trace_rows is None:
+            yield part, traces.slice(start, chunk_rows), np.zeros(part.num_rows, dtype=bool)
+        else:
+            rows = trace_rows.slice(start, chunk_rows)
+            yield part, traces.take(rows), np.asarray(rows.is_null())

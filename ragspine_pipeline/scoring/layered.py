@@ -48,7 +48,7 @@ from ragspine_pipeline.columnar import distinct, empty_lists, lists_from_rows
 from ragspine_pipeline.scoring import rowwise
 from ragspine_pipeline.scoring.admissibility import Registry, admissibility, rule_names
 from ragspine_pipeline.scoring.grounded import refusals
-from ragspine_pipeline.scoring.join import join_traces
+from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
 SUPPORT_TOKEN_SHARE = (3, 5)  # 60 %, compared in integers: shared * 5 >= tokens * 3
 DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
@@ -109,15 +109,10 @@ def score_layered(
     """
     rows, _ = join_traces(gold, traces)
     registry = Registry(evidence)
-    parts = []
-    for start in range(0, gold.num_rows, CHUNK_ROWS):
-        part_gold = gold.slice(start, CHUNK_ROWS)
-        if rows is None:
-            aligned, missing = traces.slice(start, CHUNK_ROWS), np.zeros(part_gold.num_rows, dtype=bool)
-        else:
-            part_rows = rows.slice(start, CHUNK_ROWS)
-            aligned, missing = traces.take(part_rows), np.asarray(part_rows.is_null())
-        parts.append(_score_cases(part_gold, aligned, missing, registry, required_versions))
+    parts = [
+        _score_cases(part_gold, aligned, missing, registry, required_versions)
+        for part_gold, aligned, missing in aligned_chunks(gold, traces, rows, CHUNK_ROWS)
+    ]
     cases = pa.concat_tables(parts) if parts else _score_cases(gold, traces, np.zeros(0, bool), registry, ())
     return LayeredScore(cases=cases, metrics=_aggregates(cases), denominators=_denominators(cases))
 
