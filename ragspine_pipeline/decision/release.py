@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from ragspine_pipeline.decision.baseline import Comparison
 from ragspine_pipeline.decision.config import SliceGate
 from ragspine_pipeline.decision.gates import GateResult
-from ragspine_pipeline.scoring.slices import Slice
+from ragspine_pipeline.scoring.slices import Slice, worst_first
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,7 @@ class ReleaseDecision:
 
 def failed_slices(all_slices: list[Slice], gate: SliceGate) -> list[FailedSlice]:
     """Slices with at least ``min_n`` cases whose releasable rate is below ``min_rate``, worst first."""
-    failing = [s for s in all_slices if s.n >= gate.min_n and s.releasable_rate < gate.min_rate]
-    failing.sort(key=lambda s: (s.releasable_rate, -s.n, s.dimension, s.value))
+    failing = worst_first([s for s in all_slices if s.n >= gate.min_n and s.releasable_rate < gate.min_rate])
     return [
         FailedSlice(s.dimension, s.value, s.n, s.releasable_rate, (s.ci_low, s.ci_high), gate.min_rate)
         for s in failing

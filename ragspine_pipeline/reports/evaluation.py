@@ -26,7 +26,7 @@ from ragspine_pipeline.reports.columns import (
 )
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES
-from ragspine_pipeline.scoring.slices import Slice
+from ragspine_pipeline.scoring.slices import Slice, worst_first
 
 DECIMALS = 4
 _CASE_FLAGS = ("answerable", "answered", "missing", "contained", "citation_hit", "recall_hit")
@@ -256,7 +256,7 @@ def _write_layered(ev: Evaluation, out: TextIO) -> None:
             f"\n## Slices (worst first)\n\n| slice | n | releasable | 95% CI | {header} |\n"
             f"|---|---|---|---|{'---|' * len(_SLICE_METRICS)}\n"
         )
-        for s in sorted(ev.slices, key=lambda s: (s.releasable_rate, -s.n, s.dimension, s.value)):
+        for s in worst_first(ev.slices):
             cells = ["—" if s.metrics[name] is None else f"{s.metrics[name]:.3f}" for name in _SLICE_METRICS]
             out.write(
                 f"| {s.dimension}={s.value} | {s.n} | {s.releasable_rate:.1%} | "

@@ -86,3 +86,8 @@ def slices(tags: pa.Array, cases: pa.Table, metric_names: Sequence[str]) -> list
         )
         for i in range(grouped.num_rows)
     ]
+
+
+def worst_first(all_slices: list[Slice]) -> list[Slice]:
+    """Lowest releasable rate first; among equals the larger slice, then by name."""
+    return sorted(all_slices, key=lambda s: (s.releasable_rate, -s.n, s.dimension, s.value))
