@@ -50,7 +50,14 @@ def test_a_failing_gate_exits_1(capsys):
     report = json.loads(out)
     assert code == 1 and report["pass"] is False
     assert report["gates"] == [
-        {"metric": "precision", "op": ">=", "threshold": 0.95, "value": 0.9333, "pass": False}
+        {
+            "metric": "precision",
+            "op": ">=",
+            "threshold": 0.95,
+            "value": 0.9333,
+            "pass": False,
+            "severity": "hard",
+        }
     ]
 
 

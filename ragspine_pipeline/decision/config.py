@@ -6,6 +6,7 @@ required_versions: [index, retriever]        # SPEC §3.2 admissibility
 gates:                                        # any metric by name; min or max
   precision: {min: 0.80}
   under_refusal: {max: 0.05}
+  point_coverage: {min: 0.80, severity: soft}  # soft: reported as a warning, never blocks
 slice_gate: {min_rate: 0.95, min_n: 1}        # releasable rate per slice
 ```
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -27,12 +29,13 @@ from ragspine_pipeline.errors import InputError
 
 
 class GateSpec(BaseModel):
-    """Exactly one of ``min`` / ``max``."""
+    """Exactly one of ``min`` / ``max``; ``severity`` hard (blocks the release) or soft (warns)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     min_: float | None = Field(default=None, alias="min")
     max_: float | None = Field(default=None, alias="max")
+    severity: Literal["hard", "soft"] = "hard"
 
     @model_validator(mode="after")
     def _one_bound(self) -> GateSpec:
@@ -75,7 +78,7 @@ class EvalConfig(BaseModel):
         known = list(known)
         return [
             Gate(canonical_metric(name, known), spec.min_ if spec.min_ is not None else spec.max_,
-                 "min" if spec.min_ is not None else "max")
+                 "min" if spec.min_ is not None else "max", spec.severity)
             for name, spec in self.gates.items()
         ]  # fmt: skip
 

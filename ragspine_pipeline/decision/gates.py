@@ -31,11 +31,17 @@ class Gate:
     """``metric`` must be at least (``min``) or at most (``max``) ``threshold``.
 
     Without an explicit direction, rates of failure are ``max`` gates and every other metric ``min``.
+    A ``hard`` gate that fails blocks the release; a ``soft`` one is reported as a warning.
     """
 
     metric: str
     threshold: float
     direction: str | None = None  # "min" or "max"
+    severity: str = "hard"  # "hard" or "soft"
+
+    @property
+    def hard(self) -> bool:
+        return self.severity == "hard"
 
     @property
     def is_max(self) -> bool:

@@ -23,6 +23,7 @@ class FailedGate:
     op: str
     threshold: float
     delta: float  # value - threshold
+    severity: str = "hard"
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class ReleaseDecision:
     golden_sha256: str | None
     run_id: str
     unmeasured_baseline_metrics: list[str] = field(default_factory=list)
+    warned_gates: list[FailedGate] = field(default_factory=list)  # failed soft gates: never block
 
     @property
     def ships(self) -> bool:
@@ -77,15 +79,18 @@ def decide(
     golden_sha256: str | None,
     run_id: str,
 ) -> ReleaseDecision:
-    """Block on any failed gate, failed slice or regression; otherwise ship.
+    """Block on any failed hard gate, failed slice or regression; otherwise ship.
 
-    ``index_versions`` counts the traces per index version; the most common one is the run's.
+    Failed soft gates are listed in ``warned_gates`` and do not block. ``index_versions`` counts the
+    traces per index version; the most common one is the run's.
     """
-    failed = [
-        FailedGate(r.gate.metric, r.value, r.gate.op, r.gate.threshold, r.value - r.gate.threshold)
+    failing = [
+        FailedGate(r.gate.metric, r.value, r.gate.op, r.gate.threshold, r.value - r.gate.threshold,
+                   r.gate.severity)
         for r in gates
         if not r.passed
-    ]
+    ]  # fmt: skip
+    failed = [f for f in failing if f.severity == "hard"]
     regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
     seen = Counter(index_versions)
     blocked = bool(failed or slices_below or regressions)
@@ -101,4 +106,5 @@ def decide(
         golden_sha256=golden_sha256,
         run_id=run_id,
         unmeasured_baseline_metrics=[] if comparison is None else list(comparison.unmeasured),
+        warned_gates=[f for f in failing if f.severity != "hard"],
     )

@@ -78,6 +78,7 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
             "threshold": result.gate.threshold,
             "value": figure(result.value),
             "pass": result.passed,
+            "severity": result.gate.severity,
         }
         for result in ev.gates
     ]
@@ -188,7 +189,7 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
     out.write("## Gates\n\n| metric | gate | value | result |\n|---|---|---|---|\n")
     for result in ev.gates:
         gate = f"{'≤' if result.gate.op == '<=' else '≥'} {result.gate.threshold:.4f}"
-        mark = "✅ pass" if result.passed else "❌ **FAIL**"
+        mark = "✅ pass" if result.passed else "❌ **FAIL**" if result.gate.hard else "⚠️ warn (soft)"
         out.write(f"| {result.gate.metric} | {gate} | {figure(result.value):.4f} | {mark} |\n")
 
     out.write("\n## Grounded QA figures\n\n| metric | value | over |\n|---|---|---|\n")
@@ -218,8 +219,13 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
 
 def _write_release(release: ReleaseDecision, out: TextIO) -> None:
     out.write(f"## Release decision: **{release.decision}**\n\n")
+    for gate in release.warned_gates:
+        out.write(
+            f"- soft gate **{gate.metric}** = {gate.value:.4f}, wants {gate.op} {gate.threshold:.4f} "
+            f"(Δ {gate.delta:+.4f}): a warning, it does not block\n"
+        )
     if release.ships:
-        out.write("Every gate, slice and baselined metric holds.\n\n")
+        out.write("Every hard gate, slice and baselined metric holds.\n\n")
         return
     for gate in release.failed_gates:
         out.write(
