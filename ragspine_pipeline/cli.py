@@ -19,7 +19,13 @@ from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_t
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision import golden
 from ragspine_pipeline.decision.config import EvalConfig, load_config
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, LAYERED_METRICS, Evaluation, evaluate
+from ragspine_pipeline.decision.evaluation import (
+    KNOWN_METRICS,
+    LAYERED_METRICS,
+    Evaluation,
+    coverage_warnings,
+    evaluate,
+)
 from ragspine_pipeline.decision.gates import GateSpecError, default_gates, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
@@ -117,7 +123,8 @@ def _score(args: argparse.Namespace) -> int:
     if not args.evidence and (layered_gates := [g.metric for g in gates if g.metric in LAYERED_METRICS]):
         raise UsageError(f"gates on {', '.join(layered_gates)} need --evidence")
     warnings: list[str] = []
-    lock = _golden_lock(args.gold, warnings)
+    lock, unfrozen = golden.verified_lock(args.gold)
+    warnings += [unfrozen] if unfrozen else []
     baseline_entries = baselines.load_baseline(args.baseline) if args.baseline else {}
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
@@ -133,7 +140,7 @@ def _score(args: argparse.Namespace) -> int:
         lock=lock,
         k=args.k,
     )
-    warnings += _coverage_warnings(evaluation.grounded.counts)
+    warnings += coverage_warnings(evaluation.grounded.counts)
     if evaluation.comparison is not None and evaluation.comparison.unmeasured:
         unmeasured = ", ".join(evaluation.comparison.unmeasured)
         warnings.append(f"baseline metrics not measured by this run: {unmeasured}")
@@ -157,34 +164,12 @@ def _gates(args: argparse.Namespace, config: EvalConfig):
     return config.gate_list(KNOWN_METRICS) or default_gates()
 
 
-def _golden_lock(gold_path: str, warnings: list[str]) -> golden.GoldenLock | None:
-    """The golden lock when the content matches it; a changed golden set is unusable (exit 2)."""
-    if golden.read_lock(gold_path) is None:  # cheap: no hashing when there is no lock
-        warnings.append(f"{gold_path} is not frozen (no {golden.lock_path(gold_path).name}): scored anyway")
-        return None
-    verification = golden.verify(gold_path)
-    if verification.status != "ok":
-        raise InputError(gold_path, verification.message(gold_path).removeprefix(f"{gold_path} "))
-    return verification.lock
-
-
 def _promote(args: argparse.Namespace, evaluation: Evaluation, run_id: str) -> str:
     if not evaluation.passed:
         return f"not promoting {args.baseline}: the release is blocked, the baseline is unchanged"
     n_cases = evaluation.grounded.counts["cases"]
     baselines.promote(args.baseline, args.mode, evaluation.metrics, passed=True, n_cases=n_cases, run=run_id)
     return f"promoted {args.baseline} (mode {args.mode}): every listed metric is now at least as strict"
-
-
-def _coverage_warnings(counts: dict[str, int]) -> list[str]:
-    warnings = []
-    if counts["missing"]:
-        warnings.append(f"{counts['missing']} gold case(s) have no trace and are scored as empty answers")
-    if counts["unmatched"]:
-        warnings.append(f"{counts['unmatched']} trace id(s) are not in the golden set and were ignored")
-    if counts["duplicates"]:
-        warnings.append(f"{counts['duplicates']} duplicate trace(s): the last trace per case was kept")
-    return warnings
 
 
 @contextmanager

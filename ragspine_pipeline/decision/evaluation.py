@@ -82,6 +82,18 @@ def evaluate(
     return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison)
 
 
+def coverage_warnings(counts: dict[str, int]) -> list[str]:
+    """What a reader of the report must know about the join of gold and traces (SPEC §2.2)."""
+    warnings = []
+    if counts["missing"]:
+        warnings.append(f"{counts['missing']} gold case(s) have no trace and are scored as empty answers")
+    if counts["unmatched"]:
+        warnings.append(f"{counts['unmatched']} trace id(s) are not in the golden set and were ignored")
+    if counts["duplicates"]:
+        warnings.append(f"{counts['duplicates']} duplicate trace(s): the last trace per case was kept")
+    return warnings
+
+
 def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:
     counts = pc.value_counts(column.drop_null())
     return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))

@@ -174,3 +174,16 @@ def _lock_from_json(path: Path, data: Any) -> GoldenLock:
     if not _SHA256.fullmatch(data["sha256"]):
         raise InputError(str(path), "golden lock field 'sha256' must be 64 lowercase hex digits")
     return GoldenLock(**{name: data[name] for name in names})
+
+
+def verified_lock(gold_path: str | Path) -> tuple[GoldenLock | None, str | None]:
+    """The lock of a golden set whose content matches it, or ``(None, warning)`` when it is not frozen.
+
+    A changed golden set is unusable: :class:`InputError` with the SPEC message (both hashes named).
+    """
+    if read_lock(gold_path) is None:  # cheap: no hashing when there is no lock
+        return None, f"{gold_path} is not frozen (no {lock_path(gold_path).name}): scored anyway"
+    verification = verify(gold_path)
+    if verification.status != "ok":
+        raise InputError(str(gold_path), verification.message(gold_path).removeprefix(f"{gold_path} "))
+    return verification.lock, None
