@@ -17,10 +17,13 @@ from ragspine_pipeline.columnar import distinct, empty_lists, flat, lists_from_r
 from ragspine_pipeline.contracts.conformance import table_conforms
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GOLD_CITATION_ALIASES, QID_ALIASES, GoldCase
-from ragspine_pipeline.contracts.schemas import EVIDENCE_SCHEMA, LEDGER, STR_LIST
+from ragspine_pipeline.contracts.schemas import EVIDENCE_SCHEMA, LEDGER, STR_LIST, TAGS
 from ragspine_pipeline.contracts.trace import (
+    COMPLETION_TOKEN_ALIASES,
     EMBEDDED_CITATIONS,
     EMBEDDED_SEPARATORS,
+    EXACT_FLOAT_INTEGERS,
+    PROMPT_TOKEN_ALIASES,
     RETRIEVED_ALIASES,
     TRACE_QID_ALIASES,
     Trace,
@@ -107,6 +110,10 @@ def trace_columns(table: pa.Table) -> pa.Table:
     chunks = _column(table, "chunks")
     chunk_ids = None if chunks is None else _list_child(chunks, "id")
     retrieved = _coalesce(STR_LIST, n, _aliased(table, RETRIEVED_ALIASES, STR_LIST), chunk_ids)
+    usage = _column(table, "token_usage")
+    # An integer latency beyond 2**53 rounds to the nearest float, as float() does in the model.
+    latency = _column(table, "latency_ms")
+    latency = pa.nulls(n, pa.float64()) if latency is None else _cast(latency, pa.float64(), safe=False)
     return pa.table(
         {
             "qid": qid,
@@ -118,6 +125,14 @@ def trace_columns(table: pa.Table) -> pa.Table:
             "claims": ledger,
             "version_keys": _struct_keys(_column(table, "versions"), n),
             "index_version": _cast_or_nulls(_child(_column(table, "versions"), "index"), pa.string(), n),
+            "ts": _timestamp_text(_column(table, "ts"), n),
+            "tags": _optional_map(_column(table, "tags"), n),
+            "latency_ms": latency,
+            "prompt_tokens": _coalesce(pa.int64(), n, *[_child(usage, a) for a in PROMPT_TOKEN_ALIASES]),
+            "completion_tokens": _coalesce(
+                pa.int64(), n, *[_child(usage, a) for a in COMPLETION_TOKEN_ALIASES]
+            ),
+            "outcome_refused": _outcome_refused(_column(table, "outcome"), n),
         }
     )
 
@@ -155,14 +170,18 @@ def _canonical_ledger(ledgers: list[pa.Array], n: int) -> pa.Array:
     return _coalesce(LEDGER, n, *canonical)
 
 
-def _struct_to_map(struct: pa.Array | None, n: int) -> pa.Array:
-    """A JSON object read as a struct (one child per key seen in the file) as a map of its non-null keys."""
+def _struct_to_map(struct: pa.Array | None, n: int, sort_keys: bool = False) -> pa.Array:
+    """A JSON object read as a struct (one child per key seen in the file) as a map of its non-null keys,
+    in file order (or sorted by key)."""
     if struct is None or not pa.types.is_struct(struct.type) or struct.type.num_fields == 0:
         return pa.MapArray.from_arrays(
             np.zeros(n + 1, dtype=np.int32), pa.array([], pa.string()), pa.array([], pa.string())
         )
-    names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
-    children = [_cast(pc.struct_field(struct, [i]), pa.string()) for i in range(len(names))]
+    fields = range(struct.type.num_fields)
+    if sort_keys:
+        fields = sorted(fields, key=lambda i: struct.type.field(i).name)
+    names = [struct.type.field(i).name for i in fields]
+    children = [_cast(pc.struct_field(struct, [i]), pa.string()) for i in fields]
     present = np.stack([np.asarray(child.is_valid()) for child in children], axis=1)  # rows × keys
     rows, keys = np.nonzero(present)  # row-major: entries grouped by row, keys in file order
     offsets = offsets_of(rows, n)
@@ -170,6 +189,46 @@ def _struct_to_map(struct: pa.Array | None, n: int) -> pa.Array:
     return pa.MapArray.from_arrays(
         offsets, pa.array(np.asarray(names, dtype=object)[keys], pa.string()), flat_values
     )
+
+
+def _optional_map(struct: pa.Array | None, n: int) -> pa.Array:
+    """A JSON object column as a map sorted by key, null where the object is absent (``Trace.tags``)."""
+    if struct is None or not pa.types.is_struct(struct.type):
+        return pa.nulls(n, TAGS)
+    as_map = _struct_to_map(struct, n, sort_keys=True)
+    return pa.MapArray.from_arrays(as_map.offsets, as_map.keys, as_map.items, mask=struct.is_null())
+
+
+def _timestamp_text(ts: pa.Array | None, n: int) -> pa.Array:
+    """``ts`` as text, as ``contracts.trace.timestamp_text`` writes it.
+
+    Arrow writes a float as Python's ``repr`` does only for fractional values between 1e-4 and 1e10
+    (epoch seconds); any other fractional value, or a whole one too large to be exact, is left to the
+    record reader.
+    """
+    if ts is None or pa.types.is_null(ts.type):
+        return pa.nulls(n, pa.string())
+    if not pa.types.is_floating(ts.type):
+        return _cast(ts, pa.string())  # strings as written, integers in decimal
+    ts = _cast(ts, pa.float64())
+    magnitude = pc.abs(ts)
+    whole = pc.equal(pc.floor(ts), ts)
+    exact_whole = pc.and_(whole, pc.less(magnitude, float(EXACT_FLOAT_INTEGERS)))
+    plain = pc.and_(pc.greater_equal(magnitude, 1e-4), pc.less(magnitude, 1e10))
+    if pc.all(pc.or_(exact_whole, pc.and_(pc.invert(whole), plain))).as_py() is False:
+        raise NotSure
+    as_integer = pc.if_else(exact_whole, ts, 0.0).cast(pa.int64()).cast(pa.string())
+    return pc.if_else(exact_whole, as_integer, ts.cast(pa.string()))
+
+
+def _outcome_refused(outcome: pa.Array | None, n: int) -> pa.Array:
+    """``outcome.refused`` (null where not given); any other type than a flag: the record reader rejects."""
+    refused = _child(outcome, "refused")
+    if refused is None or pa.types.is_null(refused.type):
+        return pa.nulls(n, pa.bool_())
+    if not pa.types.is_boolean(refused.type):
+        raise NotSure
+    return refused
 
 
 def _struct_keys(struct: pa.Array | None, n: int) -> pa.Array:
@@ -196,10 +255,10 @@ def _column(table: pa.Table, name: str, type_: pa.DataType | None = None, n: int
     return arr if type_ is None else _cast(arr, type_)
 
 
-def _cast(arr: pa.Array, type_: pa.DataType) -> pa.Array:
+def _cast(arr: pa.Array, type_: pa.DataType, safe: bool = True) -> pa.Array:
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), type_)
-    return arr.cast(type_)
+    return arr.cast(type_, safe=safe)
 
 
 def _aliased(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) -> pa.Array:

@@ -189,12 +189,13 @@ def _validate(model: type[BaseModel], path: Path, line: int, raw: Any, id_aliase
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise _explain(exc, path, line, raw, id_aliases) from None
+        raise explain_validation_error(exc, path, line, raw, id_aliases) from None
 
 
-def _explain(
-    exc: ValidationError, path: Path, line: int, raw: dict, id_aliases: tuple[str, ...]
+def explain_validation_error(
+    exc: ValidationError, path: Path | str, line: int | None, raw: dict, id_aliases: tuple[str, ...]
 ) -> InputError:
+    """A pydantic error as one ``InputError`` line: file, line, record id, field, message, bad value."""
     error = exc.errors(include_url=False)[0]
     loc = ".".join(str(part) for part in error["loc"]) or (error.get("ctx") or {}).get("field")
     record_id = next((raw[a] for a in id_aliases if isinstance(raw.get(a), (str, int))), None)
@@ -259,6 +260,12 @@ def _trace_records(path: Path):
             "claims": None if trace.ledger is None else [claim.model_dump() for claim in trace.ledger],
             "version_keys": _version_keys(raw.get("versions"), trace),
             "index_version": None if trace.versions is None else trace.versions.get("index"),
+            "ts": trace.canonical_ts,
+            "tags": trace.canonical_tags,
+            "latency_ms": trace.latency_ms,
+            "prompt_tokens": None if trace.token_usage is None else trace.token_usage.prompt_tokens,
+            "completion_tokens": None if trace.token_usage is None else trace.token_usage.completion_tokens,
+            "outcome_refused": trace.outcome_refused,
         }
 
 

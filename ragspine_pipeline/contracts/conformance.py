@@ -113,7 +113,11 @@ def _array_conforms(arr: pa.Array, annotation: Any, metadata: list[Any] | None =
     if inner is bool:
         return pa.types.is_boolean(arr.type)
     if inner is float:
-        return pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)
+        if pa.types.is_integer(arr.type):
+            return True
+        # pyarrow's parser reads NaN and Infinity; a FiniteFloat field must not see them.
+        finite_only = any(getattr(m, "allow_inf_nan", True) is False for m in metadata)
+        return pa.types.is_floating(arr.type) and (not finite_only or _all_finite(arr))
     if inner is int:
         return pa.types.is_integer(arr.type)
     if inner is date:
@@ -142,6 +146,10 @@ def _array_conforms(arr: pa.Array, annotation: Any, metadata: list[Any] | None =
         children = {arr.type.field(i).name: pc.struct_field(arr, [i]) for i in range(arr.type.num_fields)}
         return _fields_conform(children, inner, parent_valid=arr.is_valid(), check_required=True)
     return False  # an annotation this checker does not know: let the record reader decide
+
+
+def _all_finite(arr: pa.Array) -> bool:
+    return pc.all(pc.is_finite(arr)).as_py() is not False
 
 
 def _all_iso_dates(arr: pa.Array) -> bool:

@@ -45,12 +45,21 @@ TRACE_SCHEMA = pa.schema(
         pa.field("claims", LEDGER),
         pa.field("version_keys", STR_LIST),
         pa.field("index_version", pa.string()),
+        pa.field("ts", pa.string()),
+        pa.field("tags", TAGS),
+        pa.field("latency_ms", pa.float64()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("outcome_refused", pa.bool_()),
     ]
 )
 """Canonical trace columns. Null means "not in the trace": a null ``citations`` is an answer that carries
 no citation list (non-compliant), a null stage is a stage the trace does not carry (skipped).
 ``claims`` is the claim ledger (null without one); ``version_keys`` the keys of ``versions`` as written
-(a repeated key appears twice), ``index_version`` its ``index`` entry."""
+(a repeated key appears twice), ``index_version`` its ``index`` entry. ``ts`` is the event time as text
+(``contracts.trace.timestamp_text``); ``tags`` the slice dimensions, keys sorted; ``prompt_tokens`` and
+``completion_tokens`` come from ``token_usage``; ``outcome_refused`` is ``outcome.refused``, which makes a
+trace a refusal whatever its claim (SPEC §2.2)."""
 
 EVIDENCE_SCHEMA = pa.schema(
     [

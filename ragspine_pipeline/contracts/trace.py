@@ -9,14 +9,22 @@ dialect maps to the canonical columns; ``contracts.columns`` computes the same o
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, Field, StrictBool, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, FiniteFloat, StrictBool, field_validator, model_validator
 
 from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, drop_nulls
 
 TRACE_QID_ALIASES = ("qid", "q_id", "case_id", "id", "request_id")
 RETRIEVED_ALIASES = ("retrieved_ids", "first_stage_ids")
+PROMPT_TOKEN_ALIASES = ("prompt_tokens", "prompt")
+COMPLETION_TOKEN_ALIASES = ("completion_tokens", "completion")
+
+# A whole-number float below 2**53 is written without a fraction (1700000000.0 reads as 1700000000):
+# JSON writers disagree on whether epoch seconds carry ".0", and the value is the same.
+EXACT_FLOAT_INTEGERS = 2**53
+# Token counts become int64 columns: a count outside int64 is rejected here, not overflowed later.
+Int64 = Annotated[int, Field(ge=-(2**63), lt=2**63)]
 
 REFUSAL_TOKEN = "not in context"
 # ASCII whitespace only, spelled out, so that the column implementation trims exactly the same set.
@@ -52,6 +60,19 @@ class LedgerClaim(BaseModel):
     answer_point: str | None = None
 
 
+class TokenUsage(BaseModel):
+    """Token counts of one answer: OpenAI-style ``prompt_tokens`` / ``completion_tokens``, or the short
+    ``prompt`` / ``completion`` (the long name wins when both are given). Other keys are kept, unread."""
+
+    model_config = MODEL_CONFIG
+    _nulls = model_validator(mode="before")(drop_nulls)
+
+    prompt_tokens: Int64 | None = Field(default=None, validation_alias=AliasChoices(*PROMPT_TOKEN_ALIASES))
+    completion_tokens: Int64 | None = Field(
+        default=None, validation_alias=AliasChoices(*COMPLETION_TOKEN_ALIASES)
+    )
+
+
 class Answer(BaseModel):
     """The structured answer: ``answer`` or ``answer_json`` as an object."""
 
@@ -71,7 +92,7 @@ class Trace(BaseModel):
 
     qid: Id | None = Field(default=None, validation_alias=AliasChoices(*TRACE_QID_ALIASES))
     question: str | None = Field(default=None, validation_alias=AliasChoices(*QUESTION_ALIASES))
-    ts: float | str | None = None
+    ts: int | FiniteFloat | str | None = None
     retrieved_ids: list[str] | None = Field(default=None, validation_alias=AliasChoices(*RETRIEVED_ALIASES))
     chunks: list[ChunkRef] | None = None
     rerank_input_ids: list[str] | None = None
@@ -84,11 +105,20 @@ class Trace(BaseModel):
     citations: list[str] | None = None
     outcome: dict[str, Any] | None = None
     ok: StrictBool | None = None
-    latency_ms: float | None = None
-    token_usage: dict[str, Any] | None = None
+    latency_ms: FiniteFloat | None = None
+    token_usage: TokenUsage | None = None
     tags: dict[str, str] | None = None
 
     _map_nulls = field_validator("versions", "tags", mode="before")(drop_nulls)
+
+    @field_validator("outcome")
+    @classmethod
+    def _refused_is_a_flag(cls, outcome: dict[str, Any] | None) -> dict[str, Any] | None:
+        # outcome.refused decides refusals (SPEC §2.2): "yes" or 1 must not pass for a refusal silently.
+        refused = None if outcome is None else outcome.get("refused")
+        if refused is not None and not isinstance(refused, bool):
+            raise ValueError(f"outcome.refused must be true or false (got {refused!r})")
+        return outcome
 
     # -- canonical view (reference definitions; columns.py vectorises exactly these) -----------------
 
@@ -138,6 +168,21 @@ class Trace(BaseModel):
         return list(dict.fromkeys(c.citation_id for c in ledger if c.citation_id is not None))
 
     @property
+    def canonical_ts(self) -> str | None:
+        """``ts`` as text (see :func:`timestamp_text`)."""
+        return timestamp_text(self.ts)
+
+    @property
+    def canonical_tags(self) -> list[tuple[str, str]] | None:
+        """The tags sorted by key (JSON key order carries no meaning); None when the trace has none."""
+        return None if self.tags is None else sorted(self.tags.items())
+
+    @property
+    def outcome_refused(self) -> bool | None:
+        """``outcome.refused``; None when the trace does not say."""
+        return None if self.outcome is None else self.outcome.get("refused")
+
+    @property
     def canonical_retrieved_ids(self) -> list[str] | None:
         """``retrieved_ids`` > ``first_stage_ids`` > ``chunks[].id``."""
         if self.retrieved_ids is not None:
@@ -145,9 +190,23 @@ class Trace(BaseModel):
         return None if self.chunks is None else [chunk.id for chunk in self.chunks]
 
 
-def is_refusal(claim: str | None) -> bool:
-    """SPEC §2.2: the stripped claim equals ``not in context``, case-insensitively."""
-    return claim is not None and claim.strip(WHITESPACE).lower() == REFUSAL_TOKEN
+def is_refusal(claim: str | None, outcome_refused: bool | None = None) -> bool:
+    """SPEC §2.2: the stripped claim equals ``not in context``, case-insensitively, or ``outcome.refused``
+    is true."""
+    return outcome_refused is True or (claim is not None and claim.strip(WHITESPACE).lower() == REFUSAL_TOKEN)
+
+
+def timestamp_text(ts: int | float | str | None) -> str | None:
+    """A trace's ``ts`` as text: a string as written (ISO or epoch), an integer in decimal, a float in
+    decimal without a fraction when it is a whole number below 2**53, else as Python's shortest ``repr``.
+    """
+    if ts is None or isinstance(ts, str):
+        return ts
+    if isinstance(ts, int):
+        return str(ts)
+    if ts.is_integer() and abs(ts) < EXACT_FLOAT_INTEGERS:
+        return str(int(ts))
+    return repr(ts)
 
 
 def parse_embedded_citations(text: str) -> list[str] | None:

@@ -87,9 +87,19 @@ class GroundedScore:
         return dict(zip(LABELS, counts.tolist(), strict=True))
 
 
-def refusals(claim_lower: pa.Array) -> np.ndarray:
-    """SPEC §2.2: the stripped, lower-cased claim is exactly the refusal token."""
-    return np.asarray(pc.equal(pc.utf8_trim(claim_lower, WHITESPACE), REFUSAL_TOKEN))
+def refusals(claim_lower: pa.Array, outcome_refused: pa.Array | None = None) -> np.ndarray:
+    """SPEC §2.2: the stripped, lower-cased claim is exactly the refusal token, or ``outcome.refused`` is
+    true (the trace column ``outcome_refused``; null means the trace does not say)."""
+    refused = np.asarray(pc.equal(pc.utf8_trim(claim_lower, WHITESPACE), REFUSAL_TOKEN))
+    if outcome_refused is None:
+        return refused
+    return refused | np.asarray(pc.fill_null(outcome_refused, False), dtype=bool)
+
+
+def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:
+    """SPEC §3.1 compliance of each answer: it carries a citation list (the canonical ``citations`` is not
+    null: explicit, embedded in the text or from the claim ledger), or it is a refusal."""
+    return np.asarray(citations.is_valid()) | refused
 
 
 CHUNK_ROWS = 1 << 16
@@ -102,7 +112,10 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
         raise ValueError("k must be at least 1")
     trace_rows, counts = join_traces(gold, traces)
     counts.update(cases=gold.num_rows, traces=traces.num_rows)
-    traces = traces.select(["claim", "citations", "retrieved_ids"])  # what the metrics read (takes copy)
+    # What the metrics read (the take of a join copies). Tables built before `outcome_refused` existed
+    # simply have no outcome to honour.
+    read = ["claim", "citations", "retrieved_ids", "outcome_refused"]
+    traces = traces.select([name for name in read if name in traces.column_names])
     parts = []
     for part_gold, part_traces, missing in aligned_chunks(gold, traces, trace_rows, CHUNK_ROWS):
         cases, part_counts = _score_cases(part_gold, part_traces, missing, k)
@@ -125,7 +138,10 @@ def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) 
     n = gold.num_rows
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
     claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim").combine_chunks(), ""))
-    refused = refusals(claim_lower)
+    has_outcome = "outcome_refused" in traces.column_names
+    refused = refusals(
+        claim_lower, traces.column("outcome_refused").combine_chunks() if has_outcome else None
+    )
     shipped = ~refused
     citations = traces.column("citations").combine_chunks()
     has_citation_list = np.asarray(citations.is_valid())
@@ -171,7 +187,7 @@ def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) 
         "shipped_unanswerable": int((shipped & unanswerable).sum()),
         "refused_answerable": int((refused & answerable).sum()),
         "answerable_recalled": int((answerable & recalled).sum()),
-        "compliant": int((matched & (has_citation_list | refused)).sum()),
+        "compliant": int((matched & compliant(citations, refused)).sum()),
         "answerable_cites_gold": int((answerable & shipped & cites_meet_gold).sum()),
         "answerable_phrase_contained": int((answerable & shipped & phrase_contained).sum()),
         "answerable_with_gold_claim": int((answerable & has_gold_claim).sum()),

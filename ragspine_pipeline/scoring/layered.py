@@ -146,7 +146,7 @@ def _score_cases(
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
     first = t["retrieved_ids"]
     selected = pc.coalesce(t["selected_context_ids"], first)
-    refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], ""))) & ~missing
+    refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], "")), t.get("outcome_refused")) & ~missing
 
     violations = admissibility(t, first, selected, missing, registry, required_versions)
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
@@ -166,8 +166,8 @@ def _score_cases(
         where=n_selected > 0,
     )
 
-    claims = _claims(t, missing | refused, n)
-    support = _claim_support(claims, selected, registry)
+    claims = answer_claims(t, missing | refused, n)
+    support = claim_support(claims, selected, registry)
     n_claims = np.bincount(claims.rows, minlength=n)
     per_claim = {
         "faithfulness": support.by_selected,
@@ -251,7 +251,7 @@ def _score_cases(
 
 
 @dataclass(frozen=True)
-class _Claims:
+class Claims:
     """Every claim of every case, flat: its case row, text, citation, support phrases, answer point."""
 
     rows: np.ndarray
@@ -270,7 +270,10 @@ class _Claims:
         return lists_from_rows(self.point.filter(pa.array(mask)), self.rows[mask], n)
 
 
-def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
+def answer_claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> Claims:
+    """Every claim of the answers of rows ``t`` (trace columns ``claims``, ``claim``, ``citations``), except
+    the rows flagged ``no_answer``: the claim ledger, else the answer text as one claim (see the module
+    docstring)."""
     ledger = t["claims"]
     has_ledger = np.asarray(ledger.is_valid()) & ~no_answer
     entries, ledger_rows = rowwise.flat(ledger, has_ledger)
@@ -288,7 +291,7 @@ def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
     def both(from_ledger: pa.Array, from_single: pa.Array) -> pa.Array:
         return pa.concat_arrays([from_ledger, from_single]).take(pa.array(order))
 
-    return _Claims(
+    return Claims(
         rows=rows[order],
         text=both(pc.struct_field(entries, "text"), text.take(pa.array(single_rows))),
         citation=both(pc.struct_field(entries, "citation_id"), first_citation),
@@ -298,12 +301,12 @@ def _claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> _Claims:
 
 
 @dataclass(frozen=True)
-class _Support:
+class Support:
     by_selected: np.ndarray  # per claim: some selected chunk supports it
     by_citation: np.ndarray  # per claim: its cited chunk is selected and supports it
 
 
-def _claim_support(claims: _Claims, selected: pa.Array, registry: Registry) -> _Support:
+def claim_support(claims: Claims, selected: pa.Array, registry: Registry) -> Support:
     """Pair every claim with every selected chunk of its case and decide support per pair."""
     m = len(claims.rows)
     offsets = np.asarray(selected.offsets, dtype=np.int64)
@@ -322,10 +325,10 @@ def _claim_support(claims: _Claims, selected: pa.Array, registry: Registry) -> _
     )
     by_citation = np.zeros(m, dtype=bool)
     by_citation[pair_claim[supported & is_cited]] = True
-    return _Support(by_selected=by_selected, by_citation=by_citation)
+    return Support(by_selected=by_selected, by_citation=by_citation)
 
 
-def _supported_pairs(claims: _Claims, pair_claim: np.ndarray, pair_chunk: np.ndarray, registry) -> np.ndarray:
+def _supported_pairs(claims: Claims, pair_claim: np.ndarray, pair_chunk: np.ndarray, registry) -> np.ndarray:
     known = pair_chunk >= 0
     n_phrases = np.asarray(pc.list_value_length(claims.phrases))
     with_phrases = n_phrases[pair_claim] > 0

@@ -413,3 +413,93 @@ def test_gold_tags_are_a_map(tmp_path):
          {"case_id": "L2", "question": "q", "required_source_ids": ["a"], "tags": {"topic": "FIN"}}],
     )  # fmt: skip
     assert load_gold(path).table.column("tags").to_pylist() == [[("workflow", "freeze")], [("topic", "FIN")]]
+
+
+# -- production fields: event time, tags, latency, tokens, outcome.refused (SPEC §2.2, §3.5) ----------
+
+PRODUCTION_TRACES = [
+    {"request_id": "r1", "ts": "2026-11-20T10:00:00Z", "retrieved_ids": ["a"],
+     "answer_json": {"claim": "x", "citations": ["a"]}, "latency_ms": 412,
+     "token_usage": {"prompt": 900, "completion": 40}, "tags": {"workflow": "freeze", "topic": "FIN"}},
+    {"request_id": "r2", "ts": "2026-11-20", "retrieved_ids": [], "answer_json": {"claim": "Revenue 8.18b"},
+     "latency_ms": 97.5, "token_usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+     "outcome": {"refused": True, "route": "llm"}, "tags": {}},
+    {"request_id": "r3", "retrieved_ids": ["a"], "answer_json": {"claim": "not in context"},
+     "outcome": {"refused": False}, "tags": {"topic": None}},
+    {"request_id": "r4", "ts": None, "retrieved_ids": ["a"], "answer_json": {"claim": "y"},
+     "token_usage": {"completion": 5}, "outcome": {"route": "rules"}, "latency_ms": None},
+]  # fmt: skip
+PRODUCTION_COLUMNS = {
+    "ts": ["2026-11-20T10:00:00Z", "2026-11-20", None, None],
+    # Keys sorted: JSON key order means nothing, and both readers must agree on it.
+    "tags": [[("topic", "FIN"), ("workflow", "freeze")], [], [], None],
+    "latency_ms": [412.0, 97.5, None, None],
+    "prompt_tokens": [900, 10, None, None],
+    "completion_tokens": [40, 2, None, 5],
+    "outcome_refused": [None, True, False, None],
+}
+
+
+def production_columns(loaded) -> dict:
+    return {name: loaded.table.column(name).to_pylist() for name in PRODUCTION_COLUMNS}
+
+
+def test_production_fields_load_with_the_columnar_reader(tmp_path):
+    loaded = load_traces(write_jsonl(tmp_path / "t.jsonl", PRODUCTION_TRACES))
+    assert loaded.reader == "columnar"
+    assert production_columns(loaded) == PRODUCTION_COLUMNS
+
+
+def test_production_fields_load_with_the_record_reader(tmp_path):
+    path = tmp_path / "t.json"  # a JSON array: only the record reader reads it
+    path.write_text(json.dumps(PRODUCTION_TRACES))
+    loaded = load_traces(path)
+    assert loaded.reader == "record"
+    assert production_columns(loaded) == PRODUCTION_COLUMNS
+
+
+@pytest.mark.parametrize(
+    ("written", "text"),
+    [
+        ([1700000000, 1700000001], ["1700000000", "1700000001"]),
+        ([1700000000.25, 1700000000.0], ["1700000000.25", "1700000000"]),  # a whole float reads as an int
+        ([1700000000, 1700000000.5], ["1700000000", "1700000000.5"]),  # ints and floats mixed in a column
+        ([1700000000123.5, 1e-7], ["1700000000123.5", "1e-07"]),  # Python's repr, via the record reader
+    ],
+)
+def test_epoch_timestamps_are_text_the_same_in_both_readers(tmp_path, written, text):
+    records = [{"qid": f"q{i}", "ts": ts} for i, ts in enumerate(written)]
+    lines = load_traces(write_jsonl(tmp_path / "t.jsonl", records))
+    (tmp_path / "t.json").write_text(json.dumps(records))
+    array = load_traces(tmp_path / "t.json")
+    assert lines.table.column("ts").to_pylist() == array.table.column("ts").to_pylist() == text
+
+
+def test_token_counts_written_as_whole_floats_load(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"qid": "a", "token_usage": {"prompt": 12.0}}])
+    loaded = load_traces(path)
+    assert loaded.reader == "record" and loaded.table.column("prompt_tokens").to_pylist() == [12]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("outcome", {"refused": "yes"}, "outcome.refused must be true or false"),
+        ("outcome", {"refused": 1}, "outcome.refused must be true or false"),
+        ("token_usage", {"prompt": "many"}, "valid integer"),
+        ("token_usage", {"completion_tokens": 2**64}, "less than"),
+        ("tags", {"topic": 3}, "valid string"),
+        ("latency_ms", "fast", "valid number"),
+    ],
+)
+def test_malformed_production_fields_name_the_line_and_field(tmp_path, field, value, words):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"qid": "a"}, {"qid": "b", field: value}])
+    message = error_of(load_traces, path)
+    assert message.startswith(f"{path}:2: id=b: field '{field}") and words in message
+
+
+def test_a_latency_that_is_not_a_number_is_rejected(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"qid": "a", "latency_ms": NaN}\n')  # Python's json reads NaN; no metric may see it
+    message = error_of(load_traces, path)
+    assert message.startswith(f"{path}:1: id=a: field 'latency_ms'") and "finite" in message

@@ -60,9 +60,66 @@ ANSWER_OBJECT = st.fixed_dictionaries(
     {}, optional={"claim": maybe(TEXT), "citations": maybe(ID_LISTS), "claims": maybe(LEDGER)}
 )
 
+# Event times, one kind per file (a file mixing numbers and strings is the record reader's anyway).
+TIMESTAMPS = {
+    "iso": st.sampled_from(["2026-11-20T10:00:00Z", "2026-11-20", "2026-11-20 10:00:00+01:00", "1700000000"]),
+    "epoch": st.integers(-(2**40), 2**62),
+    "epoch-float": st.one_of(st.floats(1e9, 2e9), st.floats(), st.sampled_from([0.0, -0.0, 1e16])),
+    "mixed": st.one_of(st.integers(0, 2**54), st.floats(1e9, 1e10), st.floats(0, 1e-3)),
+}
+TAGS = st.dictionaries(
+    st.sampled_from(["workflow", "topic", "Region", "a b"]),
+    maybe(st.sampled_from(["FIN", "release-freeze", "2026-11-20", "数据", ""])),
+    max_size=3,
+)
+
+
+def mostly(common, rare, ratio=6):
+    """``common`` about ``ratio`` times as often as ``rare``: rare values send a file to the record reader
+    (or get it rejected), and the readers must still be compared on many files the columnar one reads."""
+    return st.sampled_from([common] * ratio + [rare]).flatmap(lambda strategy: strategy)
+
+
+# Whole floats, booleans and digit strings pass the model's lax int but not the columnar check.
+COUNT = mostly(st.integers(-3, 10**7), st.sampled_from([2**63 - 1, 12.0, True, "12"]))
+TOKEN_USAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "prompt": maybe(COUNT),
+        "prompt_tokens": maybe(COUNT),
+        "completion": maybe(COUNT),
+        "completion_tokens": maybe(COUNT),
+        "total_tokens": COUNT,
+    },
+)
+OUTCOME = st.fixed_dictionaries(
+    {},
+    optional={
+        "refused": mostly(maybe(st.booleans()), st.sampled_from(["yes", 1])),
+        "found_value": maybe(st.floats(0, 1e6)),
+        "route": TEXT,
+    },
+)
+# NaN and Infinity: json.dumps writes them, pyarrow's parser reads them, the contract rejects them.
+LATENCY = mostly(
+    st.one_of(st.integers(0, 10**6), st.floats(0, 1e6), st.integers(2**53, 2**62), st.just(-1.5)),
+    st.sampled_from([float("nan"), float("inf")]),
+)
+
+
+def cost_and_slices(draw, ts_kind):
+    """The production fields every dialect may carry: event time, tags, latency, tokens, outcome."""
+    return present(
+        ts=draw(optional(TIMESTAMPS[ts_kind])),
+        tags=draw(optional(TAGS)),
+        latency_ms=draw(optional(LATENCY)),
+        token_usage=draw(optional(TOKEN_USAGE)),
+        outcome=draw(optional(OUTCOME)),
+    )
+
 
 @st.composite
-def trace_record(draw, dialect):
+def trace_record(draw, dialect, ts_kind="iso"):
     key = draw(st.sampled_from(["qid", "q_id", "case_id", "id", "request_id"]))
     record = {key: draw(st.one_of(st.text("q0123", min_size=1, max_size=3), st.integers(0, 99)))}
     if draw(st.booleans()):
@@ -89,6 +146,7 @@ def trace_record(draw, dialect):
                 answer_json=draw(optional(ANSWER_OBJECT)),
             )
         )
+    record.update(cost_and_slices(draw, ts_kind))
     return record
 
 
@@ -160,10 +218,13 @@ def both_readers(kind: str, records: list[dict]):
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+TRACE_DIALECTS = st.sampled_from(["answer_json", "text", "layered"])
+
+
 @SETTINGS
 @given(
-    st.sampled_from(["answer_json", "text", "layered"]).flatmap(
-        lambda d: st.lists(trace_record(d), min_size=1, max_size=6)
+    st.tuples(TRACE_DIALECTS, st.sampled_from(sorted(TIMESTAMPS))).flatmap(
+        lambda kinds: st.lists(trace_record(*kinds), min_size=1, max_size=6)
     )
 )
 def test_trace_readers_agree(records):

@@ -1,0 +1,442 @@
+r"""Reference-free metrics on sampled production traces: SPEC §3.5.
+
+Production traces have no gold answer. What can still be measured is whether the service behaves — it
+refuses, cites, stays inside its own retrieval, uses admissible evidence, does not invent numbers while
+refusing, says what its evidence says — and what it costs. Every figure is given for all traces and for
+every slice (one value of one tag dimension, e.g. ``workflow=release-freeze``), with its denominator n and,
+for rates, a 95 % Wilson interval (``scoring.stats``).
+
+Notation: T = the traces (every row counts; de-duplicating request ids is the sampler's job),
+R = refusals (SPEC §2.2: the stripped claim is ``not in context`` case-insensitively, or
+``outcome.refused`` is true), S = T \ R the shipped answers.
+
+Each metric as value; denominator n; value when n = 0:
+
+* ``refusal_rate`` = |R| / |T|; n = |T|; 0.0.
+* ``compliance`` = |{t ∈ T : t carries a citation list, or t ∈ R}| / |T| (the SPEC §3.1 rule,
+  ``grounded.compliant``); n = |T|; 0.0.
+* ``citation_validity`` = |{t ∈ S : citations non-empty and ⊆ retrieved ids}| / |S|; n = |S|; 1.0.
+* ``admissible_rate`` (with a registry) = |{t ∈ T : admissible}| / |T|; n = |T|; 0.0.
+* ``fabrication`` = the count |{t ∈ R : a number remains}|, with ``rate`` = count / |R|; n = |R|;
+  count 0 and rate 0.0.
+* ``lexical_faithfulness`` (with a registry) = claims of S supported by a selected chunk / claims of S;
+  n = claims of S; 0.0.
+* ``latency_p50_ms``, ``latency_p95_ms`` = the 50th / 95th percentile of ``latency_ms``; n = traces with
+  a latency; None.
+* ``prompt_tokens_mean``, ``completion_tokens_mean`` = the mean count; n = traces with that count; None.
+* ``tokens_total`` = Σ prompt tokens + Σ completion tokens; n = traces with either count; 0.
+
+Edge cases and readings, stated once:
+
+* An empty denominator gives the value stated last above, reported with n = 0 and the whole [0, 1] as
+  its interval — never NaN. The 1.0 of ``citation_validity`` follows the SPEC's "1.0 when S is empty" for
+  the citation metrics of §3.1 (nothing shipped, nothing mis-cited); the 0.0 of ``compliance``,
+  ``admissible_rate`` and ``lexical_faithfulness`` follows §3.1 / §3.2 (nothing shows compliance,
+  admissibility or support).
+* Retrieved ids are the first stage (``retrieved_ids``); a trace without them has retrieved nothing, so
+  any citation it makes is invalid.
+* **Admissible**: every rule of SPEC §3.2 that needs no gold (``scoring.admissibility``; a trace without
+  gold has no case id to match, so ``missing_trace`` never applies). ``admissibility_failures`` counts the
+  traces breaking each rule; a trace may break several.
+* **Fabrication**: in the answer text of a refusal, period tokens are removed with ``period_pattern``
+  (SPEC §3.3: ``FY2024``, ``2025H1``, ``2024 年 上半年``), then any remaining ``\d+(?:\.\d+)?`` is a
+  fabricated number (``9999%``, ``8.18b``, ``slide=5,table=1``). The text is NFKC-normalised first, so
+  full-width digits and spaces read as ASCII ones; both patterns run on RE2, where ``\d`` is ``[0-9]``
+  and ``\s`` is ``[\t\n\f\r ]``.
+* **Lexical faithfulness**: a shipped answer's claims are its claim ledger, else its text as one claim;
+  a claim is supported by a chunk under the SPEC §3.2 rule (every support phrase in the chunk's registry
+  text, else ≥ 60 % of its word tokens) — ``scoring.layered.claim_support``. Selected chunks are
+  ``selected_context_ids``, else the retrieved ids. Claims are pooled over traces.
+* **Percentiles** interpolate linearly between the closest ranks (numpy's default): for m sorted values
+  x₀ ≤ … ≤ x_{m-1}, h = (m - 1)·q and the value is x_⌊h⌋ + (h - ⌊h⌋)·(x_⌊h⌋+1 - x_⌊h⌋).
+  A latency that is null (or not finite, in a table not built by the loader) is not a measurement.
+* **Slices**: every (dimension, value) pair of the traces' ``tags`` (all dimensions, or those asked for; a
+  dimension asked for that no trace carries is listed empty). A trace without a tag is in no slice of
+  that dimension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring.admissibility import ADMISSIBILITY_RULES, Registry, admissibility
+from ragspine_pipeline.scoring.grounded import compliant, refusals
+from ragspine_pipeline.scoring.layered import DEFAULT_REQUIRED_VERSIONS, answer_claims, claim_support
+from ragspine_pipeline.scoring.stats import wilson_interval
+
+PERIOD_PATTERN = r"(?:FY\s*)?(?:19|20)\d{2}\s*年?\s*(?:H\s*[12]|Q\s*[1-4]|上半年|下半年)?"
+"""SPEC §3.3: a reporting period (a year, optionally a half or quarter), not a figure."""
+NUMBER_PATTERN = r"\d+(?:\.\d+)?"
+
+# Rules that need no gold: production traces have no case id to match.
+GOLD_FREE_RULES = tuple(rule for rule in ADMISSIBILITY_RULES if rule != "missing_trace")
+
+METRIC_NAMES = (
+    "refusal_rate",
+    "compliance",
+    "citation_validity",
+    "admissible_rate",
+    "fabrication",
+    "lexical_faithfulness",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "prompt_tokens_mean",
+    "completion_tokens_mean",
+    "tokens_total",
+)
+REGISTRY_METRICS = ("admissible_rate", "lexical_faithfulness")
+"""Reported only when an evidence registry is given."""
+
+EMPTY_RATE = {
+    "refusal_rate": 0.0,
+    "compliance": 0.0,
+    "citation_validity": 1.0,
+    "admissible_rate": 0.0,
+    "lexical_faithfulness": 0.0,
+    "fabrication": 0.0,
+}
+"""The value of each rate when its denominator is empty (module docstring)."""
+
+CHUNK_ROWS = 1 << 14
+"""Traces scored per step: bounds the claim × chunk × token pairs of claim support, as in ``layered``."""
+
+_DIGITS = 4
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), _DIGITS)
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A proportion with its denominator and 95 % Wilson interval."""
+
+    value: float
+    n: int
+    low: float
+    high: float
+
+    def to_dict(self) -> dict:
+        return {
+            "value": _rounded(self.value),
+            "n": self.n,
+            "low": _rounded(self.low),
+            "high": _rounded(self.high),
+        }
+
+
+@dataclass(frozen=True)
+class Count:
+    """A count of events among n (fabricated numbers among refusals), its rate and 95 % Wilson interval."""
+
+    value: int
+    n: int
+    rate: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict:
+        return {
+            "value": self.value,
+            "n": self.n,
+            "rate": _rounded(self.rate),
+            "low": _rounded(self.low),
+            "high": _rounded(self.high),
+        }
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A latency or token statistic over the n traces that carry the measurement (None when n = 0)."""
+
+    value: float | int | None
+    n: int
+
+    def to_dict(self) -> dict:
+        value = self.value if self.value is None or isinstance(self.value, int) else _rounded(self.value)
+        return {"value": value, "n": self.n}
+
+
+Metric = Rate | Count | Statistic
+
+
+@dataclass(frozen=True)
+class MetricSet:
+    """Every metric over one set of traces (all of them, or one slice)."""
+
+    n: int
+    metrics: dict[str, Metric]
+
+    def metrics_dict(self) -> dict:
+        return {name: metric.to_dict() for name, metric in self.metrics.items()}
+
+
+@dataclass(frozen=True)
+class ProductionMetrics:
+    """Unrounded production metrics: overall, per admissibility rule and per slice."""
+
+    n: int
+    metrics: dict[str, Metric]
+    admissibility_failures: dict[str, int]
+    slices: dict[str, dict[str, MetricSet]]
+
+    def to_dict(self) -> dict:
+        """The JSON-ready report (figures rounded to 4 decimals)::
+
+        {"n": int,
+         "metrics": {"refusal_rate": {"value", "n", "low", "high"}, ...,
+                     "fabrication": {"value": count, "n": refusals, "rate", "low", "high"},
+                     "latency_p50_ms": {"value": float | None, "n"}, ...},
+         "admissibility_failures": {rule: count},     # {} without a registry
+         "slices": {dimension: {value: {"n": int, "metrics": {...same shape...}}}}}
+        """
+        return {
+            "n": self.n,
+            "metrics": {name: metric.to_dict() for name, metric in self.metrics.items()},
+            "admissibility_failures": dict(self.admissibility_failures),
+            "slices": {
+                dimension: {value: {"n": s.n, "metrics": s.metrics_dict()} for value, s in values.items()}
+                for dimension, values in self.slices.items()
+            },
+        }
+
+
+# -- the metrics -----------------------------------------------------------------------------------
+
+
+def production_metrics(
+    traces: pa.Table,
+    evidence: pa.Table | None = None,
+    *,
+    dimensions: Sequence[str] | None = None,
+    required_versions: Sequence[str] = DEFAULT_REQUIRED_VERSIONS,
+    period_pattern: str = PERIOD_PATTERN,
+) -> ProductionMetrics:
+    """SPEC §3.5 metrics of canonical trace columns (``contracts.columns.load_traces``), overall and per
+    slice; definitions, denominators and empty-denominator values in the module docstring.
+
+    Parameters
+    ----------
+    traces : the canonical trace table (``TRACE_SCHEMA``).
+    evidence : the evidence registry (``EVIDENCE_SCHEMA``); without it ``admissible_rate`` and
+        ``lexical_faithfulness`` are not reported and ``admissibility_failures`` is empty.
+    dimensions : tag dimensions to slice by; None slices by every tag key found.
+    required_versions : version keys every trace must carry (admissibility, SPEC §3.2).
+    period_pattern : the regular expression (RE2 syntax) of period tokens removed before looking for
+        fabricated numbers (SPEC §3.3).
+
+    Raises ValueError when ``period_pattern`` is not a valid RE2 expression.
+    """
+    _check_pattern(period_pattern)
+    registry = None if evidence is None else Registry(evidence)
+    n = traces.num_rows
+    parts = [
+        _per_trace(traces.slice(start, CHUNK_ROWS), registry, required_versions, period_pattern)
+        for start in range(0, n, CHUNK_ROWS)
+    ] or [_per_trace(traces, registry, required_versions, period_pattern)]
+    per_trace = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+    (overall,) = _metric_sets(per_trace, np.arange(n), np.zeros(n, dtype=np.int64), 1, registry is not None)
+    rows, groups, labels = _slice_membership(traces.column("tags"), dimensions)
+    slices: dict[str, dict[str, MetricSet]] = {dimension: {} for dimension in dimensions or ()}
+    for (dimension, value), metric_set in zip(
+        labels, _metric_sets(per_trace, rows, groups, len(labels), registry is not None), strict=True
+    ):
+        slices.setdefault(dimension, {})[value] = metric_set
+    failures = {} if registry is None else {rule: int(per_trace[rule].sum()) for rule in GOLD_FREE_RULES}
+    return ProductionMetrics(n=n, metrics=overall.metrics, admissibility_failures=failures, slices=slices)
+
+
+def fabricated_numbers(text: pa.Array, period_pattern: str = PERIOD_PATTERN) -> np.ndarray:
+    """Per text: a number ``\\d+(?:\\.\\d+)?`` remains after NFKC normalisation and removing the period
+    tokens of ``period_pattern`` (SPEC §3.3). A null text has none."""
+    normalised = pc.utf8_normalize(text, form="NFKC")
+    without_periods = pc.replace_substring_regex(normalised, period_pattern, "")
+    return np.asarray(
+        pc.fill_null(pc.match_substring_regex(without_periods, NUMBER_PATTERN), False), dtype=bool
+    )
+
+
+def _check_pattern(pattern: str) -> None:
+    try:  # RE2 compiles a pattern when a kernel first runs; run one so that an empty table fails too
+        pc.replace_substring_regex(pa.array([""]), pattern, "")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"period_pattern is not a valid RE2 expression: {exc}") from None
+
+
+def _per_trace(traces: pa.Table, registry: Registry | None, required_versions, period_pattern) -> dict:
+    """Per-trace flags and measurements (numpy arrays aligned with the rows of ``traces``)."""
+    n = traces.num_rows
+    t = {name: traces.column(name).combine_chunks() for name in traces.column_names}
+    refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], "")), t["outcome_refused"])
+    shipped = ~refused
+    citations, retrieved = t["citations"], t["retrieved_ids"]
+
+    n_cited = np.asarray(pc.fill_null(pc.list_value_length(citations), 0))
+    cited_retrieved, cited_rows = rowwise.member_of_row(citations, retrieved, shipped)
+    citation_valid = shipped & (n_cited > 0) & rowwise.all_per_row(cited_retrieved, cited_rows, n)
+
+    fabricated = np.zeros(n, dtype=bool)
+    fabricated[refused] = fabricated_numbers(t["claim"].filter(pa.array(refused)), period_pattern)
+
+    latency = t["latency_ms"]
+    has_latency = np.asarray(pc.fill_null(pc.is_finite(latency), False), dtype=bool)
+    out = {
+        "refused": refused,
+        "compliant": compliant(citations, refused),
+        "shipped": shipped,
+        "citation_valid": citation_valid,
+        "fabricated": fabricated,
+        "has_latency": has_latency,
+        # Zero where there is no measurement: masked by has_latency, and never a NaN to leak.
+        "latency": np.where(has_latency, np.asarray(pc.fill_null(latency, 0.0), dtype=float), 0.0),
+    }
+    for name in ("prompt_tokens", "completion_tokens"):
+        out[f"has_{name}"] = np.asarray(t[name].is_valid())
+        out[name] = np.asarray(pc.fill_null(t[name], 0), dtype=np.int64)
+    if registry is not None:
+        selected = pc.coalesce(t["selected_context_ids"], retrieved)
+        violations = admissibility(
+            t, retrieved, selected, np.zeros(n, dtype=bool), registry, required_versions
+        )
+        out.update({rule: violations[rule] for rule in GOLD_FREE_RULES})
+        out["admissible"] = ~np.any(np.stack([violations[rule] for rule in GOLD_FREE_RULES]), axis=0)
+        claims = answer_claims(t, refused, n)
+        support = claim_support(claims, selected, registry)
+        out["claims"] = np.bincount(claims.rows, minlength=n)
+        out["supported"] = np.bincount(claims.rows[support.by_selected], minlength=n)
+    return out
+
+
+def _metric_sets(
+    per_trace: dict, rows: np.ndarray, groups: np.ndarray, n_groups: int, with_registry: bool
+) -> list[MetricSet]:
+    """The metrics of each group, where trace ``rows[i]`` belongs to group ``groups[i]``."""
+
+    def total(name: str) -> np.ndarray:
+        # Float weights sum integers exactly below 2**53 (token totals included), then back to int.
+        return np.bincount(groups, weights=per_trace[name][rows], minlength=n_groups).astype(np.int64)
+
+    n = np.bincount(groups, minlength=n_groups)
+    refused = total("refused")
+    rates = {
+        "refusal_rate": (refused, n),
+        "compliance": (total("compliant"), n),
+        "citation_validity": (total("citation_valid"), total("shipped")),
+    }
+    if with_registry:  # REGISTRY_METRICS
+        rates["admissible_rate"] = (total("admissible"), n)
+        rates["lexical_faithfulness"] = (total("supported"), total("claims"))
+    rates["fabrication"] = (total("fabricated"), refused)
+    figures = {name: _rates(name, k, m) for name, (k, m) in rates.items()}
+
+    latency_rows = per_trace["has_latency"][rows]
+    latency_n = np.bincount(groups[latency_rows], minlength=n_groups)
+    latency = per_trace["latency"][rows][latency_rows]
+    p50 = _grouped_percentile(groups[latency_rows], latency, n_groups, 0.50)
+    p95 = _grouped_percentile(groups[latency_rows], latency, n_groups, 0.95)
+    prompt_n, completion_n = total("has_prompt_tokens"), total("has_completion_tokens")
+    prompt, completion = total("prompt_tokens"), total("completion_tokens")
+    with_tokens = np.bincount(
+        groups,
+        weights=(per_trace["has_prompt_tokens"] | per_trace["has_completion_tokens"])[rows],
+        minlength=n_groups,
+    ).astype(np.int64)
+
+    sets = []
+    for g in range(n_groups):  # one Python step per slice, not per trace
+        metrics: dict[str, Metric] = {name: figures[name][g] for name in METRIC_NAMES if name in figures}
+        metrics["latency_p50_ms"] = Statistic(_or_none(p50[g], latency_n[g]), int(latency_n[g]))
+        metrics["latency_p95_ms"] = Statistic(_or_none(p95[g], latency_n[g]), int(latency_n[g]))
+        metrics["prompt_tokens_mean"] = Statistic(_mean(prompt[g], prompt_n[g]), int(prompt_n[g]))
+        metrics["completion_tokens_mean"] = Statistic(
+            _mean(completion[g], completion_n[g]), int(completion_n[g])
+        )
+        metrics["tokens_total"] = Statistic(int(prompt[g] + completion[g]), int(with_tokens[g]))
+        sets.append(MetricSet(n=int(n[g]), metrics=metrics))
+    return sets
+
+
+def _rates(name: str, successes: np.ndarray, n: np.ndarray) -> list[Metric]:
+    value = np.divide(successes, n, out=np.full(len(n), EMPTY_RATE[name]), where=n > 0)
+    low, high = wilson_interval(successes, n)
+    if name == "fabrication":
+        return [
+            Count(int(k), int(m), float(v), float(lo), float(hi))
+            for k, m, v, lo, hi in zip(successes, n, value, low, high, strict=True)
+        ]
+    return [
+        Rate(float(v), int(m), float(lo), float(hi)) for m, v, lo, hi in zip(n, value, low, high, strict=True)
+    ]
+
+
+def _or_none(value: float, n: int) -> float | None:
+    return float(value) if n > 0 else None
+
+
+def _mean(total: int, n: int) -> float | None:
+    return float(total / n) if n > 0 else None
+
+
+def _grouped_percentile(groups: np.ndarray, values: np.ndarray, n_groups: int, q: float) -> np.ndarray:
+    """The q-quantile of each group's values, linear between closest ranks; 0.0 for an empty group (the
+    caller reports None there)."""
+    counts = np.bincount(groups, minlength=n_groups)
+    result = np.zeros(n_groups)
+    if len(values) == 0:
+        return result
+    ordered = values[np.lexsort((values, groups))]  # by group, then value
+    starts = np.cumsum(counts) - counts
+    has = counts > 0
+    h = (counts[has] - 1) * q
+    below = np.floor(h).astype(np.int64)
+    above = np.minimum(below + 1, counts[has] - 1)
+    low, high = ordered[starts[has] + below], ordered[starts[has] + above]
+    result[has] = low + (h - below) * (high - low)
+    return result
+
+
+def _slice_membership(
+    tags: pa.ChunkedArray | pa.Array, dimensions: Sequence[str] | None
+) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """``(rows, groups, labels)``: trace ``rows[i]`` is in slice ``labels[groups[i]]`` (a (dimension,
+    value) pair); labels sorted by dimension, then value."""
+    tags = tags.combine_chunks() if isinstance(tags, pa.ChunkedArray) else tags
+    n = len(tags)
+    offsets = np.asarray(tags.offsets, dtype=np.int64)  # absolute positions in .keys, even if sliced
+    lengths = np.where(np.asarray(tags.is_valid()), np.diff(offsets), 0)
+    rows = np.repeat(np.arange(n), lengths)
+    entries = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths - offsets[:-1], lengths)
+    keys, values = tags.keys.take(pa.array(entries)), tags.items.take(pa.array(entries))
+    wanted = np.asarray(values.is_valid())  # the loader drops null tags; a hand-built map may not
+    if dimensions is not None:
+        wanted &= np.asarray(pc.is_in(keys, value_set=pa.array(list(dimensions), pa.string())), dtype=bool)
+    keys, values, rows = keys.filter(pa.array(wanted)), values.filter(pa.array(wanted)), rows[wanted]
+    if len(rows) == 0:
+        return rows, rows, []
+    key_codes, key_names = _sorted_codes(keys)
+    value_codes, value_names = _sorted_codes(values)
+    pair = key_codes * len(value_names) + value_codes  # ordered by (dimension, value)
+    # One membership per trace and slice, even if a hand-built map repeats a key.
+    unique_pairs, groups = np.unique(pair, return_inverse=True)
+    member = np.unique(groups * n + rows)
+    labels = [(key_names[p // len(value_names)], value_names[p % len(value_names)]) for p in unique_pairs]
+    return member % n, member // n, labels
+
+
+def _sorted_codes(strings: pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Each string's rank among the distinct strings (code-point order), and those strings in order."""
+    encoded = pc.dictionary_encode(strings)
+    order = np.asarray(pc.sort_indices(encoded.dictionary))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[np.asarray(encoded.indices)], encoded.dictionary.take(pa.array(order)).to_pylist()
