@@ -1,0 +1,127 @@
+"""The index manifest that the rebuild sensor watches (SPEC §2.4).
+
+A JSON object at a local path, ``file://`` URI or ``s3://bucket/key``: ``{"index_version": str,
+"built_at": ISO, "corpus_hash": str, ...}``. A new ``index_version`` means one re-evaluation run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from ragspine_pipeline.contracts.columns import explain_validation_error
+from ragspine_pipeline.contracts.types import Id
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.errors import ManifestMissing, SourceError
+from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
+
+__all__ = ["IndexManifest", "ManifestMissing", "read_manifest"]
+
+# A manifest is a few hundred bytes; anything far larger is not a manifest, and is not read into memory.
+_MAX_BYTES = 1 << 20
+
+
+class IndexManifest(BaseModel):
+    """One build of the index. Fields the SPEC does not name are allowed and kept (``model_extra``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    index_version: Id  # an integer version is read as its decimal string, like every id
+    built_at: str | None = None
+    corpus_hash: str | None = None
+
+    @field_validator("index_version")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("index_version must not be empty")
+        return value
+
+
+def read_manifest(
+    uri: str, *, endpoint_url: str | None = None, region: str | None = None, max_attempts: int = 5
+) -> IndexManifest:
+    """Read and validate the manifest at ``uri`` (a path, ``file://`` or ``s3://bucket/key``).
+
+    ``endpoint_url``, ``region`` and ``max_attempts`` (botocore's retries) apply to ``s3://`` only.
+
+    Raises :class:`ManifestMissing` when the file or object does not exist, :class:`InputError` (file and
+    field) when it is not a JSON object with an ``index_version``, :class:`SourceError` when the store
+    cannot be reached or read.
+    """
+    if uri.startswith("s3://"):
+        data = _read_s3(uri, s3_client(endpoint_url=endpoint_url, region=region, max_attempts=max_attempts))
+    else:
+        data = _read_local(uri)
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(uri, f"not UTF-8 text: {exc.reason}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(uri, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    if not isinstance(raw, dict):
+        raise InputError(uri, f"expected a JSON object, got {_json_type(raw)}")
+    try:
+        return IndexManifest.model_validate(raw)
+    except ValidationError as exc:
+        # The contracts' explanation of a validation error: the field, the reason and the value given.
+        raise explain_validation_error(exc, uri, None, raw, ()) from None
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _local_path(uri: str) -> Path:
+    if not uri.startswith("file://"):
+        return Path(uri)
+    parsed = urlparse(uri)
+    if parsed.netloc not in ("", "localhost"):
+        raise InputError(uri, "a file:// URI must name a local path (file:///path)")
+    return Path(unquote(parsed.path))
+
+
+def _read_local(uri: str) -> bytes:
+    path = _local_path(uri)
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(_MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ManifestMissing(uri, "no index manifest at this location") from None
+    except IsADirectoryError:
+        raise InputError(uri, "the index manifest is a directory, not a file") from None
+    except OSError as exc:
+        raise SourceError(uri, f"cannot read the index manifest: {exc.strerror or exc}") from None
+    return _bounded(uri, data)
+
+
+def _read_s3(uri: str, client) -> bytes:
+    bucket, key = parse_s3_uri(uri)
+    if not key or key.endswith("/"):
+        raise InputError(uri, "an index manifest URI must name an object: s3://bucket/key")
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            data = body.read(_MAX_BYTES + 1)
+        finally:
+            body.close()
+    except ClientError as exc:
+        if is_not_found(exc):
+            raise ManifestMissing(uri, "no index manifest at this location") from None
+        raise SourceError(uri, f"cannot read the index manifest: {aws_cause(exc)}") from None
+    except BotoCoreError as exc:
+        raise SourceError(uri, f"cannot read the index manifest: {aws_cause(exc)}") from None
+    return _bounded(uri, data)
+
+
+def _bounded(uri: str, data: bytes) -> bytes:
+    if len(data) > _MAX_BYTES:
+        raise InputError(uri, f"not an index manifest: larger than {_MAX_BYTES} bytes")
+    return data

@@ -1,0 +1,92 @@
+"""S3 access shared by the trace store and the index manifest: one client recipe, one URI syntax.
+
+Credentials come only from the environment / botocore's standard chain (environment variables, shared
+config, instance roles); they are never arguments, and nothing here logs or formats them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import boto3
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ragspine_pipeline.errors import InputError
+
+__all__ = ["aws_cause", "is_not_found", "parse_s3_uri", "s3_client"]
+
+# Bucket names as S3 accepts them, including legacy names with upper case and underscores.
+_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,254}")
+_NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
+
+_loader_lock = threading.Lock()
+_loader = None  # botocore's model loader, shared by every client: it only caches read-only models
+
+
+def s3_client(
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    max_attempts: int = 5,
+    connect_timeout: float = 5,
+    read_timeout: float = 30,
+):
+    """A boto3 S3 client whose calls botocore retries (standard mode, ``max_attempts`` in all).
+
+    ``endpoint_url`` points at an S3-compatible store (MinIO, moto); ``region`` None means the
+    environment's default. Each call builds its own session (sessions are not thread-safe, and a
+    session caches the credentials it resolved), sharing only botocore's loader of the service models,
+    which is most of the cost of a client.
+    """
+    config = Config(
+        retries={"mode": "standard", "max_attempts": max_attempts},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+    )
+    session = boto3.session.Session(botocore_session=_botocore_session())
+    return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def _botocore_session() -> botocore.session.Session:
+    global _loader
+    session = botocore.session.Session()
+    with _loader_lock:
+        if _loader is None:
+            _loader = session.get_component("data_loader")  # honours AWS_DATA_PATH, like any session
+        else:
+            session.register_component("data_loader", _loader)
+    return session
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` → ``(bucket, key)``; the key may be empty (``s3://bucket``) or a prefix.
+
+    Anything else (another scheme, no bucket, an invalid bucket name) is an InputError naming the URI.
+    """
+    if not uri.startswith("s3://"):
+        raise InputError(uri, "not an S3 URI: expected s3://bucket/key")
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    if not _BUCKET.fullmatch(bucket):
+        raise InputError(uri, f"not an S3 URI: invalid bucket name {bucket!r}")
+    return bucket, key
+
+
+def aws_cause(exc: BotoCoreError | ClientError) -> str:
+    """A one-line cause for an AWS error: the error code and message, or botocore's own description.
+
+    Neither carries credentials: botocore never puts keys or signatures in its messages.
+    """
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code") or "error"
+        message = error.get("Message") or exc.operation_name
+        return f"{code}: {message}"
+    return str(exc)
+
+
+def is_not_found(exc: ClientError) -> bool:
+    """The object (not the bucket) does not exist."""
+    return exc.response.get("Error", {}).get("Code") in _NOT_FOUND

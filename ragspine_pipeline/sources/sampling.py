@@ -1,0 +1,269 @@
+"""The daily production sample: one streaming pass over a day of traces, memory bounded by the sample.
+
+Every line is read once. A line that is not a JSON object, fails the trace contract (SPEC §2.2) or has
+no request id is quarantined with its source and line number and counted, never dropped silently.
+Valid traces are de-duplicated by request id and the ``n`` with the smallest
+``blake2b(f"{seed}:{request_id}")`` are kept. The result depends only on the lines and the seed, not on
+how the store lists or splits them: among duplicates the one with the smallest content hash is kept, and
+the sample is sorted by request id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from pydantic import ValidationError
+
+from ragspine_pipeline.contracts.columns import explain_validation_error
+from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.sources.trace_store import RawLine, TraceStore
+
+__all__ = ["QUARANTINE_REASONS", "DaySample", "priority", "sample_day", "write_jsonl"]
+
+QUARANTINE_REASONS = ("invalid_json", "invalid_trace", "missing_request_id")
+
+
+@dataclass(frozen=True)
+class DaySample:
+    """The sampled records (raw JSON objects as read, sorted by request id) and what the pass saw.
+
+    ``counts``: ``read`` non-blank lines, ``valid`` lines that passed the contract (duplicates included),
+    ``duplicates`` valid lines whose request id came earlier, ``quarantined`` per reason (every reason
+    present, 0 when none) and ``sampled``. ``quarantine_path`` is the file bad lines were appended to,
+    None when there were none.
+    """
+
+    day: str
+    records: list[dict]
+    counts: dict[str, Any]
+    quarantine_path: Path | None
+
+
+def priority(seed: int, request_id: str) -> bytes:
+    """The sampling priority of a request id: the sample keeps the smallest (compared as bytes)."""
+    return hashlib.blake2b(f"{seed}:{request_id}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def sample_day(store: TraceStore, day: str, *, n: int, seed: int, quarantine: Path | None) -> DaySample:
+    """Sample ``n`` distinct traces of ``day`` from ``store`` in one pass (see the module docstring).
+
+    Bad lines are appended to ``quarantine`` as JSON lines ``{source, line, reason, field, error, raw}``;
+    the caller owns the file (a re-run of a day should pass a fresh path or remove the old one). With
+    ``quarantine`` None they are only counted. Memory: the ``n`` kept records, plus 8 bytes per distinct
+    request id for the duplicate count.
+    """
+    if n < 0:
+        raise ValueError(f"the sample size must be >= 0, got {n}")
+    kept = _Smallest(n, seed)
+    distinct = _DistinctCount()
+    quarantined = dict.fromkeys(QUARANTINE_REASONS, 0)
+    read = valid = 0
+    with _Quarantine(None if quarantine is None else Path(quarantine)) as bad_lines:
+        for line in store.iter_lines(day):
+            read += 1
+            outcome = _parse(line)
+            if isinstance(outcome, _Bad):
+                quarantined[outcome.reason] += 1
+                bad_lines.append(outcome.to_json(line))
+                continue
+            request_id, content, record = outcome
+            valid += 1
+            distinct.add(request_id)
+            kept.offer(request_id, content, record)
+    records = kept.sorted_records()
+    counts = {
+        "read": read,
+        "valid": valid,
+        "duplicates": valid - distinct.count(),
+        "quarantined": quarantined,
+        "sampled": len(records),
+    }
+    return DaySample(day, records, counts, bad_lines.path if bad_lines.written else None)
+
+
+def write_jsonl(records: list[dict], path: str | Path) -> None:
+    """Write ``records`` one JSON object per line, atomically; the same records give the same bytes."""
+    with atomic_writer(path, "trace sample") as fh:
+        for record in records:
+            text = json.dumps(record, ensure_ascii=False)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from a \ud8xx escape: keep it escaped
+                text = json.dumps(record)
+            fh.write(text + "\n")
+
+
+class _Quarantine:
+    """Appends bad lines to ``path``, opened on the first one; with no path they are only counted."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.written = 0
+        self._out: TextIO | None = None
+
+    def append(self, entry: str) -> None:
+        if self.path is None:
+            return
+        try:
+            if self._out is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._out = self.path.open("a", encoding="utf-8")
+            self._out.write(entry + "\n")
+        except OSError as exc:
+            raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
+        self.written += 1
+
+    def __enter__(self) -> _Quarantine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._out is not None:
+            self._out.close()
+
+
+# -- one line ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Bad:
+    reason: str
+    error: str
+    field: str | None = None
+
+    def to_json(self, line: RawLine) -> str:
+        entry = {
+            "source": line.source,
+            "line": line.line_no,
+            "reason": self.reason,
+            "field": self.field,
+            "error": self.error,
+            "raw": line.text,
+        }
+        return json.dumps(entry)  # ASCII: a raw line with undecodable bytes is kept, escaped
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse(line: RawLine) -> tuple[str, bytes, dict] | _Bad:
+    """``(request_id, content_hash, record)`` of a valid trace line, or why it is quarantined."""
+    text = line.text.strip()
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # undecodable bytes, surrogate-escaped by the store
+        return _Bad("invalid_json", f"not UTF-8 text: {exc.reason}")
+    try:
+        raw = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        return _Bad("invalid_json", f"malformed JSON: {exc.msg} (column {exc.colno})")
+    except ValueError as exc:  # NaN / Infinity: not JSON, and never a silent NaN downstream
+        return _Bad("invalid_json", f"malformed JSON: {exc}")
+    except RecursionError:
+        return _Bad("invalid_json", "malformed JSON: nested too deeply")
+    if not isinstance(raw, dict):
+        return _Bad("invalid_json", f"expected a JSON object, got {type(raw).__name__}")
+    try:
+        trace = Trace.model_validate(raw)
+    except ValidationError as exc:
+        # The contracts' own explanation of a validation error: the field, the reason, the value given.
+        explained = explain_validation_error(exc, line.source, line.line_no, raw, TRACE_QID_ALIASES)
+        return _Bad("invalid_trace", explained.message, explained.field)
+    if trace.qid is None or not trace.qid.strip():
+        return _Bad("missing_request_id", "a production trace needs a request id (request_id or qid)", "qid")
+    return trace.qid, hashlib.blake2b(data, digest_size=16).digest(), raw
+
+
+# -- the sample and the duplicate count ------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Kept:
+    key: tuple[bytes, str]  # (priority, request id): a total order even if two priorities collide
+    content: bytes
+    record: dict
+
+    def __lt__(self, other: _Kept) -> bool:
+        return self.key > other.key  # heapq is a min-heap; the root must be the worst kept record
+
+
+class _Smallest:
+    """The ``n`` distinct request ids of smallest key seen so far, each with its smallest-content record.
+
+    Exact in O(n) memory: an id that is not kept when first seen, or is evicted later, can never return,
+    because the worst kept key only decreases; so every occurrence of a finally kept id was compared.
+    """
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n = n
+        self.seed = seed
+        self._heap: list[_Kept] = []
+        self._by_id: dict[str, _Kept] = {}
+
+    def offer(self, request_id: str, content: bytes, record: dict) -> None:
+        kept = self._by_id.get(request_id)
+        if kept is not None:
+            if content < kept.content:
+                kept.content, kept.record = content, record
+            return
+        if self.n == 0:
+            return
+        candidate = _Kept((priority(self.seed, request_id), request_id), content, record)
+        if len(self._heap) < self.n:
+            heapq.heappush(self._heap, candidate)
+        elif candidate.key < self._heap[0].key:
+            del self._by_id[heapq.heapreplace(self._heap, candidate).key[1]]
+        else:
+            return
+        self._by_id[request_id] = candidate
+
+    def sorted_records(self) -> list[dict]:
+        return [self._by_id[request_id].record for request_id in sorted(self._by_id)]
+
+
+class _DistinctCount:
+    """The number of distinct request ids, in 8 bytes per distinct id (a 64-bit digest of each).
+
+    Two distinct ids share a digest with probability about d²/2⁶⁵ for d ids (3·10⁻⁶ at ten million),
+    which would count one duplicate too many; the sample itself is keyed by the full id.
+    """
+
+    _BATCH = 1 << 16
+
+    def __init__(self) -> None:
+        self._batch: list[int] = []
+        self._pending: list[np.ndarray] = []
+        self._pending_size = 0
+        self._unique = np.empty(0, dtype=np.uint64)
+
+    def add(self, request_id: str) -> None:
+        digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        self._batch.append(int.from_bytes(digest, "little"))
+        if len(self._batch) >= self._BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._pending.append(np.array(self._batch, dtype=np.uint64))
+            self._pending_size += len(self._batch)
+            self._batch = []
+        # Merge once the pending batches outgrow the merged set: amortised O(log) merges per id.
+        if self._pending_size > max(len(self._unique), self._BATCH):
+            self._merge()
+
+    def _merge(self) -> None:
+        self._unique = np.unique(np.concatenate([self._unique, *self._pending]))
+        self._pending, self._pending_size = [], 0
+
+    def count(self) -> int:
+        self._flush()
+        self._merge()
+        return len(self._unique)

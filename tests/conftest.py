@@ -1,0 +1,171 @@
+"""Real endpoints on loopback shared by the tests: S3 (moto), a scriptable HTTP server, a closed port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ragspine_pipeline.sources.s3 import s3_client
+
+# Fake credentials: the tests check that the secret never shows up in an error message.
+SECRET_KEY = "fake-secret-d41d8cd98f00b204"
+ACCESS_KEY = "fake-access-key"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """One moto S3 server for the session, on a free loopback port; each test uses its own bucket."""
+    from moto.server import ThreadedMotoServer  # imported here: moto is slow to import, most tests skip it
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch, tmp_path):
+    """Fake credentials in the environment, and nothing else botocore could pick up from the machine."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def s3_endpoint(moto_endpoint, aws_env):
+    return moto_endpoint
+
+
+@pytest.fixture
+def bucket(s3_endpoint):
+    """A fresh, empty bucket on the moto server: ``(name, client)``."""
+    client = s3_client(endpoint_url=s3_endpoint)
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    return name, client
+
+
+def put_many(bucket: str, keys: list[str], body: bytes) -> None:
+    """Store many objects at once, straight into the in-process moto backend.
+
+    Test setup only (a thousand signed PUTs cost seconds); everything under test still goes over HTTP.
+    """
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for key in keys:
+        backend.put_object(bucket, key, body)
+
+
+@pytest.fixture
+def closed_port():
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return port
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | str | dict | list = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering (a client timeout test)
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client that gave up (timeout tests) closes the socket before the reply: expected
+
+
+class ScriptedServer:
+    """A loopback HTTP server answering from a queue of :class:`Reply` (500 once the queue is empty)
+    and recording every request it received."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def script(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def _next(self, request: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            return self.replies.popleft() if self.replies else Reply(500, b"script exhausted")
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                reply = server._next(Recorded("POST", self.path, dict(self.headers), body))
+                time.sleep(reply.delay)
+                payload = reply.body
+                if isinstance(payload, dict | list):
+                    payload = json.dumps(payload)
+                if isinstance(payload, str):
+                    payload = payload.encode("utf-8")
+                self.send_response(reply.status)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args) -> None:  # keep the test output clean
+                pass
+
+        return Handler
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+@pytest.fixture
+def http_server():
+    server = ScriptedServer()
+    server.start()
+    yield server
+    server.stop()
