@@ -12,7 +12,8 @@ import sys
 import uuid
 from collections.abc import Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from pathlib import Path
 
 from ragspine_pipeline import __version__
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
@@ -36,6 +37,9 @@ EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 class UsageError(Exception):
     """A command line that cannot run (exit 2)."""
+
+
+DEMO_ROOT = "var/demo"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,6 +103,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--gold", required=True)
     verify.set_defaults(run=_golden_verify)
+
+    demo = commands.add_parser("demo", help="the embedded demo: a policy corpus, golden set, index, traces")
+    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
+    init = demo_commands.add_parser("init", help="write the demo environment (idempotent)")
+    init.add_argument("--root", default=DEMO_ROOT, help=f"demo folder (default: {DEMO_ROOT})")
+    init.add_argument("--today", type=date.fromisoformat, help="the traces cover the 7 days before this")
+    init.add_argument("--traces-per-day", type=_positive_int, default=300)
+    init.set_defaults(run=_demo_init)
+    rebuild = demo_commands.add_parser("rebuild-index", help="publish a new demo index version")
+    rebuild.add_argument("--root", default=DEMO_ROOT, help=f"demo folder (default: {DEMO_ROOT})")
+    rebuild.add_argument(
+        "--degraded", action="store_true", help="ACL filter off and fewer candidates kept: a regression"
+    )
+    rebuild.set_defaults(run=_demo_rebuild)
     return parser
 
 
@@ -194,6 +212,28 @@ def _golden_verify(args: argparse.Namespace) -> int:
     verification = golden.verify(args.gold)
     print(verification.message(args.gold), file=sys.stdout if verification.status == "ok" else sys.stderr)
     return {"ok": EXIT_PASS, "changed": EXIT_GATE_FAILED, "unlocked": EXIT_UNUSABLE}[verification.status]
+
+
+# -- demo ------------------------------------------------------------------------------------------
+
+
+def _demo_init(args: argparse.Namespace) -> int:
+    from ragspine_pipeline.demo.build import init_demo
+
+    summary = init_demo(Path(args.root), today=args.today, traces_per_day=args.traces_per_day)
+    state = "written" if summary.changed else "unchanged"
+    print(f"demo {state}: {Path(args.root).absolute()}")
+    return EXIT_PASS
+
+
+def _demo_rebuild(args: argparse.Namespace) -> int:
+    from ragspine_pipeline.demo.build import rebuild_index
+
+    manifest = rebuild_index(Path(args.root), degraded=args.degraded)
+    print(
+        f"index {manifest['index_version']} published: {Path(args.root).absolute() / 'index'}/manifest.json"
+    )
+    return EXIT_PASS
 
 
 if __name__ == "__main__":
