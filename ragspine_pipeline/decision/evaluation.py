@@ -78,6 +78,7 @@ def evaluate(
         golden_version=None if lock is None else lock.version,
         golden_sha256=None if lock is None else lock.sha256,
         run_id=run_id,
+        slice_gate=config.slice_gate if layered is not None else None,
     )
     return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison)
 

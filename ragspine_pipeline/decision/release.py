@@ -50,6 +50,7 @@ class ReleaseDecision:
     run_id: str
     unmeasured_baseline_metrics: list[str] = field(default_factory=list)
     warned_gates: list[FailedGate] = field(default_factory=list)  # failed soft gates: never block
+    slice_gate: dict | None = None  # {min_rate, min_n} the slices were judged by (None: no slices)
 
     @property
     def ships(self) -> bool:
@@ -78,6 +79,7 @@ def decide(
     golden_version: str | None,
     golden_sha256: str | None,
     run_id: str,
+    slice_gate: SliceGate | None = None,
 ) -> ReleaseDecision:
     """Block on any failed hard gate, failed slice or regression; otherwise ship.
 
@@ -107,4 +109,5 @@ def decide(
         run_id=run_id,
         unmeasured_baseline_metrics=[] if comparison is None else list(comparison.unmeasured),
         warned_gates=[f for f in failing if f.severity != "hard"],
+        slice_gate=None if slice_gate is None else slice_gate.model_dump(),
     )

@@ -1,0 +1,118 @@
+"""The slice report in Markdown, from the JSON summary of a golden run and the daily production summaries.
+
+The same inputs as the HTML report (:mod:`reports.html`), so the two never disagree. A reader learns, in
+order: the decision and why, every gate, each slice worst first with its interval, and the latest
+production day per slice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
+PRODUCTION_METRICS = (
+    "refusal_rate",
+    "compliance",
+    "citation_validity",
+    "admissible_rate",
+    "lexical_faithfulness",
+)
+
+
+def slice_markdown(report: dict | None, production: Sequence[dict] = ()) -> str:
+    """Markdown for the Dagster UI and ``slice_report.md``; ``report`` None when no golden run exists yet."""
+    parts = ["# Slice report\n"]
+    if report is None:
+        parts.append("No golden evaluation has been materialised yet (`reeval_on_index_rebuild`).\n")
+    else:
+        parts += [_decision(report), _gates(report), _slices(report)]
+    if production:
+        parts.append(_production(production[-1]))
+    return "\n".join(parts)
+
+
+def _decision(report: dict) -> str:
+    release = report["release"]
+    lines = [
+        f"## Release decision: **{release['decision'].upper()}**\n",
+        f"index `{release.get('index_version')}` · golden `{release.get('golden_version')}` · "
+        f"run `{release.get('run_id')}`\n",
+    ]
+    for gate in release["failed_gates"]:
+        lines.append(
+            f"- failed gate **{gate['metric']}** = {gate['value']:.4f}, needs {gate['op']} "
+            f"{gate['threshold']} (Δ {gate['delta']:+.4f})"
+        )
+    for gate in release.get("warned_gates", []):
+        lines.append(
+            f"- soft gate **{gate['metric']}** = {gate['value']:.4f}, wants {gate['op']} "
+            f"{gate['threshold']} (warning)"
+        )
+    for failed in release["failed_slices"]:
+        low, high = failed["ci95"]
+        lines.append(
+            f"- failed slice **{failed['dimension']}={failed['value']}**: releasable "
+            f"{failed['releasable_rate']:.1%} of {failed['n']} (95% CI {low:.1%}–{high:.1%}), "
+            f"needs ≥ {failed['min_rate']:.0%}"
+        )
+    for regression in release["regressions"]:
+        lines.append(
+            f"- regression **{regression['metric']}**: {regression['current']:.4f} vs baseline "
+            f"{regression['baseline']:.4f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _gates(report: dict) -> str:
+    rows = ["## Gates\n", "| metric | gate | value | result |", "|---|---|---|---|"]
+    for gate in sorted(report["gates"], key=lambda g: g["pass"]):
+        result = (
+            "pass" if gate["pass"] else ("**FAIL**" if gate.get("severity", "hard") == "hard" else "warn")
+        )
+        rows.append(
+            f"| {gate['metric']} | {gate['op']} {gate['threshold']} | {_num(gate['value'])} | {result} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _slices(report: dict) -> str:
+    slices = report.get("slices") or {}
+    if not slices:
+        return "## Slices\n\nNo slices: the run had no evidence registry or no tags.\n"
+    failing = {(f["dimension"], f["value"]) for f in report["release"]["failed_slices"]}
+    head = ["slice", "n", "releasable", "95% CI", *SLICE_METRICS]
+    rows = ["## Slices (worst first)\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    flat = [(dim, value, s) for dim, values in slices.items() for value, s in values.items()]
+    for dim, value, s in sorted(flat, key=lambda x: (x[2]["releasable_rate"], -x[2]["n"], x[0], x[1])):
+        low, high = s["releasable_ci95"]
+        name = f"{dim}={value}" + (" ❌" if (dim, value) in failing else "")
+        cells = [_escape(name), s["n"], _num(s["releasable_rate"]), f"{low:.3f}–{high:.3f}"]
+        cells += [_num(s.get(m)) for m in SLICE_METRICS]
+        rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _production(day: dict) -> str:
+    rows = [f"## Production {day['day']} (sample of {day['n']})\n"]
+    head = ["slice", "n", *PRODUCTION_METRICS]
+    rows += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    overall = [("all", day["n"], day["metrics"])]
+    per_slice = [
+        (f"{dim}={value}", s["n"], s["metrics"])
+        for dim, values in sorted(day.get("slices", {}).items())
+        for value, s in sorted(values.items())
+    ]
+    for name, n, metrics in overall + per_slice:
+        cells = [_escape(name), n, *(_num((metrics.get(m) or {}).get("value")) for m in PRODUCTION_METRICS)]
+        rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _num(value) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
