@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format bench clean
+.PHONY: run dev demo-regression test lint format bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,19 +12,38 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Until the Dagster code location lands, the "main job" is the release scorer on the shipped layered
-# example (frozen golden set, evidence registry, committed gates). Exit 1 (a blocked release) is a
-# verdict, not a crash, so it is reported but does not fail `make run`.
-EXAMPLE := examples/layered
-run: $(STAMP)
-	@$(BIN)/ragspine-eval golden verify --gold $(EXAMPLE)/gold.jsonl
-	@$(BIN)/ragspine-eval score --gold $(EXAMPLE)/gold.jsonl --trace $(EXAMPLE)/traces.jsonl \
-		--evidence $(EXAMPLE)/evidence.jsonl --config $(EXAMPLE)/gates.yaml --format markdown; rc=$$?; \
-	if [ $$rc -eq 1 ]; then echo "(release blocked: exit 1)"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
+# The project-local Dagster instance (SQLite under var/dagster; dagster.yaml is copied into it).
+export DAGSTER_HOME := $(CURDIR)/var/dagster
+DEMO := var/demo
+INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 
-lint: $(STAMP)
+$(INSTANCE): dagster.yaml
+	@mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $@
+
+# The main job: write the embedded demo (idempotent), then materialise the whole graph in one run on
+# the local instance and print the release decision (reports in var/reports/latest/).
+run: $(STAMP) $(INSTANCE)
+	@$(BIN)/ragspine-eval demo init --root $(DEMO)
+	@$(BIN)/python -m ragspine_pipeline.defs.local run
+
+# The Dagster UI on the same instance and demo (http://127.0.0.1:3000).
+dev: $(STAMP) $(INSTANCE)
+	@$(BIN)/ragspine-eval demo init --root $(DEMO)
+	$(BIN)/dg dev
+
+# Publish a degraded demo index (a restricted chunk leaks into retrieval, fewer candidates kept), run
+# exactly the re-evaluation index_rebuild_sensor requests for it, print the blocked decision, then
+# publish a healthy index again so the next `make run` ships.
+demo-regression: $(STAMP) $(INSTANCE)
+	@$(BIN)/ragspine-eval demo init --root $(DEMO)
+	@$(BIN)/ragspine-eval demo rebuild-index --root $(DEMO) --degraded
+	@$(BIN)/python -m ragspine_pipeline.defs.local reeval --expect block
+	@$(BIN)/ragspine-eval demo rebuild-index --root $(DEMO)
+
+lint: $(STAMP) $(INSTANCE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/dg check defs
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -35,6 +54,7 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_score.py
+	$(BIN)/python bench/bench_make_run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

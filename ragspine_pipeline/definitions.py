@@ -1,0 +1,45 @@
+"""The ragspine_pipeline code location: every asset, check, job, schedule, sensor and resource.
+
+Read top to bottom: the golden path (golden set → SUT replay → metrics → decision → baseline), the
+nightly production path, the report, then automation and resources. ``dg dev`` / ``dg check defs``
+load this module (``[tool.dg.project]`` in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ragspine_pipeline.defs.automation import (
+    index_rebuild_sensor,
+    nightly_eval,
+    nightly_eval_schedule,
+    reeval_on_index_rebuild,
+)
+from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.production import production_metrics, production_traces
+from ragspine_pipeline.defs.release import baseline, release_decision_asset
+from ragspine_pipeline.defs.reports import slice_report
+from ragspine_pipeline.defs.resources import default_resources
+
+
+def build_definitions(resources: dict | None = None) -> dg.Definitions:
+    """The code location; tests pass their own resources (temp folders, a moto S3 endpoint)."""
+    return dg.Definitions(
+        assets=[
+            golden_set,
+            golden_traces,
+            metric_table,
+            release_decision_asset(),
+            baseline,
+            production_traces,
+            production_metrics,
+            slice_report,
+        ],
+        jobs=[reeval_on_index_rebuild, nightly_eval],
+        schedules=[nightly_eval_schedule],
+        sensors=[index_rebuild_sensor],
+        resources=resources if resources is not None else default_resources(),
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,65 @@
+"""Jobs, the nightly schedule and the index-rebuild sensor (SPEC §5).
+
+Both the schedule and the sensor start **STOPPED**, Dagster's default: a deployment turns them on
+deliberately (UI → Automation, or ``dg`` / GraphQL), so a fresh instance never starts evaluating a
+production SUT by surprise. ``make run`` and ``make demo-regression`` run the same jobs directly.
+"""
+
+import dagster as dg
+
+from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.production import production_metrics, production_traces
+from ragspine_pipeline.defs.reports import slice_report
+from ragspine_pipeline.defs.resources import IndexManifestResource
+from ragspine_pipeline.sources.errors import ManifestMissing
+
+INDEX_VERSION_TAG = "ragspine/index_version"
+
+nightly_eval = dg.define_asset_job(
+    "nightly_eval",
+    selection=dg.AssetSelection.assets(production_traces, production_metrics, slice_report),
+    description="Sample the previous day's production traces, score them reference-free, refresh the report.",
+)
+
+reeval_on_index_rebuild = dg.define_asset_job(
+    "reeval_on_index_rebuild",
+    selection=dg.AssetSelection.assets(golden_set, golden_traces, metric_table).downstream()
+    - dg.AssetSelection.assets(production_traces, production_metrics),
+    description="Replay the frozen golden set against the SUT on the new index, score, decide, report.",
+)
+
+# Daily at 02:00 UTC for the previous day's partition (the daily partitions end at yesterday).
+nightly_eval_schedule = dg.build_schedule_from_partitioned_job(nightly_eval, hour_of_day=2, minute_of_hour=0)
+
+
+def run_key(index_version: str) -> str:
+    """One run per index version, ever: the daemon never launches a run key the sensor already used."""
+    return f"index-{index_version}"
+
+
+@dg.sensor(job=reeval_on_index_rebuild, minimum_interval_seconds=60)
+def index_rebuild_sensor(
+    context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource
+) -> dg.SensorResult | dg.SkipReason:
+    """Request one ``reeval_on_index_rebuild`` run for every new ``index_version`` of the manifest.
+
+    The cursor is the last index version a run was requested for; the manifest is read from a local
+    path or ``s3://``. A missing manifest or an unchanged version is a skip with its reason; an
+    unreachable store or a malformed manifest fails the tick with a one-line error.
+    """
+    try:
+        manifest = index_manifest.read()
+    except ManifestMissing as exc:
+        return dg.SkipReason(f"no index manifest yet: {exc}")
+    version = manifest.index_version
+    if version == context.cursor:
+        return dg.SkipReason(f"index {version} was already evaluated (run key {run_key(version)})")
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(
+                run_key=run_key(version),
+                tags={INDEX_VERSION_TAG: version, "ragspine/corpus_hash": manifest.corpus_hash or ""},
+            )
+        ],
+        cursor=version,
+    )

@@ -1,0 +1,211 @@
+"""The golden path: frozen golden set → replay against the SUT → per-case metrics (SPEC §5).
+
+Thin wrappers: loading, scoring and deciding are ``contracts``, ``scoring`` and ``decision`` functions;
+these assets only move their results between steps and show them in the UI.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
+from ragspine_pipeline.decision import baseline as baselines
+from ragspine_pipeline.decision.config import load_config
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, Evaluation, coverage_warnings, evaluate
+from ragspine_pipeline.decision.gates import default_gates
+from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
+from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
+from ragspine_pipeline.defs.resources import EvalFiles, SutResource, gates_config_path
+from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
+from ragspine_pipeline.reports.metric_table import means_by_metric, write_metric_table
+from ragspine_pipeline.sources.replay import replay
+
+GROUP = "golden"
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    """The validated golden set of one run, and the lock it matched."""
+
+    path: str
+    table: pa.Table
+    lock: GoldenLock | None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GoldenTraces:
+    """What the SUT answered to every golden question (canonical columns) and where it was written."""
+
+    path: str
+    table: pa.Table
+    sut: str
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """One scored golden run: the evaluation, its JSON summary and the long metric table's path."""
+
+    evaluation: Evaluation
+    report: dict
+    metric_table_path: str
+    report_path: str
+
+
+@dg.asset(group_name=GROUP)
+def golden_set(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.Output[GoldenSet]:
+    """The frozen golden set, validated line by line and verified against its freeze lock.
+
+    A golden set whose content no longer matches its lock fails here (SPEC: frozen per release).
+    """
+    path = eval_files.golden_path
+    with user_errors():
+        lock, unfrozen = verified_lock(path)
+        table = load_gold(path).table
+    if unfrozen:
+        context.log.warning(unfrozen)
+    per_slice = _cases_per_slice(table)
+    unanswerable = pc.sum(pc.invert(table.column("answerable"))).as_py() or 0
+    return dg.Output(
+        GoldenSet(path, table, lock, [unfrozen] if unfrozen else []),
+        metadata={
+            "version": lock.version if lock else "unfrozen",
+            "sha256": lock.sha256 if lock else "",
+            "approved_by": lock.approved_by if lock else "",
+            "n_cases": table.num_rows,
+            "unanswerable": unanswerable,
+            "cases_per_slice": dg.MetadataValue.md(
+                markdown_table(["dimension", "value", "cases"], per_slice)
+            ),
+            "path": dg.MetadataValue.path(path),
+        },
+    )
+
+
+@dg.asset(group_name=GROUP)
+def golden_traces(
+    context: dg.AssetExecutionContext, golden_set: GoldenSet, sut: SutResource, eval_files: EvalFiles
+) -> dg.Output[GoldenTraces]:
+    """Every golden question replayed through the SUT on its current index (SPEC §2.2 traces).
+
+    A trace the contract rejects is quarantined (file in metadata) and its case scored as missing.
+    """
+    with user_errors():
+        answer, description = sut.client()
+        questions = zip(
+            golden_set.table.column("qid").to_pylist(),
+            golden_set.table.column("question").to_pylist(),
+            strict=True,
+        )
+        result = replay(
+            questions,
+            answer,
+            out=eval_files.work("golden_traces", context.run.run_id, "traces.jsonl"),
+            quarantine=eval_files.work("golden_traces", context.run.run_id, "quarantine.jsonl"),
+            concurrency=sut.concurrency if sut.kind == "http" else 1,
+        )
+        table = load_traces(result.traces_path).table
+    if result.quarantined:
+        context.log.warning(f"{result.quarantined} trace(s) quarantined: {result.quarantine_path}")
+    versions = pc.value_counts(table.column("index_version").drop_null()).to_pylist()
+    return dg.Output(
+        GoldenTraces(str(result.traces_path), table, description),
+        metadata={
+            "sut": description,
+            "asked": result.asked,
+            "answered": result.answered,
+            "unanswered": result.unanswered,
+            "quarantined": result.quarantined,
+            "quarantine_path": dg.MetadataValue.path(str(result.quarantine_path)),
+            "index_versions": ", ".join(f"{v['values']} ({v['counts']})" for v in versions) or "none",
+            "traces_path": dg.MetadataValue.path(str(result.traces_path)),
+        },
+    )
+
+
+@dg.asset(group_name=GROUP)
+def metric_table(
+    context: dg.AssetExecutionContext,
+    golden_set: GoldenSet,
+    golden_traces: GoldenTraces,
+    eval_files: EvalFiles,
+) -> dg.Output[ScoredRun]:
+    """Per-case × metric scores in long format (Parquet), and the run's evaluation and decision.
+
+    Scoring, gates, slices and the baseline comparison are :func:`decision.evaluation.evaluate`, the
+    same call as ``ragspine-eval score``; the committed gates config is the one the checks were built from.
+    """
+    config_path = gates_config_path()
+    with user_errors():
+        config = load_config(config_path, KNOWN_METRICS)
+        evidence_path = eval_files.evidence_path
+        evidence = (
+            load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
+        )
+        entries = baselines.load_baseline(eval_files.baseline_path)
+    evaluation = evaluate(
+        golden_set.table,
+        golden_traces.table,
+        gates=config.gate_list(KNOWN_METRICS) or default_gates(),
+        config=config,
+        run_id=context.run.run_id,
+        evidence=evidence,
+        baseline=entries.get(eval_files.baseline_mode),
+        compare_baseline=True,
+        lock=golden_set.lock,
+    )
+    warnings = [*golden_set.warnings, *coverage_warnings(evaluation.grounded.counts)]
+    for warning in warnings:
+        context.log.warning(warning)
+    inputs = ReportInputs(golden_set.path, golden_traces.path, evidence_path if evidence else None, warnings)
+    run_dir, latest = eval_files.run_dir(context.run.run_id), eval_files.latest_dir()
+    table = write_metric_table(evaluation, run_dir / "metric_table.parquet")
+    report_path = run_dir / "evaluation.json"
+    with atomic_writer(report_path, "evaluation report") as out:
+        write_json(evaluation, inputs, out)
+    copy_atomically(run_dir / "metric_table.parquet", latest / "metric_table.parquet")
+    report = summary(evaluation, inputs)
+    means = means_by_metric(table)
+    return dg.Output(
+        ScoredRun(evaluation, report, str(run_dir / "metric_table.parquet"), str(report_path)),
+        metadata={
+            "dagster/row_count": table.num_rows,
+            "n_cases": evaluation.grounded.counts["cases"],
+            "decision": evaluation.release.decision,
+            "index_version": evaluation.release.index_version or "unknown",
+            # The trend chart of the slice report reads these back from the instance.
+            "metrics": dg.MetadataValue.json({name: _finite(v) for name, v in evaluation.metrics.items()}),
+            "means_by_metric": dg.MetadataValue.md(
+                markdown_table(
+                    ["metric", "mean", "applicable cases"],
+                    [(name, f"{mean:.4f}", n) for name, (mean, n) in sorted(means.items())],
+                )
+            ),
+            "path": dg.MetadataValue.path(str(run_dir / "metric_table.parquet")),
+            "report_path": dg.MetadataValue.path(str(report_path)),
+        },
+    )
+
+
+def _cases_per_slice(table: pa.Table) -> list[tuple[str, str, int]]:
+    tags = table.column("tags").combine_chunks()
+    pairs = pa.table({"dimension": tags.keys, "value": tags.items})  # every (key, value) of every case
+    counts = pairs.group_by(["dimension", "value"]).aggregate([([], "count_all")])
+    rows = zip(*(counts.column(c).to_pylist() for c in ("dimension", "value", "count_all")), strict=True)
+    return sorted(rows)
+
+
+def _finite(value: float) -> float | None:
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def write_json_file(path: Path, data: dict) -> None:
+    """A JSON report next to the others, atomically (a reader never sees half a decision)."""
+    with atomic_writer(path, "report") as out:
+        json.dump(data, out, indent=2, ensure_ascii=False, allow_nan=False)
+        out.write("\n")

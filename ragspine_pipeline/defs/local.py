@@ -1,0 +1,185 @@
+"""Run the code location on the local instance without a daemon: what ``make run`` and
+``make demo-regression`` call.
+
+``python -m ragspine_pipeline.defs.local run`` scores the production days of the past week not yet on
+the instance (one small run per partition), then materialises the whole graph in one run (yesterday's
+production partition included) and prints the decision; ``reeval`` evaluates ``index_rebuild_sensor``
+once, as the daemon would, and executes exactly the run it requests (same run key and tags).
+Exit codes: 0 when the command did what it was asked, 1 when ``run`` ends blocked or a run crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+
+from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
+from ragspine_pipeline.defs.production import production_metrics, production_traces
+from ragspine_pipeline.defs.resources import EvalFiles
+
+RUN_KEY_TAG = "dagster/run_key"
+DAY = timedelta(days=1)
+# Step-by-step DEBUG events belong in the UI (`make dev`); the terminal shows warnings and the decision.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def local_instance() -> dg.DagsterInstance:
+    """The project-local instance: ``$DAGSTER_HOME`` (default ``var/dagster``) with the root dagster.yaml."""
+    home = Path(os.environ.get("DAGSTER_HOME") or "var/dagster").absolute()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists() and Path("dagster.yaml").exists():
+        shutil.copyfile("dagster.yaml", config)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return dg.DagsterInstance.get()
+
+
+def run_everything(
+    defs: dg.Definitions, instance: dg.DagsterInstance, partition: str
+) -> dg.ExecuteInProcessResult:
+    """Materialise every asset in one run; the daily assets on ``partition``."""
+    job = defs.resolve_implicit_global_asset_job_def()
+    return job.execute_in_process(
+        instance=instance, partition_key=partition, run_config=QUIET, raise_on_error=False
+    )
+
+
+def backfill_production(
+    defs: dg.Definitions, instance: dg.DagsterInstance, days: list[str]
+) -> list[dg.ExecuteInProcessResult]:
+    """Materialise the production assets for every day in ``days`` not yet on the instance.
+
+    One run per partition, as a Dagster backfill would launch them; the slice report's production
+    trend then covers the demo's whole week from the first ``make run``.
+    """
+    done = instance.get_materialized_partitions(production_metrics.key)
+    job = defs.resolve_implicit_global_asset_job_def()
+    selection = [production_traces.key, production_metrics.key]
+    return [
+        job.execute_in_process(
+            instance=instance,
+            partition_key=day,
+            asset_selection=selection,
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+        for day in days
+        if day not in done
+    ]
+
+
+def reeval_as_sensor_requests(
+    defs: dg.Definitions, instance: dg.DagsterInstance
+) -> tuple[str, dg.ExecuteInProcessResult | None]:
+    """Tick ``index_rebuild_sensor`` once and execute the run it requests; ``(message, result)``.
+
+    The cursor is the index version of the last re-evaluation on this instance, and a run key that
+    already ran is not run again — the two guarantees the daemon gives.
+    """
+    previous = instance.get_runs(dg.RunsFilter(job_name="reeval_on_index_rebuild"), limit=1)
+    cursor = previous[0].tags.get(INDEX_VERSION_TAG) if previous else None
+    resources = {"index_manifest": defs.resources["index_manifest"]}
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
+    outcome = index_rebuild_sensor(context)
+    if isinstance(outcome, dg.SkipReason):
+        return f"sensor skipped: {outcome.skip_message}", None
+    request = outcome.run_requests[0]
+    if instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: request.run_key}), limit=1):
+        return f"run key {request.run_key} already ran: nothing to do", None
+    job = defs.resolve_job_def("reeval_on_index_rebuild")
+    tags = {**request.tags, RUN_KEY_TAG: request.run_key}
+    result = job.execute_in_process(instance=instance, tags=tags, run_config=QUIET, raise_on_error=False)
+    return f"sensor requested {request.run_key}", result
+
+
+def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
+    """Print the run's decision with every failed gate and slice; return it (None when there is none)."""
+    path = Path(eval_files.reports_dir) / "runs" / run_id / "release_decision.json"
+    if not path.exists():
+        return None
+    decision = json.loads(path.read_text(encoding="utf-8"))
+    print(
+        f"release decision: {decision['decision'].upper()}  (index {decision['index_version']}, "
+        f"golden {decision['golden_version']}, run {run_id})"
+    )
+    for gate in decision["failed_gates"]:
+        print(
+            f"  failed gate  {gate['metric']} = {gate['value']:.4f}, needs {gate['op']} {gate['threshold']}"
+        )
+    for gate in decision.get("warned_gates", []):
+        print(
+            f"  soft gate    {gate['metric']} = {gate['value']:.4f}, wants {gate['op']} {gate['threshold']}"
+        )
+    for s in decision["failed_slices"]:
+        print(
+            f"  failed slice {s['dimension']}={s['value']}: releasable {s['releasable_rate']:.3f} "
+            f"of {s['n']}, needs >= {s['min_rate']}"
+        )
+    for r in decision["regressions"]:
+        print(f"  regression   {r['metric']}: {r['current']:.4f}, worse than baseline {r['baseline']:.4f}")
+    latest = Path(eval_files.reports_dir) / "latest"
+    print(f"reports: {latest}/ (release_decision.json, slice_report.md/.html, metric_table.parquet)")
+    return decision
+
+
+def _failed_steps(result: dg.ExecuteInProcessResult) -> list[str]:
+    failures = []
+    for event in result.all_events:
+        if event.event_type_value == "STEP_FAILURE":
+            error = event.step_failure_data.error
+            failures.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragspine_pipeline.defs.local", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="materialise the whole graph in one run and print the decision")
+    run.add_argument("--partition", help="production day (default: yesterday, UTC)")
+    run.add_argument(
+        "--backfill-days",
+        type=int,
+        default=6,
+        help="also score this many production days before --partition, where not done yet (default 6)",
+    )
+    reeval = sub.add_parser("reeval", help="tick index_rebuild_sensor once and run what it requests")
+    reeval.add_argument("--expect", choices=["ship", "block"], help="exit 1 unless the decision is this")
+    args = parser.parse_args(argv)
+
+    instance = local_instance()
+    from ragspine_pipeline.definitions import build_definitions  # after DAGSTER_HOME is set
+
+    defs = build_definitions()
+    eval_files: EvalFiles = defs.resources["eval_files"]
+    if args.command == "run":
+        day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
+        earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]
+        for backfill in backfill_production(defs, instance, earlier):
+            for failure in _failed_steps(backfill):
+                print(f"  step failed  {failure}", file=sys.stderr)
+        result = run_everything(defs, instance, day.isoformat())
+        decision = print_decision(eval_files, result.run_id)
+        for failure in _failed_steps(result):
+            print(f"  step failed  {failure}", file=sys.stderr)
+        return 0 if decision is not None and decision["decision"] == "ship" and result.success else 1
+    message, result = reeval_as_sensor_requests(defs, instance)
+    print(message)
+    if result is None:
+        return 0
+    decision = print_decision(eval_files, result.run_id)
+    if decision is None:
+        for failure in _failed_steps(result):
+            print(f"  step failed  {failure}", file=sys.stderr)
+        return 1
+    return 0 if args.expect in (None, decision["decision"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Small helpers shared by the assets: Markdown tables for the UI, user errors as clean step failures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.errors import SourceError
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(lines)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn an input or source problem into a step failure whose description is the one-line message.
+
+    A traceback is for bugs; a user who fed a changed golden set or an unreachable store reads one line.
+    """
+    try:
+        yield
+    except (InputError, SourceError) as exc:
+        raise dg.Failure(description=str(exc), allow_retries=isinstance(exc, SourceError)) from None
+
+
+def copy_atomically(source: Path, target: Path) -> None:
+    """Copy a finished file into place with one rename, so ``latest/`` never shows half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)

@@ -1,0 +1,178 @@
+"""The release decision, its gates as blocking asset checks, and the baseline ratchet (SPEC §4, §5).
+
+``release_decision`` is always materialised — a ``block`` is a result, not a crash — and then reports
+one check per gate of the committed config (ERROR for hard gates, WARN for soft ones), one for the
+slice gate and one for baseline regressions. A failed ERROR check fails the run and skips
+``baseline``, so a blocked release can never promote anything.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+
+from ragspine_pipeline.decision import baseline as baselines
+from ragspine_pipeline.decision.config import EvalConfig, load_config
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
+from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates
+from ragspine_pipeline.defs.golden import GROUP, ScoredRun, write_json_file
+from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
+from ragspine_pipeline.defs.resources import EvalFiles, gates_config_path
+
+SLICE_CHECK = "slice_gate"
+BASELINE_CHECK = "no_regression_vs_baseline"
+
+
+def check_name(metric: str) -> str:
+    """A Dagster-safe check name for a gate: ``recall@k`` → ``gate_recall_at_k``."""
+    return "gate_" + metric.replace("@", "_at_").replace("-", "_")
+
+
+def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
+    """The gates config every check is built from (read once, when the definitions load)."""
+    config = load_config(path or gates_config_path(), KNOWN_METRICS)
+    return config, config.gate_list(KNOWN_METRICS) or default_gates()
+
+
+def release_decision_asset(config_path: Path | None = None) -> dg.AssetsDefinition:
+    """Build ``release_decision`` with one check spec per committed gate."""
+    _config, gates = committed_gates(config_path)
+    specs = [
+        dg.AssetCheckSpec(
+            check_name(g.metric),
+            asset="release_decision",
+            blocking=True,
+            description=f"{g.severity} gate: {g.metric} {g.op} {g.threshold}",
+        )
+        for g in gates
+    ]
+    specs += [
+        dg.AssetCheckSpec(
+            SLICE_CHECK,
+            asset="release_decision",
+            blocking=True,
+            description="every slice with enough cases meets the slice gate",
+        ),
+        dg.AssetCheckSpec(
+            BASELINE_CHECK,
+            asset="release_decision",
+            blocking=True,
+            description="no baselined metric is worse than its baseline (equal passes)",
+        ),
+    ]
+
+    @dg.asset(name="release_decision", group_name=GROUP, check_specs=specs)
+    def release_decision(
+        context: dg.AssetExecutionContext, metric_table: ScoredRun, eval_files: EvalFiles
+    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
+        """``ship`` or ``block`` with every reason (SPEC §4), written to ``release_decision.json``."""
+        evaluation = metric_table.evaluation
+        release = evaluation.release
+        record = {
+            **metric_table.report["release"],
+            "gates": metric_table.report["gates"],
+            "metrics": {name: round(value, 4) for name, value in evaluation.metrics.items()},
+            "warnings": metric_table.report["warnings"],
+        }
+        path = eval_files.run_dir(context.run.run_id) / "release_decision.json"
+        with user_errors():
+            write_json_file(path, record)
+        copy_atomically(path, eval_files.latest_dir() / "release_decision.json")
+        failed = [
+            (g.metric, f"{g.value:.4f}", f"{g.op} {g.threshold}", f"{g.delta:+.4f}", g.severity)
+            for g in [*release.failed_gates, *release.warned_gates]
+        ]
+        yield dg.Output(
+            metric_table,
+            metadata={
+                "decision": release.decision,
+                "index_version": release.index_version or "unknown",
+                "golden_version": release.golden_version or "unfrozen",
+                "failed_gates": len(release.failed_gates),
+                "warned_gates": len(release.warned_gates),
+                "failed_slices": len(release.failed_slices),
+                "regressions": len(release.regressions),
+                "reasons": dg.MetadataValue.md(
+                    markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
+                    + "\n\n"
+                    + markdown_table(
+                        ["slice", "n", "releasable", "95% CI", "needs"],
+                        [
+                            (
+                                f"{s.dimension}={s.value}",
+                                s.n,
+                                f"{s.releasable_rate:.3f}",
+                                f"{s.ci95[0]:.3f}–{s.ci95[1]:.3f}",
+                                f"≥ {s.min_rate}",
+                            )
+                            for s in release.failed_slices
+                        ],
+                    )
+                ),
+                "path": dg.MetadataValue.path(str(path)),
+            },
+        )
+        for result in evaluation.gates:
+            yield _gate_check(result)
+        yield dg.AssetCheckResult(
+            check_name=SLICE_CHECK,
+            passed=not release.failed_slices,
+            metadata={"failed_slices": [f"{s.dimension}={s.value}" for s in release.failed_slices]},
+        )
+        yield dg.AssetCheckResult(
+            check_name=BASELINE_CHECK,
+            passed=not release.regressions,
+            metadata={"regressions": dg.MetadataValue.json(release.regressions)},
+        )
+
+    return release_decision
+
+
+def _gate_check(result: GateResult) -> dg.AssetCheckResult:
+    gate = result.gate
+    return dg.AssetCheckResult(
+        check_name=check_name(gate.metric),
+        passed=result.passed,
+        severity=dg.AssetCheckSeverity.ERROR if gate.hard else dg.AssetCheckSeverity.WARN,
+        metadata={"value": result.value, "threshold": gate.threshold, "op": gate.op},
+    )
+
+
+@dg.asset(group_name=GROUP)
+def baseline(
+    context: dg.AssetExecutionContext, release_decision: ScoredRun, eval_files: EvalFiles
+) -> dg.MaterializeResult:
+    """The baseline, tightened with a shipping run's metrics (it only ratchets up, SPEC §4).
+
+    Downstream of the blocking gate checks: a blocked release never gets here. A shipping run that is
+    not better anywhere leaves every value as it was; no code path lowers one.
+    """
+    evaluation = release_decision.evaluation
+    path, mode = eval_files.baseline_path, eval_files.baseline_mode
+    with user_errors():
+        before = baselines.load_baseline(path).get(mode)
+        if not evaluation.passed:  # defensive: the checks already stop a blocked run
+            return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
+        entry = baselines.promote(
+            path,
+            mode,
+            evaluation.metrics,
+            passed=True,
+            n_cases=evaluation.grounded.counts["cases"],
+            run=context.run.run_id,
+        )
+    old = {} if before is None else before.metrics
+    changed = [
+        (m, "—" if m not in old else f"{old[m]:.4f}", f"{v:.4f}")
+        for m, v in sorted(entry.metrics.items())
+        if old.get(m) != v
+    ]
+    return dg.MaterializeResult(
+        metadata={
+            "promoted": True,
+            "mode": mode,
+            "tightened_or_added": len(changed),
+            "changes": dg.MetadataValue.md(markdown_table(["metric", "before", "after"], changed)),
+            "path": dg.MetadataValue.path(path),
+        }
+    )

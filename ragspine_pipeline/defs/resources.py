@@ -1,0 +1,166 @@
+"""Dagster resources: where the evaluation reads and writes, the trace store, the index manifest, the SUT.
+
+Each resource is a thin, configurable wrapper over a framework-free object of ``sources/`` or
+``decision/``. Defaults come from the environment once, when the definitions load (see
+:func:`default_resources` and the README's table); nothing here holds a secret — S3 credentials come
+from boto3's standard chain, never from resource config, so they never reach the UI or run metadata.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources as package_files
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+from pydantic import Field
+
+from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
+from ragspine_pipeline.sources.replay import Answer
+from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
+
+PACKAGED_GATES = "demo/gates.yaml"
+
+
+def gates_config_path() -> Path:
+    """The committed gates config: ``RAGSPINE_GATES_CONFIG``, else the packaged demo gates.
+
+    Read when the definitions load, because every gate becomes an asset check of its own.
+    """
+    configured = os.environ.get("RAGSPINE_GATES_CONFIG")
+    if configured:
+        return Path(configured).absolute()
+    return Path(str(package_files.files("ragspine_pipeline").joinpath(PACKAGED_GATES)))
+
+
+class EvalFiles(dg.ConfigurableResource):
+    """The golden set, evidence registry, baseline and the output folders of one deployment."""
+
+    golden_path: str = Field(description="frozen golden set (JSONL) with its .lock next to it")
+    evidence_path: str | None = Field(default=None, description="evidence registry (SPEC §2.3)")
+    baseline_path: str = Field(description="baseline JSON keyed by mode; only ratchets up")
+    baseline_mode: str = "golden"
+    reports_dir: str = Field(description="reports: latest/ and runs/<run id>/")
+    work_dir: str = Field(description="replayed traces, production samples and quarantine files")
+    production_sample_size: int = Field(default=200, ge=1)
+    production_seed: int = 7
+
+    def run_dir(self, run_id: str) -> Path:
+        path = Path(self.reports_dir) / "runs" / run_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def latest_dir(self) -> Path:
+        path = Path(self.reports_dir) / "latest"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def work(self, *parts: str) -> Path:
+        path = Path(self.work_dir).joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+class TraceStoreResource(dg.ConfigurableResource):
+    """Production traces under ``<uri>/dt=YYYY-MM-DD/*.jsonl[.gz]``: a local folder or ``s3://bucket/prefix``."""
+
+    uri: str
+    endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, …)")
+    region: str | None = None
+    max_attempts: int = Field(default=5, ge=1, description="botocore standard-mode retry attempts")
+
+    def open(self) -> TraceStore:
+        return open_trace_store(
+            self.uri, endpoint_url=self.endpoint_url, region=self.region, max_attempts=self.max_attempts
+        )
+
+
+class IndexManifestResource(dg.ConfigurableResource):
+    """The index manifest the rebuild sensor watches (SPEC §2.4): a local path or ``s3://bucket/key``."""
+
+    uri: str
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    def read(self) -> IndexManifest:
+        return read_manifest(self.uri, endpoint_url=self.endpoint_url, region=self.region)
+
+
+class SutResource(dg.ConfigurableResource):
+    """The system under test: the built-in reference engine, an HTTP RAG service, or a recorded file."""
+
+    kind: Literal["reference", "http", "recorded"] = "reference"
+    manifest_path: str | None = Field(default=None, description="reference: the index manifest to serve")
+    base_url: str | None = Field(default=None, description="http: the service's base URL")
+    recorded_path: str | None = Field(default=None, description="recorded: a JSONL file of traces")
+    timeout_s: float = 10.0
+    max_retries: int = 3
+    concurrency: int = Field(default=8, ge=1, description="questions in flight (http)")
+
+    def client(self) -> tuple[Answer, str]:
+        """``(answer, description)``; the description names the SUT without credentials."""
+        if self.kind == "reference":
+            from ragspine_pipeline.sources.reference_engine import ReferenceEngine
+
+            engine = ReferenceEngine.from_manifest(Path(_required(self.manifest_path, "manifest_path")))
+            return engine.answer, f"reference engine, index {engine.index_version}"
+        if self.kind == "http":
+            from ragspine_pipeline.sources.sut import HttpSutClient
+
+            http = HttpSutClient(
+                _required(self.base_url, "base_url"), timeout=self.timeout_s, max_retries=self.max_retries
+            )
+            return http.answer, http.describe()
+        from ragspine_pipeline.sources.sut import RecordedSutClient
+
+        recorded = RecordedSutClient(Path(_required(self.recorded_path, "recorded_path")))
+        return recorded.answer, recorded.describe()
+
+
+def _required(value: str | None, name: str) -> str:
+    if not value:
+        raise dg.Failure(f"the SUT resource needs '{name}' for this kind")
+    return value
+
+
+def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[str, dg.ConfigurableResource]:
+    """Resources for the embedded demo, each path overridable by an environment variable.
+
+    ``RAGSPINE_HOME`` (default ``var/demo``) holds the demo inputs; ``RAGSPINE_REPORTS`` (default
+    ``var/reports``) and ``RAGSPINE_WORK`` (default ``var/work``) the outputs. ``RAGSPINE_TRACE_STORE``
+    and ``RAGSPINE_INDEX_MANIFEST`` may be ``s3://`` URIs (``RAGSPINE_S3_ENDPOINT_URL`` for an
+    S3-compatible store); ``RAGSPINE_SUT`` selects ``reference`` / ``http`` (``RAGSPINE_SUT_URL``) /
+    ``recorded`` (``RAGSPINE_SUT_RECORDED``).
+    """
+    home = Path(env.get("RAGSPINE_HOME", "var/demo")).absolute()
+
+    def path(name: str, default: Path | str) -> str:
+        value = env.get(name)
+        if value:
+            return value if value.startswith("s3://") else str(Path(value).absolute())
+        return str(Path(default).absolute())
+
+    manifest = path("RAGSPINE_INDEX_MANIFEST", home / "index" / "manifest.json")
+    endpoint = env.get("RAGSPINE_S3_ENDPOINT_URL") or None
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
+    return {
+        "eval_files": EvalFiles(
+            golden_path=path("RAGSPINE_GOLDEN", home / "golden" / "gold.jsonl"),
+            evidence_path=path("RAGSPINE_EVIDENCE", home / "evidence.jsonl"),
+            baseline_path=path("RAGSPINE_BASELINE", home / "baseline.json"),
+            reports_dir=path("RAGSPINE_REPORTS", "var/reports"),
+            work_dir=path("RAGSPINE_WORK", "var/work"),
+            production_sample_size=int(env.get("RAGSPINE_SAMPLE_SIZE", "200")),
+        ),
+        "trace_store": TraceStoreResource(
+            uri=path("RAGSPINE_TRACE_STORE", home / "traces"), endpoint_url=endpoint, region=region
+        ),
+        "index_manifest": IndexManifestResource(uri=manifest, endpoint_url=endpoint, region=region),
+        "sut": SutResource(
+            kind=env.get("RAGSPINE_SUT", "reference"),  # type: ignore[arg-type]
+            manifest_path=None if manifest.startswith("s3://") else manifest,
+            base_url=env.get("RAGSPINE_SUT_URL") or None,
+            recorded_path=env.get("RAGSPINE_SUT_RECORDED") or None,
+        ),
+    }

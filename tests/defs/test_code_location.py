@@ -1,0 +1,194 @@
+"""The code location end to end on a temporary SQLite instance and a freshly written demo.
+
+One demo (a module-scoped fixture) serves every test here: init it once, materialise the whole graph
+once, then exercise the degraded rebuild, the sensor, and the failure modes against it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+
+from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.defs.automation import index_rebuild_sensor, run_key
+from ragspine_pipeline.defs.release import SLICE_CHECK, check_name, committed_gates
+from ragspine_pipeline.defs.resources import default_resources
+from ragspine_pipeline.demo.build import init_demo, rebuild_index
+
+TODAY = date(2026, 11, 22)
+YESTERDAY = (TODAY - timedelta(days=1)).isoformat()
+
+
+def demo_resources(root: Path, out: Path, **env: str) -> dict:
+    return default_resources(
+        {
+            "RAGSPINE_HOME": str(root),
+            "RAGSPINE_REPORTS": str(out / "reports"),
+            "RAGSPINE_WORK": str(out / "work"),
+            "RAGSPINE_SAMPLE_SIZE": "80",
+            **env,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    init_demo(root, today=TODAY, traces_per_day=120)
+    return root
+
+
+@pytest.fixture(scope="module")
+def instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def healthy_run(demo, instance, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    defs = build_definitions(demo_resources(demo, out))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, partition_key=YESTERDAY, raise_on_error=False
+    )
+    return defs, result, out
+
+
+def test_the_definitions_load_with_one_check_per_committed_gate():
+    defs = build_definitions()
+    dg.Definitions.validate_loadable(defs)
+    assert {job.name for job in defs.jobs} >= {"nightly_eval", "reeval_on_index_rebuild"}
+    checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    _config, gates = committed_gates()
+    assert {check_name(g.metric) for g in gates} | {SLICE_CHECK} <= checks
+    assert defs.resolve_sensor_def("index_rebuild_sensor").default_status == dg.DefaultSensorStatus.STOPPED
+    schedule = defs.resolve_schedule_def("nightly_eval_schedule")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.cron_schedule == "0 2 * * *"
+
+
+def test_the_healthy_demo_ships_and_writes_every_report(healthy_run):
+    _defs, result, out = healthy_run
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    latest = out / "reports" / "latest"
+    decision = json.loads((latest / "release_decision.json").read_text())
+    assert decision["decision"] == "ship"
+    assert decision["failed_gates"] == [] and decision["failed_slices"] == []
+    table = pq.read_table(latest / "metric_table.parquet")
+    metrics = set(table.column("metric").to_pylist())
+    assert {"releasable", "admissible", "context_recall", "faithfulness", "citation_hit"} <= metrics
+    assert table.num_rows == len(set(table.column("qid").to_pylist())) * len(metrics)  # long: case x metric
+    assert "Slice report" in (latest / "slice_report.md").read_text()
+    html = (latest / "slice_report.html").read_text()
+    assert "<svg" in html and 'data-chart="gates"' in html
+    checks = result.get_asset_check_evaluations()
+    assert checks and all(c.passed for c in checks if c.severity == dg.AssetCheckSeverity.ERROR)
+
+
+def test_a_shipping_run_promotes_the_baseline(healthy_run, demo):
+    _defs, result, _out = healthy_run
+    baseline = json.loads((demo / "baseline.json").read_text())
+    assert baseline["golden"]["metrics"]["releasable_rate"] > 0
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert {
+        "golden_set",
+        "golden_traces",
+        "metric_table",
+        "release_decision",
+        "baseline",
+        "slice_report",
+        "production_traces",
+        "production_metrics",
+    } <= materialized
+
+
+def test_production_metadata_counts_quarantined_lines(healthy_run, instance):
+    days = [(TODAY - timedelta(days=d)).isoformat() for d in range(1, 8)]
+    _defs, _result, _out = healthy_run
+    event = instance.get_latest_materialization_event(dg.AssetKey("production_traces"))
+    metadata = event.asset_materialization.metadata
+    assert event.asset_materialization.partition in days
+    assert metadata["dagster/row_count"].value > 0
+    assert metadata["read"].value >= metadata["valid"].value + metadata["quarantined"].value
+
+
+def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healthy_run, demo, instance):
+    defs, _result, out = healthy_run
+    before = (demo / "baseline.json").read_text()
+    manifest = rebuild_index(demo, degraded=True)
+    job = defs.resolve_job_def("reeval_on_index_rebuild")
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success  # the blocking ERROR checks fail the run ...
+    decision = json.loads((out / "reports" / "runs" / result.run_id / "release_decision.json").read_text())
+    assert decision["decision"] == "block"  # ... after the decision itself was recorded
+    assert decision["index_version"] == manifest["index_version"]
+    assert "admissible_rate" in {g["metric"] for g in decision["failed_gates"]}
+    assert decision["failed_slices"]
+    failed_checks = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
+    assert check_name("admissible_rate") in failed_checks
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert "release_decision" in materialized and "baseline" not in materialized
+    assert (demo / "baseline.json").read_text() == before
+    rebuild_index(demo)  # healthy again for the tests that follow
+
+
+def test_the_sensor_requests_one_run_per_new_index_version(demo, instance, tmp_path):
+    defs = build_definitions(demo_resources(demo, tmp_path))
+    resources = {"index_manifest": defs.resources["index_manifest"]}
+    version = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
+
+    first = index_rebuild_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert [r.run_key for r in first.run_requests] == [run_key(version)] and first.cursor == version
+    again = index_rebuild_sensor(
+        dg.build_sensor_context(instance=instance, cursor=version, resources=resources)
+    )
+    assert isinstance(again, dg.SkipReason) and version in again.skip_message
+
+    newer = rebuild_index(demo)["index_version"]
+    third = index_rebuild_sensor(
+        dg.build_sensor_context(instance=instance, cursor=version, resources=resources)
+    )
+    assert [r.run_key for r in third.run_requests] == [run_key(newer)] and third.cursor == newer
+
+
+def test_a_missing_manifest_makes_the_sensor_skip_with_a_reason(tmp_path, instance):
+    defs = build_definitions(demo_resources(tmp_path / "nowhere", tmp_path))
+    context = dg.build_sensor_context(
+        instance=instance, resources={"index_manifest": defs.resources["index_manifest"]}
+    )
+    outcome = index_rebuild_sensor(context)
+    assert isinstance(outcome, dg.SkipReason) and "manifest.json" in outcome.skip_message
+
+
+def test_a_changed_golden_set_fails_golden_set_with_the_spec_message(demo, tmp_path):
+    changed = tmp_path / "golden"
+    changed.mkdir()
+    gold = (demo / "golden" / "gold.jsonl").read_text().splitlines()
+    (changed / "gold.jsonl").write_text("\n".join(gold[1:]) + "\n")  # one case removed
+    (changed / "gold.jsonl.lock").write_text((demo / "golden" / "gold.jsonl.lock").read_text())
+    defs = build_definitions(demo_resources(demo, tmp_path, RAGSPINE_GOLDEN=str(changed / "gold.jsonl")))
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.step_failure_data.user_failure_data.description
+    assert "changed" in message and "gold.jsonl" in message and "\n" not in message
+
+
+def test_an_unreachable_sut_fails_golden_traces_with_a_clear_error(demo, tmp_path, closed_port):
+    env = {"RAGSPINE_SUT": "http", "RAGSPINE_SUT_URL": f"http://127.0.0.1:{closed_port}"}
+    defs = build_definitions(demo_resources(demo, tmp_path, **env))
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert failure.step_key == "golden_traces"
+    message = failure.step_failure_data.user_failure_data.description
+    assert f"127.0.0.1:{closed_port}" in message and "\n" not in message
