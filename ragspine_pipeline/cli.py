@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from ragspine_pipeline import __version__
+from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision import golden
@@ -117,6 +119,21 @@ def _parser() -> argparse.ArgumentParser:
         "--degraded", action="store_true", help="ACL filter off and fewer candidates kept: a regression"
     )
     rebuild.set_defaults(run=_demo_rebuild)
+
+    alerts = commands.add_parser("alerts", help="the alert outbox: what is pending, and delivering it")
+    alerts_commands = alerts.add_subparsers(dest="alerts_command", required=True)
+    outbox_help = f"the outbox (default: $RAGSPINE_ALERTS_OUTBOX, else {DEFAULT_OUTBOX})"
+    listing = alerts_commands.add_parser("list", help="pending and delivered alerts, oldest first")
+    listing.add_argument("--outbox", help=outbox_help)
+    listing.add_argument("--format", choices=["text", "json"], default="text")
+    listing.set_defaults(run=_alerts_list)
+    flushing = alerts_commands.add_parser(
+        "flush",
+        help="deliver pending alerts to Slack (SLACK_BOT_TOKEN, SLACK_CHANNEL, SLACK_API_BASE_URL)",
+        description="Exit 0 when nothing is left pending, 1 when some alerts could not be delivered.",
+    )
+    flushing.add_argument("--outbox", help=outbox_help)
+    flushing.set_defaults(run=_alerts_flush)
     return parser
 
 
@@ -234,6 +251,58 @@ def _demo_rebuild(args: argparse.Namespace) -> int:
         f"index {manifest['index_version']} published: {Path(args.root).absolute() / 'index'}/manifest.json"
     )
     return EXIT_PASS
+
+
+# -- alerts ----------------------------------------------------------------------------------------
+
+
+def _outbox(args: argparse.Namespace) -> Outbox:
+    return Outbox(args.outbox or os.environ.get("RAGSPINE_ALERTS_OUTBOX") or DEFAULT_OUTBOX)
+
+
+def _alerts_list(args: argparse.Namespace) -> int:
+    outbox = _outbox(args)
+    view = outbox.read()
+    if args.format == "json":
+        rows = [
+            {
+                "id": e.alert.id,
+                "status": "pending" if e.pending else "delivered",
+                "kind": e.alert.kind,
+                "title": e.alert.title,
+                "created_at": e.alert.created_at,
+                "delivered_at": e.delivered_at,
+                "attempts": e.attempts,
+                "last_error": e.last_error,
+            }
+            for e in view.entries
+        ]
+        print(json.dumps({"outbox": str(outbox.path), "alerts": rows, "set_aside": view.set_aside}, indent=2))
+        return EXIT_PASS
+    print(f"{outbox.path}: {len(view.pending)} pending, {len(view.delivered)} delivered")
+    for e in view.entries:
+        status = f"delivered {e.delivered_at}" if not e.pending else f"PENDING ({e.attempts} attempt(s))"
+        print(f"  {e.alert.created_at}  {status:<32}  {e.alert.kind:<11}  {e.alert.title}")
+        if e.pending and e.last_error:
+            print(f"      last error: {e.last_error}")
+    if view.set_aside:
+        print(f"{view.set_aside} corrupt line(s) set aside in {outbox.corrupt_path}", file=sys.stderr)
+    return EXIT_PASS
+
+
+def _alerts_flush(args: argparse.Namespace) -> int:
+    from ragspine_pipeline.alerts.slack import flush
+
+    outbox = _outbox(args)
+    result = flush(outbox)
+    print(f"{len(result.delivered)} delivered, {result.pending} pending ({outbox.path})")
+    if result.skipped:
+        print(f"not attempted: {result.skipped}", file=sys.stderr)
+    for alert_id, error in result.failed.items():
+        print(f"  {alert_id}: {error}", file=sys.stderr)
+    if result.set_aside:
+        print(f"{result.set_aside} corrupt line(s) set aside in {outbox.corrupt_path}", file=sys.stderr)
+    return EXIT_PASS if result.pending == 0 else EXIT_GATE_FAILED
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -18,6 +19,13 @@ from ragspine_pipeline.sources.s3 import s3_client
 # Fake credentials: the tests check that the secret never shows up in an error message.
 SECRET_KEY = "fake-secret-d41d8cd98f00b204"
 ACCESS_KEY = "fake-access-key"
+
+
+@pytest.fixture(autouse=True)
+def no_real_slack(monkeypatch):
+    """A developer's own Slack settings never reach a test: tests that post set their fake server."""
+    for name in ("SLACK_BOT_TOKEN", "SLACK_CHANNEL", "SLACK_API_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")
@@ -106,10 +114,11 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class ScriptedServer:
-    """A loopback HTTP server answering from a queue of :class:`Reply` (500 once the queue is empty)
-    and recording every request it received."""
+    """A loopback HTTP server answering from a queue of :class:`Reply` and recording every request it
+    received. Once the queue is empty it answers with ``default(request)`` (500 without one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, default: Callable[[Recorded], Reply] | None = None) -> None:
+        self.default = default
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
@@ -127,7 +136,9 @@ class ScriptedServer:
     def _next(self, request: Recorded) -> Reply:
         with self._lock:
             self.requests.append(request)
-            return self.replies.popleft() if self.replies else Reply(500, b"script exhausted")
+            if self.replies:
+                return self.replies.popleft()
+        return self.default(request) if self.default else Reply(500, b"script exhausted")
 
     def _handler(self):
         server = self
@@ -161,6 +172,30 @@ class ScriptedServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
+
+
+class FakeSlack(ScriptedServer):
+    """A Slack Web API stand-in: ``chat.postMessage`` answers ``ok`` with a fresh ``ts`` unless a
+    scripted reply (429 with Retry-After, 500, an ``ok: false`` payload) is queued first."""
+
+    def __init__(self) -> None:
+        super().__init__(default=self._ok)
+
+    def _ok(self, request: Recorded) -> Reply:
+        return Reply(200, {"ok": True, "channel": "C0ALERTS", "ts": f"{len(self.requests)}.000100"})
+
+    @property
+    def posts(self) -> list[dict]:
+        """The JSON bodies of every ``chat.postMessage`` call received (retries included)."""
+        return [r.json() for r in self.requests if r.path.endswith("/chat.postMessage")]
+
+
+@pytest.fixture
+def fake_slack():
+    server = FakeSlack()
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

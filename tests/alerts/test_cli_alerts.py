@@ -1,0 +1,49 @@
+"""`ragspine-eval alerts list` and `alerts flush`: the outbox from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from ragspine_pipeline import cli
+from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.alerts.outbox import Outbox
+
+TOKEN = "xoxb-cli-secret"
+
+
+def test_flush_delivers_what_waited_while_slack_was_down(
+    tmp_path, monkeypatch, fake_slack, closed_port, capsys
+):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    outbox.observe(run_failure_alert("nightly_eval", "run-7", "production_traces", "store unreachable"))
+    monkeypatch.setenv("RAGSPINE_ALERTS_OUTBOX", str(outbox.path))
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("SLACK_CHANNEL", "#rag-alerts")
+
+    monkeypatch.setenv("SLACK_API_BASE_URL", f"http://127.0.0.1:{closed_port}/api/")
+    assert cli.main(["alerts", "flush"]) == 1
+    assert "0 delivered, 1 pending" in capsys.readouterr().out
+    assert cli.main(["alerts", "list", "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    [alert] = listed["alerts"]
+    assert alert["status"] == "pending" and alert["attempts"] == 1
+    assert f"127.0.0.1:{closed_port}" in alert["last_error"] and TOKEN not in alert["last_error"]
+
+    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url + "/api")
+    assert cli.main(["alerts", "flush"]) == 0
+    assert "1 delivered, 0 pending" in capsys.readouterr().out
+    assert cli.main(["alerts", "flush"]) == 0  # nothing left: nothing posted again
+    assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Evaluation run failed"]
+    assert fake_slack.requests[0].path == "/api/chat.postMessage"
+
+    assert cli.main(["alerts", "list", "--outbox", str(outbox.path)]) == 0
+    out = capsys.readouterr().out
+    assert "0 pending, 1 delivered" in out and "Evaluation run failed: nightly_eval" in out
+
+
+def test_flush_without_a_token_keeps_everything_pending(tmp_path, capsys):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    outbox.observe(run_failure_alert("nightly_eval", "run-8", None, "boom"))
+    assert cli.main(["alerts", "flush", "--outbox", str(outbox.path)]) == 1
+    captured = capsys.readouterr()
+    assert "0 delivered, 1 pending" in captured.out and "SLACK_BOT_TOKEN" in captured.err

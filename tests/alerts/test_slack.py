@@ -1,0 +1,134 @@
+"""Delivery through slack-sdk against a fake Slack Web API on loopback (a real HTTP server)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from ragspine_pipeline.alerts.model import Finding, gate_alert
+from ragspine_pipeline.alerts.outbox import Outbox
+from ragspine_pipeline.alerts.slack import SlackSender, SlackSettings, flush
+from tests.conftest import Reply
+
+TOKEN = "xoxb-test-0000-secret-token"
+
+
+def settings(url: str, token: str | None = TOKEN, channel: str | None = "#rag-alerts") -> SlackSettings:
+    return SlackSettings.from_env(
+        {"SLACK_BOT_TOKEN": token or "", "SLACK_CHANNEL": channel or "", "SLACK_API_BASE_URL": url}
+    )
+
+
+def queued(outbox: Outbox, stream: str = "release:golden", index: str = "ix-1"):
+    finding = Finding(
+        kind="gate",
+        name="recall@k",
+        value=0.8,
+        reference=0.9,
+        reference_kind="threshold",
+        op=">=",
+        delta=-0.1,
+    )
+    alert = gate_alert([finding], stream, "retrieval gates", run_id="r1", index_version=index)
+    assert outbox.observe(alert) is not None
+    return alert
+
+
+def test_a_pending_alert_is_posted_once_with_blocks_fallback_and_bearer_token(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    alert = queued(outbox)
+    result = flush(outbox, settings(fake_slack.url))
+    assert result.delivered == [alert.id] and result.pending == 0
+    [post] = fake_slack.posts
+    assert post["channel"] == "#rag-alerts" and "recall@k" in post["text"] and post["blocks"]
+    assert fake_slack.requests[0].headers["Authorization"] == f"Bearer {TOKEN}"
+    [entry] = outbox.read().entries
+    assert not entry.pending and entry.ts == "1.000100"
+    assert flush(outbox, settings(fake_slack.url)).delivered == []  # nothing pending: nothing posted
+    assert len(fake_slack.posts) == 1
+
+
+def test_a_429_with_retry_after_delays_but_does_not_lose_the_message(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    queued(outbox)
+    fake_slack.script(Reply(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}))
+    start = time.monotonic()
+    result = flush(outbox, settings(fake_slack.url))
+    assert time.monotonic() - start >= 1.0  # slack-sdk's handler waited for Retry-After
+    assert len(result.delivered) == 1 and len(fake_slack.posts) == 2
+
+
+def test_a_retry_after_beyond_the_bound_leaves_the_alert_pending_instead_of_waiting(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    alert = queued(outbox)
+    fake_slack.script(Reply(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "3600"}))
+    start = time.monotonic()
+    result = flush(outbox, settings(fake_slack.url))
+    assert time.monotonic() - start < 5
+    assert result.pending == 1 and "HTTP 429" in result.failed[alert.id]
+
+
+def test_server_errors_are_retried_by_slack_sdk(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    queued(outbox)
+    fake_slack.script(Reply(500, b"boom"), Reply(503, b"busy"))
+    result = flush(outbox, settings(fake_slack.url))
+    assert len(result.delivered) == 1 and len(fake_slack.posts) == 3
+
+
+@pytest.mark.parametrize("error", ["channel_not_found", "invalid_auth"])
+def test_an_error_payload_keeps_the_alert_pending_with_the_error(tmp_path, fake_slack, error):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    alert = queued(outbox)
+    fake_slack.script(Reply(200, {"ok": False, "error": error}))
+    result = flush(outbox, settings(fake_slack.url))
+    assert result.delivered == [] and result.pending == 1
+    [entry] = outbox.read().pending
+    assert entry.attempts == 1 and error in entry.last_error and entry.alert.id == alert.id
+    assert TOKEN not in (tmp_path / "outbox.jsonl").read_text()
+
+
+def test_with_slack_down_the_alert_waits_and_a_later_flush_delivers_it_once(
+    tmp_path, fake_slack, closed_port
+):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    first, second = queued(outbox), queued(outbox, stream="release:agent")
+    down = flush(outbox, settings(f"http://127.0.0.1:{closed_port}"))
+    assert down.delivered == [] and down.pending == 2
+    assert list(down.failed) == [first.id]  # Slack unreachable: the second is not tried in this pass
+    assert "127.0.0.1" in down.failed[first.id] and TOKEN not in down.failed[first.id]
+
+    back = flush(outbox, settings(fake_slack.url))
+    assert back.delivered == [first.id, second.id] and back.pending == 0
+    assert flush(outbox, settings(fake_slack.url)).delivered == []
+    assert len(fake_slack.posts) == 2
+
+
+def test_without_a_token_nothing_is_attempted_and_the_alert_stays_pending(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    queued(outbox)
+    result = flush(outbox, settings(fake_slack.url, token=None))
+    assert result.skipped and "SLACK_BOT_TOKEN" in result.skipped and result.pending == 1
+    assert fake_slack.requests == []
+
+
+def test_settings_never_show_the_token():
+    shown = repr(SlackSettings.from_env({"SLACK_BOT_TOKEN": TOKEN, "SLACK_CHANNEL": "#c"}))
+    assert TOKEN not in shown
+    with pytest.raises(ValueError, match="SLACK_CHANNEL"):
+        SlackSender(SlackSettings.from_env({"SLACK_BOT_TOKEN": TOKEN}))
+
+
+def test_the_token_never_reaches_the_log_even_at_debug_level(tmp_path, fake_slack, closed_port, caplog):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    queued(outbox)
+    with caplog.at_level(logging.DEBUG):
+        flush(outbox, settings(f"http://127.0.0.1:{closed_port}"))
+        fake_slack.script(Reply(200, {"ok": False, "error": "invalid_auth"}))
+        flush(outbox, settings(fake_slack.url))
+        flush(outbox, settings(fake_slack.url))
+    assert "chat.postMessage" in caplog.text  # slack-sdk did log its requests ...
+    assert TOKEN not in caplog.text  # ... without the token
+    assert TOKEN not in (tmp_path / "outbox.jsonl").read_text()
