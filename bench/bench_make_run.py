@@ -33,6 +33,7 @@ def one_run(traces_per_day: int, backfill_days: int) -> tuple[float, float]:
             "RAGSPINE_HOME": str(tmp / "demo"),
             "RAGSPINE_REPORTS": str(tmp / "reports"),
             "RAGSPINE_WORK": str(tmp / "work"),
+            "RAGSPINE_ALERTS_OUTBOX": str(tmp / "alerts" / "outbox.jsonl"),
         }
         init = [
             sys.executable,

@@ -1,14 +1,19 @@
 """The ragspine_pipeline code location: every asset, check, job, schedule, sensor and resource.
 
 Read top to bottom: the golden path (golden set → SUT replay → metrics → decision → baseline), the
-nightly production path, the report, then automation and resources. ``dg dev`` / ``dg check defs``
-load this module (``[tool.dg.project]`` in pyproject.toml).
+nightly production path, the report, the checks (release gates, alerts), then automation and
+resources. ``dg dev`` / ``dg check defs`` load this module (``[tool.dg.project]`` in pyproject.toml).
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
+from ragspine_pipeline.defs.alerts import (
+    alert_outbox_flushed,
+    evaluation_run_failure_sensor,
+    regression_alert,
+)
 from ragspine_pipeline.defs.automation import (
     index_rebuild_sensor,
     nightly_eval,
@@ -17,7 +22,7 @@ from ragspine_pipeline.defs.automation import (
 )
 from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
 from ragspine_pipeline.defs.production import production_metrics, production_traces
-from ragspine_pipeline.defs.release import baseline, release_decision_asset
+from ragspine_pipeline.defs.release import baseline, release_decision, release_gates_check
 from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import default_resources
 
@@ -29,15 +34,16 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
             golden_set,
             golden_traces,
             metric_table,
-            release_decision_asset(),
+            release_decision,
             baseline,
             production_traces,
             production_metrics,
             slice_report,
         ],
+        asset_checks=[release_gates_check(), regression_alert, alert_outbox_flushed],
         jobs=[reeval_on_index_rebuild, nightly_eval],
         schedules=[nightly_eval_schedule],
-        sensors=[index_rebuild_sensor],
+        sensors=[index_rebuild_sensor, evaluation_run_failure_sensor],
         resources=resources if resources is not None else default_resources(),
     )
 

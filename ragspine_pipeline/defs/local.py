@@ -20,14 +20,19 @@ from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline.alerts.slack import FlushResult
+from ragspine_pipeline.defs.alerts import alert_outbox_flushed, regression_alert, step_failure_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
 from ragspine_pipeline.defs.production import production_metrics, production_traces
-from ragspine_pipeline.defs.resources import EvalFiles
+from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 
 RUN_KEY_TAG = "dagster/run_key"
 DAY = timedelta(days=1)
-# Step-by-step DEBUG events belong in the UI (`make dev`); the terminal shows warnings and the decision.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+ALERT_CHECKS = {regression_alert.check_key.name, alert_outbox_flushed.check_key.name}
+# The run's event log belongs in the UI (`make dev`); the terminal shows the decision, the failed steps,
+# quarantined input and alerts (print_decision, print_run_notes). A blocked release's failed gate step
+# is the decision, not an error to print with a stack trace.
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def local_instance() -> dg.DagsterInstance:
@@ -129,6 +134,48 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
     return decision
 
 
+def announce_crash(defs: dg.Definitions, result: dg.ExecuteInProcessResult) -> None:
+    """What ``evaluation_run_failure_sensor`` does for a failed run, without a daemon to tick it."""
+    if result.success:
+        return
+    alerts: AlertsResource = defs.resources["alerts"]
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    alert = step_failure_alert(result.dagster_run, failures, alerts.webserver_base_url)
+    if alert is not None:
+        queued, flushed = alerts.announce(alert)
+        if queued is not None:
+            print(f"alert: {queued.title} ({_delivery(flushed)})")
+
+
+def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
+    """What the run's own log would say and a terminal user needs: quarantined input lines, the alert
+    announced (and whether Slack has it), and alerts still waiting in the outbox."""
+    for event in result.get_asset_materialization_events():
+        metadata = event.materialization.metadata
+        quarantined = metadata.get("quarantined")
+        if quarantined is not None and quarantined.value:
+            where = metadata["quarantine_path"].value
+            print(f"  quarantined  {quarantined.value} malformed trace line(s): {where}")
+    pending, reason, outbox = 0, None, None
+    for evaluation in result.get_asset_check_evaluations():
+        if evaluation.check_name not in ALERT_CHECKS:
+            continue
+        metadata = {key: value.value for key, value in evaluation.metadata.items()}
+        pending, outbox = max(pending, metadata.get("pending", 0)), metadata.get("outbox")
+        if metadata.get("new_alert", "none") != "none":
+            print(f"alert: {metadata['new_alert']}")
+        if not evaluation.passed:
+            reason = evaluation.description
+    if pending:
+        print(f"alerts: {pending} pending in {outbox} ({reason}); see `ragspine-eval alerts list`")
+
+
+def _delivery(flushed: FlushResult) -> str:
+    if flushed.pending == 0:
+        return "delivered"
+    return f"pending: {flushed.skipped or next(iter(flushed.failed.values()), 'not attempted')}"
+
+
 def _failed_steps(result: dg.ExecuteInProcessResult) -> list[str]:
     failures = []
     for event in result.all_events:
@@ -162,10 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
         earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]
         for backfill in backfill_production(defs, instance, earlier):
+            print_run_notes(backfill)
             for failure in _failed_steps(backfill):
                 print(f"  step failed  {failure}", file=sys.stderr)
         result = run_everything(defs, instance, day.isoformat())
         decision = print_decision(eval_files, result.run_id)
+        print_run_notes(result)
+        announce_crash(defs, result)
         for failure in _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)
         return 0 if decision is not None and decision["decision"] == "ship" and result.success else 1
@@ -174,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     if result is None:
         return 0
     decision = print_decision(eval_files, result.run_id)
+    print_run_notes(result)
+    announce_crash(defs, result)
     if decision is None:
         for failure in _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)

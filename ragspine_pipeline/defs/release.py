@@ -1,8 +1,8 @@
 """The release decision, its gates as blocking asset checks, and the baseline ratchet (SPEC §4, §5).
 
-``release_decision`` is always materialised — a ``block`` is a result, not a crash — and then reports
-one check per gate of the committed config (ERROR for hard gates, WARN for soft ones), one for the
-slice gate and one for baseline regressions. A failed ERROR check fails the run and skips
+``release_decision`` is always materialised — a ``block`` is a result, not a crash. ``release_gates``
+then reports one check per gate of the committed config (ERROR for hard gates, WARN for soft ones),
+one for the slice gate and one for baseline regressions. A failed ERROR check fails the run and skips
 ``baseline``, so a blocked release can never promote anything.
 """
 
@@ -19,6 +19,7 @@ from ragspine_pipeline.defs.golden import GROUP, ScoredRun, write_json_file
 from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles, gates_config_path
 
+ASSET_KEY = dg.AssetKey("release_decision")
 SLICE_CHECK = "slice_gate"
 BASELINE_CHECK = "no_regression_vs_baseline"
 
@@ -34,13 +35,72 @@ def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
     return config, config.gate_list(KNOWN_METRICS) or default_gates()
 
 
-def release_decision_asset(config_path: Path | None = None) -> dg.AssetsDefinition:
-    """Build ``release_decision`` with one check spec per committed gate."""
+def decision_record(scored: ScoredRun) -> dict:
+    """``release_decision.json``: the SPEC §4 decision with the gates, metrics and warnings of the run."""
+    report = scored.report
+    return {
+        **report["release"],
+        "gates": report["gates"],
+        "metrics": {name: round(value, 4) for name, value in scored.evaluation.metrics.items()},
+        "warnings": report["warnings"],
+    }
+
+
+@dg.asset(group_name=GROUP)
+def release_decision(
+    context: dg.AssetExecutionContext, metric_table: ScoredRun, eval_files: EvalFiles
+) -> dg.Output[ScoredRun]:
+    """``ship`` or ``block`` with every reason (SPEC §4), written to ``release_decision.json``."""
+    release = metric_table.evaluation.release
+    path = eval_files.run_dir(context.run.run_id) / "release_decision.json"
+    with user_errors():
+        write_json_file(path, decision_record(metric_table))
+    copy_atomically(path, eval_files.latest_dir() / "release_decision.json")
+    failed = [
+        (g.metric, f"{g.value:.4f}", f"{g.op} {g.threshold}", f"{g.delta:+.4f}", g.severity)
+        for g in [*release.failed_gates, *release.warned_gates]
+    ]
+    slices = [
+        (
+            f"{s.dimension}={s.value}",
+            s.n,
+            f"{s.releasable_rate:.3f}",
+            f"{s.ci95[0]:.3f}–{s.ci95[1]:.3f}",
+            f"≥ {s.min_rate}",
+        )
+        for s in release.failed_slices
+    ]
+    return dg.Output(
+        metric_table,
+        metadata={
+            "decision": release.decision,
+            "index_version": release.index_version or "unknown",
+            "golden_version": release.golden_version or "unfrozen",
+            "failed_gates": len(release.failed_gates),
+            "warned_gates": len(release.warned_gates),
+            "failed_slices": len(release.failed_slices),
+            "regressions": len(release.regressions),
+            "reasons": dg.MetadataValue.md(
+                markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
+                + "\n\n"
+                + markdown_table(["slice", "n", "releasable", "95% CI", "needs"], slices)
+            ),
+            "path": dg.MetadataValue.path(str(path)),
+        },
+    )
+
+
+def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefinition:
+    """One blocking check per committed gate, plus the slice gate and the baseline, in one step.
+
+    A separate step from ``release_decision`` on purpose: the decision is stored and announced
+    (``regression_alert``) whatever these checks say, while ``baseline`` waits for them.
+    """
     _config, gates = committed_gates(config_path)
     specs = [
         dg.AssetCheckSpec(
             check_name(g.metric),
-            asset="release_decision",
+            asset=release_decision,
             blocking=True,
             description=f"{g.severity} gate: {g.metric} {g.op} {g.threshold}",
         )
@@ -49,89 +109,44 @@ def release_decision_asset(config_path: Path | None = None) -> dg.AssetsDefiniti
     specs += [
         dg.AssetCheckSpec(
             SLICE_CHECK,
-            asset="release_decision",
+            asset=release_decision,
             blocking=True,
             description="every slice with enough cases meets the slice gate",
         ),
         dg.AssetCheckSpec(
             BASELINE_CHECK,
-            asset="release_decision",
+            asset=release_decision,
             blocking=True,
             description="no baselined metric is worse than its baseline (equal passes)",
         ),
     ]
 
-    @dg.asset(name="release_decision", group_name=GROUP, check_specs=specs)
-    def release_decision(
-        context: dg.AssetExecutionContext, metric_table: ScoredRun, eval_files: EvalFiles
-    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-        """``ship`` or ``block`` with every reason (SPEC §4), written to ``release_decision.json``."""
-        evaluation = metric_table.evaluation
-        release = evaluation.release
-        record = {
-            **metric_table.report["release"],
-            "gates": metric_table.report["gates"],
-            "metrics": {name: round(value, 4) for name, value in evaluation.metrics.items()},
-            "warnings": metric_table.report["warnings"],
-        }
-        path = eval_files.run_dir(context.run.run_id) / "release_decision.json"
-        with user_errors():
-            write_json_file(path, record)
-        copy_atomically(path, eval_files.latest_dir() / "release_decision.json")
-        failed = [
-            (g.metric, f"{g.value:.4f}", f"{g.op} {g.threshold}", f"{g.delta:+.4f}", g.severity)
-            for g in [*release.failed_gates, *release.warned_gates]
-        ]
-        yield dg.Output(
-            metric_table,
-            metadata={
-                "decision": release.decision,
-                "index_version": release.index_version or "unknown",
-                "golden_version": release.golden_version or "unfrozen",
-                "failed_gates": len(release.failed_gates),
-                "warned_gates": len(release.warned_gates),
-                "failed_slices": len(release.failed_slices),
-                "regressions": len(release.regressions),
-                "reasons": dg.MetadataValue.md(
-                    markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
-                    + "\n\n"
-                    + markdown_table(
-                        ["slice", "n", "releasable", "95% CI", "needs"],
-                        [
-                            (
-                                f"{s.dimension}={s.value}",
-                                s.n,
-                                f"{s.releasable_rate:.3f}",
-                                f"{s.ci95[0]:.3f}–{s.ci95[1]:.3f}",
-                                f"≥ {s.min_rate}",
-                            )
-                            for s in release.failed_slices
-                        ],
-                    )
-                ),
-                "path": dg.MetadataValue.path(str(path)),
-            },
-        )
-        for result in evaluation.gates:
+    @dg.multi_asset_check(specs=specs, name="release_gates")
+    def release_gates(release_decision: ScoredRun) -> Iterator[dg.AssetCheckResult]:
+        release = release_decision.evaluation.release
+        for result in release_decision.evaluation.gates:
             yield _gate_check(result)
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
+            asset_key=ASSET_KEY,
             passed=not release.failed_slices,
             metadata={"failed_slices": [f"{s.dimension}={s.value}" for s in release.failed_slices]},
         )
         yield dg.AssetCheckResult(
             check_name=BASELINE_CHECK,
+            asset_key=ASSET_KEY,
             passed=not release.regressions,
             metadata={"regressions": dg.MetadataValue.json(release.regressions)},
         )
 
-    return release_decision
+    return release_gates
 
 
 def _gate_check(result: GateResult) -> dg.AssetCheckResult:
     gate = result.gate
     return dg.AssetCheckResult(
         check_name=check_name(gate.metric),
+        asset_key=ASSET_KEY,
         passed=result.passed,
         severity=dg.AssetCheckSeverity.ERROR if gate.hard else dg.AssetCheckSeverity.WARN,
         metadata={"value": result.value, "threshold": gate.threshold, "op": gate.op},

@@ -16,6 +16,9 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from ragspine_pipeline.alerts.model import Alert
+from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
+from ragspine_pipeline.alerts.slack import FlushResult, SlackSettings, flush
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.replay import Answer
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
@@ -60,6 +63,27 @@ class EvalFiles(dg.ConfigurableResource):
         path = Path(self.work_dir).joinpath(*parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
+
+
+class AlertsResource(dg.ConfigurableResource):
+    """Where alerts are kept and how they link back to Dagster."""
+
+    outbox_path: str = Field(default=DEFAULT_OUTBOX, description="the persistent outbox (JSONL)")
+    webserver_base_url: str | None = Field(
+        default="http://127.0.0.1:3000", description="Dagster UI base URL for the run links in messages"
+    )
+
+    def outbox(self) -> Outbox:
+        return Outbox(self.outbox_path)
+
+    def announce(self, alert: Alert) -> tuple[Alert | None, FlushResult]:
+        """Queue ``alert`` if it is news (de-duplication), then deliver everything pending."""
+        queued = self.outbox().observe(alert)
+        return queued, self.deliver()
+
+    def deliver(self) -> FlushResult:
+        """Deliver every pending alert with the Slack settings of the environment, now."""
+        return flush(self.outbox(), SlackSettings.from_env(os.environ))
 
 
 class TraceStoreResource(dg.ConfigurableResource):
@@ -131,7 +155,9 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     ``var/reports``) and ``RAGSPINE_WORK`` (default ``var/work``) the outputs. ``RAGSPINE_TRACE_STORE``
     and ``RAGSPINE_INDEX_MANIFEST`` may be ``s3://`` URIs (``RAGSPINE_S3_ENDPOINT_URL`` for an
     S3-compatible store); ``RAGSPINE_SUT`` selects ``reference`` / ``http`` (``RAGSPINE_SUT_URL``) /
-    ``recorded`` (``RAGSPINE_SUT_RECORDED``).
+    ``recorded`` (``RAGSPINE_SUT_RECORDED``). ``RAGSPINE_ALERTS_OUTBOX`` (default
+    ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_WEBSERVER_URL`` the Dagster UI the
+    alerts link to; Slack's own settings are read at delivery (``alerts.slack.SlackSettings``).
     """
     home = Path(env.get("RAGSPINE_HOME", "var/demo")).absolute()
 
@@ -157,6 +183,10 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             uri=path("RAGSPINE_TRACE_STORE", home / "traces"), endpoint_url=endpoint, region=region
         ),
         "index_manifest": IndexManifestResource(uri=manifest, endpoint_url=endpoint, region=region),
+        "alerts": AlertsResource(
+            outbox_path=path("RAGSPINE_ALERTS_OUTBOX", DEFAULT_OUTBOX),
+            webserver_base_url=env.get("RAGSPINE_WEBSERVER_URL") or "http://127.0.0.1:3000",
+        ),
         "sut": SutResource(
             kind=env.get("RAGSPINE_SUT", "reference"),  # type: ignore[arg-type]
             manifest_path=None if manifest.startswith("s3://") else manifest,

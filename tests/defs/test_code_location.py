@@ -31,6 +31,7 @@ def demo_resources(root: Path, out: Path, **env: str) -> dict:
             "RAGSPINE_REPORTS": str(out / "reports"),
             "RAGSPINE_WORK": str(out / "work"),
             "RAGSPINE_SAMPLE_SIZE": "80",
+            "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
             **env,
         }
     )

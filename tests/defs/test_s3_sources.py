@@ -36,6 +36,7 @@ def s3_defs(demo: Path, out: Path, endpoint: str, bucket: str, manifest_key: str
         "RAGSPINE_HOME": str(demo),
         "RAGSPINE_REPORTS": str(out / "reports"),
         "RAGSPINE_WORK": str(out / "work"),
+        "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
         "RAGSPINE_SAMPLE_SIZE": "50",
         "RAGSPINE_TRACE_STORE": f"s3://{bucket}/traces",
         "RAGSPINE_INDEX_MANIFEST": f"s3://{bucket}/{manifest_key}",
@@ -49,6 +50,7 @@ def local_defs(demo: Path, out: Path):
         "RAGSPINE_HOME": str(demo),
         "RAGSPINE_REPORTS": str(out / "reports"),
         "RAGSPINE_WORK": str(out / "work"),
+        "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
         "RAGSPINE_SAMPLE_SIZE": "50",
     }
     return build_definitions(default_resources(env))

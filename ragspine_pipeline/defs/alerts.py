@@ -1,0 +1,122 @@
+"""Alerts in the code location (SPEC §6): the release decision's regression alert, the outbox flush at
+the end of every evaluation run, and the run-failure sensor.
+
+The Slack token, channel and API base URL are read from the environment (``SLACK_BOT_TOKEN``,
+``SLACK_CHANNEL``, ``SLACK_API_BASE_URL``) at delivery time and are never resource config, so they
+never reach the UI, run metadata or the outbox. The alert checks are WARN-only and never fail a run:
+a blocked release fails through ``release_gates``, not because Slack is absent or down.
+"""
+
+import dagster as dg
+
+from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
+from ragspine_pipeline.alerts.outbox import Outbox
+from ragspine_pipeline.alerts.slack import FlushResult
+from ragspine_pipeline.defs.golden import ScoredRun
+from ragspine_pipeline.defs.release import decision_record, release_decision
+from ragspine_pipeline.defs.reports import slice_report
+from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
+
+# A run that failed only because a blocking gate check said "block" is a regression, announced by
+# regression_alert; the run-failure alert is for everything else.
+GATE_FAILURE = "DagsterAssetCheckFailedError"
+
+
+def _check_result(queued: Alert | None, result: FlushResult, outbox: Outbox) -> dg.AssetCheckResult:
+    """Passes when nothing is left undelivered; a WARN (never blocking) otherwise."""
+    errors = sorted(set(result.failed.values()))
+    return dg.AssetCheckResult(
+        passed=result.pending == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=result.skipped or (errors[0] if errors else None),
+        metadata={
+            "new_alert": "none" if queued is None else f"{queued.kind}: {queued.title}",
+            "delivered": len(result.delivered),
+            "pending": result.pending,
+            "corrupt_lines_set_aside": result.set_aside,
+            "outbox": dg.MetadataValue.path(str(outbox.path)),
+        },
+    )
+
+
+@dg.asset_check(asset=release_decision, description="announce a new regression or a recovery (Slack)")
+def regression_alert(
+    context: dg.AssetCheckExecutionContext,
+    release_decision: ScoredRun,
+    alerts: AlertsResource,
+    eval_files: EvalFiles,
+) -> dg.AssetCheckResult:
+    decision = decision_record(release_decision)  # its run_id is the run that decided
+    stream = f"release:{eval_files.baseline_mode}"
+    queued, result = alerts.announce(release_alert(decision, stream, alerts.webserver_base_url))
+    _log(context, queued, result)
+    return _check_result(queued, result, alerts.outbox())
+
+
+@dg.asset_check(asset=slice_report, description="deliver alerts still pending in the outbox")
+def alert_outbox_flushed(
+    context: dg.AssetCheckExecutionContext, alerts: AlertsResource
+) -> dg.AssetCheckResult:
+    result = alerts.deliver()
+    _log(context, None, result)
+    return _check_result(None, result, alerts.outbox())
+
+
+# No monitored_jobs: every job of this code location is an evaluation run (the two jobs, and the
+# whole-graph runs of `make run` and the UI's "Materialize all").
+@dg.run_failure_sensor(
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Post to Slack when an evaluation run fails for another reason than a blocked release.",
+)
+def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext, alerts: AlertsResource) -> None:
+    alert = step_failure_alert(
+        context.dagster_run, context.get_step_failure_events(), alerts.webserver_base_url
+    )
+    if alert is None:
+        context.log.info(
+            f"run {context.dagster_run.run_id} failed on its release gates: announced as a regression"
+        )
+        return
+    queued, result = alerts.announce(alert)
+    _log(context, queued, result)
+
+
+def step_failure_alert(
+    run: dg.DagsterRun, step_failures: list[dg.DagsterEvent], webserver_base_url: str | None
+) -> Alert | None:
+    """The run-failure alert of ``run`` from its step failures; None when only gate checks failed."""
+    crashes = [e for e in step_failures if _error_class(e) != GATE_FAILURE]
+    if step_failures and not crashes:
+        return None
+    first = crashes[0] if crashes else None
+    return run_failure_alert(
+        run.job_name,
+        run.run_id,
+        first.step_key if first else None,
+        _error_text(first) if first else "the run failed before any step (see the run's logs)",
+        webserver_base_url,
+    )
+
+
+def _error_class(event: dg.DagsterEvent) -> str | None:
+    error = event.step_failure_data.error
+    return error.cls_name if error else None
+
+
+def _error_text(event: dg.DagsterEvent) -> str:
+    data = event.step_failure_data
+    if data.user_failure_data and data.user_failure_data.description:
+        return data.user_failure_data.description  # a dg.Failure: the one-line user message
+    if data.error:
+        return f"{data.error.cls_name}: {data.error.message.strip()}"
+    return "unknown error"
+
+
+def _log(context, queued: Alert | None, result: FlushResult) -> None:
+    if queued is not None:
+        context.log.warning(f"alert queued: {queued.title}")
+    if result.delivered:
+        context.log.info(f"{len(result.delivered)} alert(s) delivered to Slack")
+    if result.pending:
+        reason = result.skipped or next(iter(result.failed.values()), "not attempted")
+        context.log.warning(f"{result.pending} alert(s) pending in the outbox: {reason}")

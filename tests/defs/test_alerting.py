@@ -1,0 +1,109 @@
+"""Slack alerts end to end: the demo regression, its de-duplication and recovery, and a crashed run,
+against a fake Slack Web API on loopback (a real HTTP server) through slack-sdk."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ragspine_pipeline import cli
+from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.defs import local
+from ragspine_pipeline.defs.alerts import evaluation_run_failure_sensor
+from ragspine_pipeline.defs.resources import default_resources
+from ragspine_pipeline.demo.build import init_demo
+
+TOKEN = "xoxb-demo-secret-token-123"
+
+
+@pytest.fixture
+def demo_env(tmp_path, monkeypatch, fake_slack) -> dict[str, str]:
+    """The environment `make demo-regression` would see, with Slack pointed at the fake server."""
+    init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=40)
+    env = {
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "RAGSPINE_HOME": str(tmp_path / "demo"),
+        "RAGSPINE_REPORTS": str(tmp_path / "reports"),
+        "RAGSPINE_WORK": str(tmp_path / "work"),
+        "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
+        "RAGSPINE_WEBSERVER_URL": "http://dagster.example:3000",
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_CHANNEL": "#rag-releases",
+        "SLACK_API_BASE_URL": fake_slack.url,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+def rebuild(env: dict[str, str], *flags: str) -> None:
+    assert cli.main(["demo", "rebuild-index", "--root", env["RAGSPINE_HOME"], *flags]) == 0
+
+
+def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fake_slack, tmp_path):
+    rebuild(demo_env, "--degraded")
+    assert local.main(["reeval", "--expect", "block"]) == 0
+    [blocked] = fake_slack.posts
+    assert blocked["channel"] == "#rag-releases"
+    assert blocked["text"].startswith("Release blocked: index demo-ix-0002-degraded")
+    message = str(blocked["blocks"])
+    for gate in ("admissible_rate", "under_refusal", "candidate_recall", "context_recall", "releasable_rate"):
+        assert gate in message
+    assert "workflow=incident-response" in message and "http://dagster.example:3000/runs/" in message
+
+    # The same re-evaluation again (same index, same failures): nothing new to say.
+    defs = build_definitions()
+    with dg.DagsterInstance.get() as instance:
+        again = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+    assert not again.success and len(fake_slack.posts) == 1
+
+    rebuild(demo_env)
+    assert local.main(["reeval", "--expect", "ship"]) == 0
+    assert [p["text"] for p in fake_slack.posts[1:]] == ["Recovered: release ships on index demo-ix-0003"]
+    for path in Path(tmp_path).rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".md", ".html"):
+            assert TOKEN not in path.read_text(errors="replace"), path
+
+
+def run_failure_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: dg.Definitions):
+    [record] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    return dg.build_run_status_sensor_context(
+        sensor_name=evaluation_run_failure_sensor.name,
+        dagster_event=record.get_dagster_event(),
+        dagster_instance=instance,
+        dagster_run=run,
+        resources={"alerts": defs.resources["alerts"]},
+    ).for_run_failure()
+
+
+def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
+    demo_env, fake_slack, closed_port, monkeypatch
+):
+    monkeypatch.setenv("RAGSPINE_SUT", "http")
+    monkeypatch.setenv("RAGSPINE_SUT_URL", f"http://127.0.0.1:{closed_port}")
+    defs = build_definitions(default_resources())
+    job = defs.resolve_job_def("reeval_on_index_rebuild")
+    with dg.instance_for_test() as instance:
+        crashed = job.execute_in_process(instance=instance, raise_on_error=False)
+        assert not crashed.success
+        evaluation_run_failure_sensor(run_failure_context(instance, crashed.dagster_run, defs))
+        [post] = fake_slack.posts
+        assert post["text"].startswith("Evaluation run failed: reeval_on_index_rebuild at step golden_traces")
+        assert f"127.0.0.1:{closed_port}" in post["text"] and TOKEN not in post["text"]
+        assert crashed.run_id in str(post["blocks"])
+
+        # A blocked release fails its run too, but that is the regression alert's news, not a crash.
+        monkeypatch.setenv("RAGSPINE_SUT", "reference")
+        rebuild(demo_env, "--degraded")
+        defs = build_definitions(default_resources())
+        blocked = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        assert not blocked.success
+        evaluation_run_failure_sensor(run_failure_context(instance, blocked.dagster_run, defs))
+    assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Evaluation run failed", "Release blocked"]
