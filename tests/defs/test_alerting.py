@@ -107,3 +107,29 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
         assert not blocked.success
         evaluation_run_failure_sensor(run_failure_context(instance, blocked.dagster_run, defs))
     assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Evaluation run failed", "Release blocked"]
+
+
+def test_slack_down_leaves_the_run_outcome_unchanged_and_the_alert_pending(
+    demo_env, fake_slack, closed_port, monkeypatch
+):
+    monkeypatch.setenv("SLACK_API_BASE_URL", f"http://127.0.0.1:{closed_port}")
+    rebuild(demo_env, "--degraded")
+    assert local.main(["reeval", "--expect", "block"]) == 0  # the decision is recorded and printed
+    rebuild(demo_env)
+    with dg.instance_for_test() as instance:
+        healthy = (
+            build_definitions()
+            .resolve_job_def("reeval_on_index_rebuild")
+            .execute_in_process(instance=instance, raise_on_error=False)
+        )
+    assert healthy.success  # a shipping run still succeeds with Slack unreachable ...
+    checks = {c.check_name: c for c in healthy.get_asset_check_evaluations()}
+    flushed = checks["alert_outbox_flushed"]
+    assert not flushed.passed and flushed.severity == dg.AssetCheckSeverity.WARN  # ... and says so
+    assert f"127.0.0.1:{closed_port}" in flushed.description
+    assert flushed.metadata["pending"].value == 2  # the regression and the recovery, both kept
+    assert fake_slack.posts == []
+
+    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url)
+    assert cli.main(["alerts", "flush"]) == 0
+    assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Release blocked", "Recovered"]
