@@ -203,7 +203,15 @@ def _promote(args: argparse.Namespace, evaluation: Evaluation, run_id: str) -> s
     if not evaluation.passed:
         return f"not promoting {args.baseline}: the release is blocked, the baseline is unchanged"
     n_cases = evaluation.grounded.counts["cases"]
-    baselines.promote(args.baseline, args.mode, evaluation.metrics, passed=True, n_cases=n_cases, run=run_id)
+    baselines.promote(
+        args.baseline,
+        args.mode,
+        evaluation.baseline_metrics,
+        passed=True,
+        fabrication_count=evaluation.fabrication_count,
+        n_cases=n_cases,
+        run=run_id,
+    )
     return f"promoted {args.baseline} (mode {args.mode}): every listed metric is now at least as strict"
 
 

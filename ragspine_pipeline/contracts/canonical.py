@@ -70,8 +70,52 @@ def gold_columns(table: pa.Table) -> pa.Table:
             "gold_citations": citations,
             "required_points": _non_null_lists(_column(table, "required_points"), n),
             "tags": _struct_to_map(_column(table, "tags"), n),
+            **_expected_columns(table, n),
         }
     )
+
+
+def _expected_columns(table: pa.Table, n: int) -> dict[str, pa.Array]:
+    """``case_type`` and ``expected.*`` as columns; the rules of ``gold.qa_expectation_problem``
+    checked column-wise (a line that breaks one goes to the record reader, which names it)."""
+    expected = _column(table, "expected")
+    source = _child(expected, "source")
+    out = {
+        "case_type": _cast_or_nulls(_column(table, "case_type"), pa.string(), n),
+        "expected_clarification": _cast_or_nulls(_child(expected, "clarification"), pa.string(), n),
+        "expected_refuse": _cast_or_nulls(_child(expected, "refuse"), pa.bool_(), n),
+        "expected_value": _cast_or_nulls(_child(expected, "value"), pa.float64(), n),
+        "expected_unit": _cast_or_nulls(_child(expected, "unit"), pa.string(), n),
+        "expected_source_doc": _cast_or_nulls(_child(source, "doc"), pa.string(), n),
+        "expected_source_locator": _cast_or_nulls(_child(source, "locator"), pa.string(), n),
+        "expected_narrative_doc": _cast_or_nulls(_child(expected, "narrative_doc"), pa.string(), n),
+    }
+    case_type = out["case_type"]
+
+    def is_type(*names: str) -> pa.Array:
+        return pc.fill_null(pc.is_in(case_type, pa.array(names)), False)
+
+    def missing(name: str) -> pa.Array:
+        return out[name].is_null()
+
+    broken = [
+        pc.and_(case_type.is_valid(), expected.is_null() if expected is not None else pa.nulls(n).is_null()),
+        pc.and_(is_type("refusal"), pc.invert(pc.fill_null(out["expected_refuse"], False))),
+        pc.and_(
+            is_type("clarification"),
+            pc.fill_null(pc.equal(out["expected_clarification"], "none"), True),
+        ),
+        pc.and_(
+            is_type("numeric", "composite"),
+            pc.or_(
+                missing("expected_value"), pc.or_(missing("expected_unit"), missing("expected_source_doc"))
+            ),
+        ),
+        pc.and_(is_type("narrative", "composite"), missing("expected_narrative_doc")),
+    ]
+    if any(pc.any(rule).as_py() for rule in broken):
+        raise NotSure
+    return out
 
 
 def trace_columns(table: pa.Table) -> pa.Table:
@@ -133,6 +177,7 @@ def trace_columns(table: pa.Table) -> pa.Table:
                 pa.int64(), n, *[_child(usage, a) for a in COMPLETION_TOKEN_ALIASES]
             ),
             "outcome_refused": _outcome_refused(_column(table, "outcome"), n),
+            **_outcome_columns(_column(table, "outcome"), n),
         }
     )
 
@@ -229,6 +274,21 @@ def _outcome_refused(outcome: pa.Array | None, n: int) -> pa.Array:
     if not pa.types.is_boolean(refused.type):
         raise NotSure
     return refused
+
+
+def _outcome_columns(outcome: pa.Array | None, n: int) -> dict[str, pa.Array]:
+    """The QA-gate fields of ``outcome`` (``table_conforms`` has checked their types already)."""
+    found = _child(outcome, "found_source")
+    sources = _child(outcome, "sources")
+    docs = None if sources is None else _list_child(sources, "doc")
+    return {
+        "outcome_clarification": _cast_or_nulls(_child(outcome, "clarification_mode"), pa.string(), n),
+        "outcome_found_value": _cast_or_nulls(_child(outcome, "found_value"), pa.float64(), n),
+        "outcome_found_unit": _cast_or_nulls(_child(outcome, "found_unit"), pa.string(), n),
+        "outcome_found_doc": _cast_or_nulls(_child(found, "doc"), pa.string(), n),
+        "outcome_found_locator": _cast_or_nulls(_child(found, "locator"), pa.string(), n),
+        "outcome_source_docs": _cast_or_nulls(docs, STR_LIST, n),
+    }
 
 
 def _struct_keys(struct: pa.Array | None, n: int) -> pa.Array:

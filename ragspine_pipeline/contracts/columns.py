@@ -34,7 +34,7 @@ from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import QID_ALIASES, GoldCase
 from ragspine_pipeline.contracts.jsonl import KeyCountingDict, check_readable, first_char, iter_records
 from ragspine_pipeline.contracts.schemas import EVIDENCE_SCHEMA, GOLD_SCHEMA, TRACE_SCHEMA
-from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
+from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Outcome, Trace
 from ragspine_pipeline.errors import InputError
 
 __all__ = [
@@ -228,7 +228,18 @@ def gold_cases(path: str | Path) -> Iterator[GoldCase]:
 
 def _gold_records(path: Path):
     for case in gold_cases(path):
-        yield {name: getattr(case, name) for name in GOLD_SCHEMA.names}
+        expected = case.expected
+        source = None if expected is None else expected.source
+        yield {
+            **{name: getattr(case, name) for name in GOLD_SCHEMA.names if not name.startswith("expected_")},
+            "expected_clarification": None if expected is None else expected.clarification,
+            "expected_refuse": None if expected is None else expected.refuse,
+            "expected_value": None if expected is None else expected.value,
+            "expected_unit": None if expected is None else expected.unit,
+            "expected_source_doc": None if source is None else source.doc,
+            "expected_source_locator": None if source is None else source.locator,
+            "expected_narrative_doc": None if expected is None else expected.narrative_doc,
+        }
 
 
 def _evidence_records(path: Path):
@@ -266,7 +277,21 @@ def _trace_records(path: Path):
             "prompt_tokens": None if trace.token_usage is None else trace.token_usage.prompt_tokens,
             "completion_tokens": None if trace.token_usage is None else trace.token_usage.completion_tokens,
             "outcome_refused": trace.outcome_refused,
+            **_outcome_fields(trace.outcome),
         }
+
+
+def _outcome_fields(outcome: Outcome | None) -> dict[str, Any]:
+    found = None if outcome is None else outcome.found_source
+    sources = None if outcome is None else outcome.sources
+    return {
+        "outcome_clarification": None if outcome is None else outcome.clarification_mode,
+        "outcome_found_value": None if outcome is None else outcome.found_value,
+        "outcome_found_unit": None if outcome is None else outcome.found_unit,
+        "outcome_found_doc": None if found is None else found.doc,
+        "outcome_found_locator": None if found is None else found.locator,
+        "outcome_source_docs": None if sources is None else [source.doc for source in sources],
+    }
 
 
 def _all_distinct(values: pa.ChunkedArray) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, drop_nulls
+from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, Number, drop_nulls
 
 CaseType = Literal["numeric", "clarification", "refusal", "narrative", "composite"]
 ClarificationMode = Literal["none", "ask_first", "answer_with_assumptions"]
@@ -42,7 +42,7 @@ class Expected(BaseModel):
 
     clarification: ClarificationMode | None = None
     refuse: StrictBool | None = None
-    value: float | None = None
+    value: Number | None = None
     unit: str | None = None
     source: SourceRef | None = None
     narrative_doc: str | None = None
@@ -93,3 +93,36 @@ class GoldCase(BaseModel):
             "answerability must be explicit",
             {"field": "answerable"},
         )
+
+    @model_validator(mode="after")
+    def _expectations_fit_the_case_type(self) -> GoldCase:
+        """SPEC §2.1 / §3.3: what each QA-gate family must state (the line is rejected otherwise)."""
+        problem = qa_expectation_problem(self.case_type, self.expected)
+        if problem is not None:
+            field, message = problem
+            raise PydanticCustomError("qa_expectations", message, {"field": field})
+        return self
+
+
+def qa_expectation_problem(case_type: str | None, expected: Expected | None) -> tuple[str, str] | None:
+    """``(field, message)`` of the first rule a RAGSpine case breaks, or None.
+
+    Refusal cases must expect a refusal; clarification cases cannot expect ``none``; numeric and
+    composite cases need value, unit and source; narrative and composite cases need narrative_doc.
+    ``contracts.canonical`` checks the same rules column-wise.
+    """
+    if case_type is None:
+        return None
+    if expected is None:
+        return "expected", f"a {case_type} case needs 'expected'"
+    if case_type == "refusal" and expected.refuse is not True:
+        return "expected.refuse", "a refusal case must expect refuse: true"
+    if case_type == "clarification" and expected.clarification in (None, "none"):
+        return "expected.clarification", "a clarification case cannot expect clarification 'none'"
+    if case_type in ("numeric", "composite"):
+        for name in ("value", "unit", "source"):
+            if getattr(expected, name) is None:
+                return f"expected.{name}", f"a {case_type} case needs expected value, unit and source"
+    if case_type in ("narrative", "composite") and expected.narrative_doc is None:
+        return "expected.narrative_doc", f"a {case_type} case needs expected narrative_doc"
+    return None

@@ -27,9 +27,18 @@ GOLD_SCHEMA = pa.schema(
         pa.field("gold_citations", STR_LIST, nullable=False),
         pa.field("required_points", STR_LIST, nullable=False),
         pa.field("tags", TAGS, nullable=False),
+        pa.field("case_type", pa.string()),
+        pa.field("expected_clarification", pa.string()),
+        pa.field("expected_refuse", pa.bool_()),
+        pa.field("expected_value", pa.float64()),
+        pa.field("expected_unit", pa.string()),
+        pa.field("expected_source_doc", pa.string()),
+        pa.field("expected_source_locator", pa.string()),
+        pa.field("expected_narrative_doc", pa.string()),
     ]
 )
-"""Canonical gold columns. Lists and tags are never null (absent means empty)."""
+"""Canonical gold columns. Lists and tags are never null (absent means empty). ``case_type`` and the
+``expected_*`` columns are the RAGSpine QA-gate expectations (SPEC §3.3), null where a case has none."""
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -51,6 +60,12 @@ TRACE_SCHEMA = pa.schema(
         pa.field("prompt_tokens", pa.int64()),
         pa.field("completion_tokens", pa.int64()),
         pa.field("outcome_refused", pa.bool_()),
+        pa.field("outcome_clarification", pa.string()),
+        pa.field("outcome_found_value", pa.float64()),
+        pa.field("outcome_found_unit", pa.string()),
+        pa.field("outcome_found_doc", pa.string()),
+        pa.field("outcome_found_locator", pa.string()),
+        pa.field("outcome_source_docs", STR_LIST),
     ]
 )
 """Canonical trace columns. Null means "not in the trace": a null ``citations`` is an answer that carries
@@ -59,7 +74,9 @@ no citation list (non-compliant), a null stage is a stage the trace does not car
 (a repeated key appears twice), ``index_version`` its ``index`` entry. ``ts`` is the event time as text
 (``contracts.trace.timestamp_text``); ``tags`` the slice dimensions, keys sorted; ``prompt_tokens`` and
 ``completion_tokens`` come from ``token_usage``; ``outcome_refused`` is ``outcome.refused``, which makes a
-trace a refusal whatever its claim (SPEC §2.2)."""
+trace a refusal whatever its claim (SPEC §2.2); the other ``outcome_*`` columns are what the QA gates
+read: ``clarification_mode``, ``found_value`` / ``found_unit``, ``found_source`` (doc, locator) and
+the docs of ``sources``."""
 
 EVIDENCE_SCHEMA = pa.schema(
     [

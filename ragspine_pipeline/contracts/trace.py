@@ -13,7 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, Field, FiniteFloat, StrictBool, field_validator, model_validator
 
-from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, drop_nulls
+from ragspine_pipeline.contracts.gold import ClarificationMode, SourceRef
+from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, Number, drop_nulls
 
 TRACE_QID_ALIASES = ("qid", "q_id", "case_id", "id", "request_id")
 RETRIEVED_ALIASES = ("retrieved_ids", "first_stage_ids")
@@ -73,6 +74,30 @@ class TokenUsage(BaseModel):
     )
 
 
+class Outcome(BaseModel):
+    """What the SUT observed about its own answer, for the QA gates (SPEC §2.2, §3.3). Other keys
+    (``route``, ``retrieved_context``, …) are kept, unread."""
+
+    model_config = MODEL_CONFIG
+    _nulls = model_validator(mode="before")(drop_nulls)
+
+    clarification_mode: ClarificationMode | None = None
+    refused: StrictBool | None = None
+    found_value: Number | None = None
+    found_unit: str | None = None
+    found_source: SourceRef | None = None
+    sources: list[SourceRef] | None = None
+    narrative_answer: str | None = None
+
+    @field_validator("refused", mode="before")
+    @classmethod
+    def _refused_is_a_flag(cls, refused: Any) -> Any:
+        # outcome.refused decides refusals (SPEC §2.2): "yes" or 1 must not pass for a refusal silently.
+        if not isinstance(refused, bool):
+            raise ValueError(f"outcome.refused must be true or false (got {refused!r})")
+        return refused
+
+
 class Answer(BaseModel):
     """The structured answer: ``answer`` or ``answer_json`` as an object."""
 
@@ -103,22 +128,13 @@ class Trace(BaseModel):
     answer: Answer | str | None = None
     answer_json: Answer | None = None
     citations: list[str] | None = None
-    outcome: dict[str, Any] | None = None
+    outcome: Outcome | None = None
     ok: StrictBool | None = None
     latency_ms: FiniteFloat | None = None
     token_usage: TokenUsage | None = None
     tags: dict[str, str] | None = None
 
     _map_nulls = field_validator("versions", "tags", mode="before")(drop_nulls)
-
-    @field_validator("outcome")
-    @classmethod
-    def _refused_is_a_flag(cls, outcome: dict[str, Any] | None) -> dict[str, Any] | None:
-        # outcome.refused decides refusals (SPEC §2.2): "yes" or 1 must not pass for a refusal silently.
-        refused = None if outcome is None else outcome.get("refused")
-        if refused is not None and not isinstance(refused, bool):
-            raise ValueError(f"outcome.refused must be true or false (got {refused!r})")
-        return outcome
 
     # -- canonical view (reference definitions; columns.py vectorises exactly these) -----------------
 
@@ -180,7 +196,7 @@ class Trace(BaseModel):
     @property
     def outcome_refused(self) -> bool | None:
         """``outcome.refused``; None when the trace does not say."""
-        return None if self.outcome is None else self.outcome.get("refused")
+        return None if self.outcome is None else self.outcome.refused
 
     @property
     def canonical_retrieved_ids(self) -> list[str] | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, ConfigDict
+from pydantic import BeforeValidator, ConfigDict, FiniteFloat
+from pydantic_core import PydanticCustomError
 
 
 def id_to_str(value: Any) -> Any:
@@ -15,6 +16,17 @@ def id_to_str(value: Any) -> Any:
 
 
 Id = Annotated[str, BeforeValidator(id_to_str)]
+
+
+def not_a_flag(value: Any) -> Any:
+    # pydantic's lax float reads true as 1.0: a figure that is a flag is a mistake, not a number.
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "expected a number, not a flag")
+    return value
+
+
+Number = Annotated[FiniteFloat, BeforeValidator(not_a_flag)]
+"""A finite number (an integer reads as its float); booleans, NaN and infinities are rejected."""
 
 QUESTION_ALIASES = ("question", "q")
 """A record id: a string, or an integer read as its decimal string."""

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragspine_pipeline.decision.gates import Gate, canonical_metric
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.scoring.qa_gates import PERIOD_PATTERN, check_period_pattern
 
 
 class GateSpec(BaseModel):
@@ -63,6 +64,16 @@ class EvalConfig(BaseModel):
     required_versions: list[str] = Field(default_factory=lambda: ["index", "retriever"])
     gates: dict[str, GateSpec] | None = None
     slice_gate: SliceGate = Field(default_factory=SliceGate)
+    # SPEC §3.3: period tokens (FY2025, 2025H1, …) removed from refusal answers before numbers are counted.
+    period_pattern: str = PERIOD_PATTERN
+
+    @field_validator("period_pattern")
+    @classmethod
+    def _usable_pattern(cls, value: str) -> str:
+        problem = check_period_pattern(value)
+        if problem is not None:
+            raise ValueError(f"not a usable regular expression (RE2): {problem}")
+        return value
 
     @field_validator("required_versions")
     @classmethod

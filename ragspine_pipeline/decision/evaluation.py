@@ -1,8 +1,10 @@
 """One evaluation run, from canonical columns to the release decision — shared by every shell.
 
-The CLI and (later) the Dagster assets load files their own way, then call :func:`evaluate`: grounded
-metrics, the layered evaluation and slices when an evidence registry is given, gates, the baseline
-comparison and the ``ship`` / ``block`` decision.
+The CLI and the Dagster assets load files their own way, then call :func:`evaluate`: grounded
+metrics, the layered evaluation and slices when an evidence registry is given, the QA gates and
+fabrication count when the golden set carries RAGSpine expectations, gates, the baseline comparison
+(the fabrication count against the baseline's ``fabrication_count``) and the ``ship`` / ``block``
+decision.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from ragspine_pipeline.decision.golden import GoldenLock
 from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
 from ragspine_pipeline.scoring.grounded import METRICS, GroundedScore, score_grounded
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
+from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
+from ragspine_pipeline.scoring.qa_gates import QAGates, has_qa_cases, score_qa_gates
 from ragspine_pipeline.scoring.slices import Slice, slices
 
 LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
-KNOWN_METRICS = (*METRICS, *LAYERED_METRICS)
+FABRICATION = "fabrication"  # a count of refusal answers stating a number (target 0), gated like a metric
+KNOWN_METRICS = (*METRICS, *LAYERED_METRICS, *QA_GATES, FABRICATION)
 
 
 @dataclass(frozen=True)
@@ -37,10 +42,20 @@ class Evaluation:
     layered: LayeredScore | None = None
     slices: list[Slice] = field(default_factory=list)
     comparison: Comparison | None = None
+    qa: QAGates | None = None
 
     @property
     def passed(self) -> bool:
         return self.release.ships
+
+    @property
+    def fabrication_count(self) -> int | None:
+        return None if self.qa is None else self.qa.fabrication.count
+
+    @property
+    def baseline_metrics(self) -> dict[str, float]:
+        """What a baseline records: every metric but the fabrication count, kept as its own entry."""
+        return {name: value for name, value in self.metrics.items() if name != FABRICATION}
 
 
 def evaluate(
@@ -67,8 +82,15 @@ def evaluate(
         layered = score_layered(gold, traces, evidence, config.required_versions)
         metrics.update(layered.metrics)
         all_slices = slices(gold.column("tags"), layered.cases, RATIO_METRICS)
+    qa = score_qa_gates(gold, traces, config.period_pattern) if has_qa_cases(gold) else None
+    if qa is not None:
+        metrics.update(qa.metrics)
+        metrics[FABRICATION] = float(qa.fabrication.count)
     results = evaluate_gates(gates, metrics)
-    comparison = compare(baseline, metrics) if compare_baseline else None
+    comparison = None
+    if compare_baseline:
+        measured = {name: value for name, value in metrics.items() if name != FABRICATION}
+        comparison = compare(baseline, measured, None if qa is None else qa.fabrication.count)
     release = decide(
         results,
         failed_slices(all_slices, config.slice_gate),
@@ -80,7 +102,7 @@ def evaluate(
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
     )
-    return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison)
+    return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison, qa)
 
 
 def coverage_warnings(counts: dict[str, int]) -> list[str]:

@@ -171,8 +171,9 @@ def baseline(
         entry = baselines.promote(
             path,
             mode,
-            evaluation.metrics,
+            evaluation.baseline_metrics,
             passed=True,
+            fabrication_count=evaluation.fabrication_count,
             n_cases=evaluation.grounded.counts["cases"],
             run=context.run.run_id,
         )

@@ -71,6 +71,9 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
         out["layered_denominators"] = dict(ev.layered.denominators)
         out["first_failed_stage_histogram"] = ev.layered.stage_histogram()
         out["slices"] = _slices_json(ev.slices)
+    if ev.qa is not None:
+        out["qa_gates"] = ev.qa.to_dict()
+        out["fabrication"] = ev.qa.fabrication.to_dict()
     out["gates"] = [
         {
             "metric": result.gate.metric,
@@ -202,6 +205,8 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
 
     if ev.layered is not None:
         _write_layered(ev, out)
+    if ev.qa is not None:
+        _write_qa_gates(ev, out)
 
     out.write(
         f"\n## Coverage\n\n"
@@ -215,6 +220,35 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
     for label, count in s["labels"].items():
         out.write(f"| {label} | {count} |\n")
     _write_cases(ev, out)
+
+
+def _write_qa_gates(ev: Evaluation, out: TextIO) -> None:
+    """RAGSpine's four gates, each on its own, their failures, and the fabrication count (SPEC §3.3)."""
+    qa = ev.qa
+    out.write("\n## QA gates\n\n| gate | pass rate | passed / applicable |\n|---|---|---|\n")
+    for name, gate in qa.gates.items():
+        shown = f"{gate.passed} / {gate.total}" if gate.total else "0: not applicable, reported as 1.0"
+        out.write(f"| {name} | {gate.pass_rate:.4f} | {shown} |\n")
+    fabrication = qa.fabrication
+    checked = f"of {fabrication.checked} answers that should refuse"
+    out.write(f"| fabrication | {fabrication.count} (target 0) | {checked} |\n")
+    failures = [(name, f) for name, gate in qa.gates.items() for f in gate.failures]
+    if failures:
+        out.write("\n| gate | case | expected | actual |\n|---|---|---|---|\n")
+        for name, f in failures[:50]:
+            expected, actual = _cell(f["expected"]), _cell(f["actual"])
+            out.write(f"| {name} | {_cell(f['id'])} | {expected} | {actual} |\n")
+        if len(failures) > 50:
+            out.write(f"\n… and {len(failures) - 50} more in the JSON report.\n")
+    for case in fabrication.cases:
+        out.write(f"\n- fabrication in `{_cell(case['id'])}`: {', '.join(case['numbers'])}")
+    if fabrication.cases:
+        out.write("\n")
+
+
+def _cell(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _write_release(release: ReleaseDecision, out: TextIO) -> None:

@@ -2,7 +2,8 @@
 
 Columns: ``qid``, ``metric``, ``value`` (float; flags are 1.0 / 0.0), ``applicable`` (false where the
 metric does not apply to the case: then ``value`` is null, never NaN). Grounded flags always appear;
-layered ratios, ``admissible`` and ``releasable`` appear when the run had an evidence registry.
+layered ratios, ``admissible`` and ``releasable`` appear when the run had an evidence registry; the four
+QA gates (pass 1.0 / fail 0.0) when the golden set carries RAGSpine expectations.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 
 from ragspine_pipeline.decision.evaluation import Evaluation
 from ragspine_pipeline.scoring.layered import RATIO_METRICS
+from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
 
 GROUNDED_FLAGS = ("answered", "contained", "citation_hit", "recall_hit")
 LAYERED_FLAGS = ("admissible", "releasable")
@@ -33,6 +35,8 @@ def metric_table(evaluation: Evaluation) -> pa.Table:
     sources = [(evaluation.grounded.cases, GROUNDED_FLAGS)]
     if evaluation.layered is not None:
         sources.append((evaluation.layered.cases, (*RATIO_METRICS, *LAYERED_FLAGS)))
+    if evaluation.qa is not None:
+        sources.append((evaluation.qa.cases, QA_GATES))
     parts = []
     for cases, names in sources:
         qid = cases.column("qid").combine_chunks()

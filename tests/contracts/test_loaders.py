@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
-from ragspine_pipeline.contracts.columns import load_gold, load_traces
+from ragspine_pipeline.contracts.columns import _gold_records, load_gold, load_traces
+from ragspine_pipeline.contracts.schemas import GOLD_SCHEMA
 from ragspine_pipeline.errors import InputError
 
 SHARED_RAGSPINE = (
     Path(__file__).resolve().parents[3] / "shared" / "examples" / "ragspine" / "qa_golden_set.jsonl"
+)
+
+
+NO_QA_EXPECTATIONS = dict.fromkeys(
+    n for n in GOLD_SCHEMA.names if n == "case_type" or n.startswith("expected_")
 )
 
 
@@ -61,6 +68,7 @@ def test_wfgy_gold_jsonl(tmp_path):
             "gold_citations": ["p1#2"],
             "required_points": [],
             "tags": [],
+            **NO_QA_EXPECTATIONS,
         },
         {
             "qid": "A0002",
@@ -71,6 +79,7 @@ def test_wfgy_gold_jsonl(tmp_path):
             "gold_citations": [],
             "required_points": [],
             "tags": [],
+            **NO_QA_EXPECTATIONS,
         },
     ]
 
@@ -122,6 +131,84 @@ def test_ragspine_golden_lines_infer_answerability_from_expected(tmp_path):
     assert loaded.reader == "columnar"
     assert loaded.table.column("answerable").to_pylist() == [True, False]
     assert loaded.table.column("qid").to_pylist() == ["num-001", "ref-001"]
+
+
+def test_ragspine_expectations_become_columns_in_both_readers(tmp_path):
+    case = {
+        "id": "cmp-1",
+        "question": "Revenue and outlook?",
+        "case_type": "composite",
+        "expected": {
+            "clarification": "none",
+            "refuse": False,
+            "value": 1702,
+            "unit": "USD_M",
+            "source": {"doc": "R.pptx", "locator": "slide=5"},
+            "narrative_doc": "Outlook.docx",
+        },
+    }
+    columnar = load_gold(write_jsonl(tmp_path / "a.jsonl", [case]))
+    assert columnar.reader == "columnar"
+    row = columnar.table.to_pylist()[0]
+    assert row["case_type"] == "composite" and row["expected_value"] == 1702.0
+    assert (row["expected_source_doc"], row["expected_source_locator"]) == ("R.pptx", "slide=5")
+    assert row["expected_narrative_doc"] == "Outlook.docx" and row["expected_refuse"] is False
+    by_records = pa.Table.from_pylist(list(_gold_records(tmp_path / "a.jsonl")), schema=GOLD_SCHEMA)
+    assert by_records.to_pylist() == [row]  # the record reader agrees
+
+
+@pytest.mark.parametrize(
+    ("case_type", "expected", "message"),
+    [
+        ("refusal", {"refuse": False}, "field 'expected.refuse': a refusal case must expect refuse: true"),
+        ("clarification", {"clarification": "none"}, "cannot expect clarification 'none'"),
+        ("numeric", {"value": 3.0, "unit": "%"}, "field 'expected.source': a numeric case needs"),
+        ("composite", {"value": 1, "unit": "%", "source": {"doc": "d"}}, "needs expected narrative_doc"),
+        ("narrative", {"refuse": False}, "field 'expected.narrative_doc'"),
+        ("numeric", None, "field 'expected': a numeric case needs 'expected'"),
+        ("numeric", {"value": True, "unit": "%", "source": {"doc": "d"}}, "expected a number, not a flag"),
+    ],
+)
+def test_ragspine_lines_that_break_the_qa_rules_reject_the_file_naming_line_and_id(
+    tmp_path, case_type, expected, message
+):
+    good = {"id": "ok-1", "question": "q", "answerable": True}
+    bad = {"id": "bad-7", "question": "q", "answerable": True, "case_type": case_type}
+    if expected is not None:
+        bad["expected"] = expected
+    path = write_jsonl(tmp_path / "gold.jsonl", [good, bad])
+    with pytest.raises(InputError) as error:
+        load_gold(path)
+    assert "gold.jsonl:2: id=bad-7: " in str(error.value) and message in str(error.value)
+
+
+def test_trace_outcome_becomes_qa_gate_columns_in_both_readers(tmp_path):
+    outcome = {
+        "clarification_mode": "answer_with_assumptions",
+        "refused": False,
+        "found_value": 1702,
+        "found_unit": "USD_M",
+        "found_source": {"doc": "R.pptx", "locator": "slide=5"},
+        "sources": [{"doc": "R.pptx"}, {"doc": "Outlook.docx", "locator": None}],
+        "route": "numeric",
+    }
+    trace = {"qid": "q1", "answer": {"claim": "1702 [R.pptx]", "citations": []}, "outcome": outcome}
+    plain = {"qid": "q2", "answer": {"claim": "x"}}
+    columnar = load_traces(write_jsonl(tmp_path / "a.jsonl", [trace, plain]))
+    assert columnar.reader == "columnar"
+    first, second = columnar.table.to_pylist()
+    assert (
+        first["outcome_clarification"] == "answer_with_assumptions" and first["outcome_found_value"] == 1702.0
+    )
+    assert (first["outcome_found_doc"], first["outcome_found_locator"]) == ("R.pptx", "slide=5")
+    assert (
+        first["outcome_source_docs"] == ["R.pptx", "Outlook.docx"] and first["outcome_found_unit"] == "USD_M"
+    )
+    assert second["outcome_source_docs"] is None and second["outcome_clarification"] is None
+    flagged = {**trace, "outcome": {**outcome, "found_value": True}}
+    with pytest.raises(InputError) as error:
+        load_traces(write_jsonl(tmp_path / "a.jsonl", [flagged]))
+    assert "a.jsonl:1: id=q1: field 'outcome.found_value': expected a number, not a flag" in str(error.value)
 
 
 @pytest.mark.skipif(not SHARED_RAGSPINE.exists(), reason="shared RAGSpine example not beside the checkout")

@@ -92,11 +92,23 @@ TOKEN_USAGE = st.fixed_dictionaries(
         "total_tokens": COUNT,
     },
 )
+SOURCE = mostly(
+    st.fixed_dictionaries(
+        {"doc": st.sampled_from(["R.pptx", "memo.docx"])}, optional={"locator": maybe(TEXT)}
+    ),
+    st.sampled_from([{"locator": "slide=1"}, {"doc": None}, "R.pptx"]),  # no doc, or not an object
+)
 OUTCOME = st.fixed_dictionaries(
     {},
     optional={
         "refused": mostly(maybe(st.booleans()), st.sampled_from(["yes", 1])),
-        "found_value": maybe(st.floats(0, 1e6)),
+        "found_value": mostly(maybe(st.one_of(st.floats(0, 1e6), st.integers(-5, 10**6))), st.just(True)),
+        "found_unit": maybe(st.sampled_from(["USD_M", "%"])),
+        "found_source": maybe(SOURCE),
+        "sources": maybe(st.lists(SOURCE, max_size=3)),
+        "clarification_mode": mostly(
+            maybe(st.sampled_from(["none", "ask_first", "answer_with_assumptions"])), st.just("maybe")
+        ),
         "route": TEXT,
     },
 )
@@ -176,11 +188,18 @@ def gold_record(draw, dialect):
         record = {
             "id": draw(st.text("n0123", min_size=1, max_size=4)),
             "question": draw(TEXT),
-            "case_type": draw(st.sampled_from(["numeric", "refusal", "narrative"])),
+            "case_type": draw(
+                st.sampled_from(["numeric", "refusal", "narrative", "clarification", "composite"])
+            ),
             "expected": {
-                "clarification": draw(st.sampled_from(["none", "ask_first"])),
+                "clarification": draw(st.sampled_from(["none", "ask_first", "answer_with_assumptions"])),
                 "refuse": draw(st.booleans()),
-                **present(value=draw(optional(st.floats(0, 1e6)))),
+                **present(
+                    value=draw(optional(st.floats(0, 1e6))),
+                    unit=draw(optional(st.sampled_from(["USD_M", "%"]))),
+                    source=draw(optional(SOURCE)),
+                    narrative_doc=draw(optional(st.sampled_from(["memo.docx"]))),
+                ),
             },
             "tags": {"topic": draw(st.sampled_from(["FIN", "HR"]))},
             "reference_date": draw(st.sampled_from(["2026-06-12", "2025-01-31"])),
