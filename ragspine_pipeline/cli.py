@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ragspine_pipeline import __version__
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
+from ragspine_pipeline.cli_extraction import add_extraction_parser
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision import golden
@@ -106,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--gold", required=True)
     verify.set_defaults(run=_golden_verify)
 
+    add_extraction_parser(commands)
     demo = commands.add_parser("demo", help="the embedded demo: a policy corpus, golden set, index, traces")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     init = demo_commands.add_parser("init", help="write the demo environment (idempotent)")

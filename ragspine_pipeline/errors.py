@@ -18,6 +18,11 @@ class InputError(Exception):
     record_id: str | None = None
     field: str | None = None
 
+    def __reduce__(self):
+        # A frozen dataclass exception cannot be unpickled the default way (Exception sets attributes);
+        # results that carry quarantined-line errors travel between Dagster steps as pickles.
+        return (type(self), (self.file, self.message, self.line, self.record_id, self.field))
+
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
         parts = [where]

@@ -24,7 +24,6 @@ Contract:
 from __future__ import annotations
 
 import json
-import math
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Any
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import write_text_atomically
+from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_type, no_duplicate_keys
 
 DEFAULT_MODE = "golden"
 FABRICATION = "fabrication_count"
@@ -136,31 +136,16 @@ def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
     if not text.strip():
         raise InputError(str(path), "empty file: expected a JSON object keyed by mode")
     try:
-        raw = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        raw = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
-    except _DuplicateKey as exc:
+    except DuplicateKey as exc:
         raise InputError(str(path), f"duplicate key '{exc.key}'") from None
     except (ValueError, RecursionError) as exc:  # integer too long to convert, nesting too deep
         raise InputError(str(path), f"malformed JSON: {exc}") from None
     if not isinstance(raw, dict):
-        raise InputError(str(path), f"expected a JSON object keyed by mode, got {_json_type(raw)}")
+        raise InputError(str(path), f"expected a JSON object keyed by mode, got {json_type(raw)}")
     return raw, {mode: _parse_entry(path, mode, value) for mode, value in raw.items()}
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
@@ -168,7 +153,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
         return InputError(str(path), f"mode '{mode}': {message}")
 
     if not isinstance(value, dict):
-        raise fail(f"expected an object, got {_json_type(value)}")
+        raise fail(f"expected an object, got {json_type(value)}")
     unknown = [key for key in value if key not in ENTRY_KEYS]
     if unknown:
         raise fail(f"unknown key '{unknown[0]}' (expected: {', '.join(ENTRY_KEYS)})")
@@ -176,7 +161,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
         raise fail("missing 'metrics'")
     raw_metrics = value["metrics"]
     if not isinstance(raw_metrics, dict):
-        raise fail(f"'metrics' must be an object, got {_json_type(raw_metrics)}")
+        raise fail(f"'metrics' must be an object, got {json_type(raw_metrics)}")
     metrics = {name: _metric_value(fail, name, number) for name, number in raw_metrics.items()}
     return BaselineEntry(
         metrics=metrics,
@@ -188,9 +173,9 @@ def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
 
 
 def _metric_value(fail: Callable[[str], InputError], name: str, value: Any) -> float:
-    number = _finite(value)
+    number = finite(value)
     if number is None:
-        raise fail(f"metric '{name}' must be a finite number, got {_describe(value)}")
+        raise fail(f"metric '{name}' must be a finite number, got {describe(value)}")
     return number
 
 
@@ -198,38 +183,14 @@ def _count(fail: Callable[[str], InputError], key: str, value: Any) -> int | Non
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise fail(f"'{key}' must be a non-negative integer or null, got {_describe(value)}")
+        raise fail(f"'{key}' must be a non-negative integer or null, got {describe(value)}")
     return value
 
 
 def _text(fail: Callable[[str], InputError], key: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise fail(f"'{key}' must be a string or null, got {_describe(value)}")
+        raise fail(f"'{key}' must be a string or null, got {describe(value)}")
     return value
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _describe(value: Any) -> str:
-    """A short one-line rendering of a JSON value for an error message: ``0.9``, ``null``, ``string "x"``."""
-    if value is None or isinstance(value, bool | int | float):
-        return _short(value)
-    return f"{_json_type(value)} {_short(value)}"
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --- promote ---------------------------------------------------------------------------------------
@@ -289,22 +250,11 @@ def _checked_current(metrics: Mapping[str, float]) -> dict[str, float]:
     for name, value in metrics.items():
         if value is None:
             continue
-        number = _finite(value)
+        number = finite(value)
         if number is None:
             raise BaselineError(f"metric '{name}': cannot promote {value!r}, not a finite number")
         out[name] = number
     return out
-
-
-def _finite(value: Any) -> float | None:
-    """``value`` as a finite float, or None when it is not a finite real number (bool is not a number)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _checked_count(key: str, value: int | None) -> int | None:

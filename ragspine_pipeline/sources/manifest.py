@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from ragspine_pipeline.contracts.columns import explain_validation_error
 from ragspine_pipeline.contracts.types import Id
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.jsonvalues import json_type
 from ragspine_pipeline.sources.errors import ManifestMissing, SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
 
@@ -65,18 +65,12 @@ def read_manifest(
     except json.JSONDecodeError as exc:
         raise InputError(uri, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
     if not isinstance(raw, dict):
-        raise InputError(uri, f"expected a JSON object, got {_json_type(raw)}")
+        raise InputError(uri, f"expected a JSON object, got {json_type(raw)}")
     try:
         return IndexManifest.model_validate(raw)
     except ValidationError as exc:
         # The contracts' explanation of a validation error: the field, the reason and the value given.
         raise explain_validation_error(exc, uri, None, raw, ()) from None
-
-
-def _json_type(value: Any) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
 
 
 def _local_path(uri: str) -> Path:

@@ -59,7 +59,7 @@ def test_missing_manifest(tmp_path, bucket, s3_endpoint):
 @pytest.mark.parametrize(
     ("text", "field", "message"),
     [
-        ('["index_version"]', None, "expected a JSON object, got an array"),
+        ('["index_version"]', None, "expected a JSON object, got array"),
         ('{"built_at": "2024-05-01"}', "index_version", "Field required"),
         ('{"index_version": "  "}', "index_version", "must not be empty"),
         ('{"index_version": ["v1"]}', "index_version", "valid string"),

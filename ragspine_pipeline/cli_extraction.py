@@ -1,0 +1,89 @@
+"""``ragspine-eval extraction``: score a parser's extracted workbook cells against the curated ones.
+
+Exit codes: 0 every listed channel holds its threshold (or no baseline was given), 1 a channel is strictly
+below its threshold, 2 unusable input (``cli.main`` prints the InputError on one line). Quarantined fact
+lines are reported in the output and counted on standard error; they do not change the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ragspine_pipeline.contracts.extraction import load_facts, load_truth
+from ragspine_pipeline.decision import extraction_baseline
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.reports.extraction import ExtractionResult, render_markdown
+
+EXIT_PASS, EXIT_BELOW_THRESHOLD = 0, 1
+
+
+def add_extraction_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add the ``extraction`` subcommand to ``commands`` (an argparse subparsers object)."""
+    parser = commands.add_parser(
+        "extraction",
+        help="score extracted workbook cells (value, colours, merged headers) against ground truth",
+        description="Exit 0 when every channel in the baseline holds, 1 when one is below its threshold, "
+        "2 when the input is unusable.",
+    )
+    parser.add_argument("--facts", required=True, help="extraction facts (JSONL, one cell per line)")
+    parser.add_argument(
+        "--truth", required=True, help='ground truth (JSON array of cells, or {"cells": [...]})'
+    )
+    parser.add_argument(
+        "--baseline", help="thresholds per channel (JSON object); a missing file checks nothing"
+    )
+    parser.add_argument(
+        "--promote", action="store_true", help="after a passing run, raise the thresholds (never lowers)"
+    )
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    parser.add_argument("--out", help="write the report here instead of standard output")
+    parser.set_defaults(run=run_extraction)
+    return parser
+
+
+def run_extraction(args: argparse.Namespace) -> int:
+    if args.promote and not args.baseline:
+        raise InputError("--promote", "needs --baseline")
+    warnings: list[str] = []
+    thresholds = None
+    if args.baseline:  # read first: a broken thresholds file should not cost a full scoring pass
+        thresholds = extraction_baseline.load_thresholds(args.baseline)
+        if not thresholds and not Path(args.baseline).exists() and not args.promote:
+            warnings.append(f"baseline {args.baseline} does not exist: no channel is checked")
+    truth = load_truth(args.truth)
+    facts = load_facts(args.facts)
+    result = ExtractionResult.evaluate(facts, truth, thresholds, args.baseline)
+    check, score = result.baseline, result.score
+
+    if facts.invalid:
+        warnings.append(
+            f"{len(facts.invalid)} invalid fact line(s) left out of every channel, first: {facts.invalid[0]}"
+        )
+    if check is not None and check.unmeasured:
+        warnings.append(f"baseline channels with nothing to measure: {', '.join(check.unmeasured)}")
+    if args.promote:
+        if result.passed:
+            extraction_baseline.promote(args.baseline, score.accuracies(), passed=True)
+            warnings.append(f"promoted {args.baseline}: every threshold is now at least as strict")
+        else:
+            warnings.append(
+                f"not promoting {args.baseline}: a channel is below its threshold, it is unchanged"
+            )
+    for warning in warnings:
+        print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
+
+    if args.format == "markdown":
+        text = render_markdown(result)
+    else:
+        text = json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        with atomic_writer(args.out, "report") as fh:  # a reader never sees half a report
+            fh.write(text)
+    return EXIT_PASS if result.passed else EXIT_BELOW_THRESHOLD

@@ -1,0 +1,121 @@
+"""Extraction channels: alignment, equality rules, totals, accuracy with empty denominators. SPEC §2.5."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine_pipeline.contracts.extraction import ExtractionCell
+from ragspine_pipeline.scoring.extraction import CHANNELS, canonical, cell_order, score_extraction
+
+
+def cells(*rows: dict) -> dict[str, ExtractionCell]:
+    out = {}
+    for row in rows:
+        cell = ExtractionCell.model_validate({"sheet": "S", **row})
+        out[cell.key] = cell
+    return out
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (1702, 1702.0),
+        (-0.0, 0),
+        (("A1", "D1"), ["A1", "D1"]),
+        ((("A1", 1), ["D1", 4.0]), [["A1", 1.0], ("D1", 4)]),  # nested, with numbers inside
+        ({"fill": "green", "bold": True}, {"bold": True, "fill": "green"}),
+        ({"span": ("A1", 2)}, {"span": ["A1", 2.0]}),
+        ("Kestrel", "Kestrel"),
+    ],
+)
+def test_equal_values(a, b):
+    assert canonical(a) == canonical(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("1702", 1702),  # strings are not numbers
+        ("1702", "1702.0"),  # strings compare exactly
+        ("Revenue", "revenue"),
+        (True, 1),  # booleans are not numbers
+        (0.1, 0.10000000000000002),
+        (["A1", "D1"], ["D1", "A1"]),  # list items are ordered
+        (["A1", "D1"], ["A1", "D1", "E1"]),
+        (["A1"], "A1"),
+    ],
+)
+def test_unequal_values(a, b):
+    assert canonical(a) != canonical(b)
+
+
+def test_only_cells_on_both_sides_are_scored():
+    truth = cells(
+        {"cell_ref": "A1", "value": 1}, {"cell_ref": "A2", "value": 2}, {"cell_ref": "A3", "value": 3}
+    )
+    facts = cells(
+        {"cell_ref": "A2", "value": 2},
+        {"cell_ref": "A3", "value": 30},
+        {"cell_ref": "B9", "value": 9},
+        {"cell_ref": "B10", "value": 10},
+    )
+    score = score_extraction(facts, truth)
+    assert (score.aligned, score.facts_only, score.truth_only) == (2, 2, 1)
+    value = score.channels["cell_value"]
+    assert (value.total, value.correct, value.accuracy) == (2, 1, 0.5)
+    assert [(m.cell, m.expected, m.actual) for m in value.mismatches] == [("S!A3", 3, 30)]
+
+
+def test_merge_spans_and_numbers_compare_by_value_not_by_form():
+    truth = cells(
+        {"cell_ref": "A1", "value": 1702, "merge_span": ("A1", "D1"), "tags": {"fill": "navy"}},
+        {"cell_ref": "B2", "value": 0.25, "merge_span": [["B2"], ["C2"]]},
+    )
+    facts = cells(
+        {"cell_ref": "A1", "value": 1702.0, "merge_span": ["A1", "D1"], "tags": {"fill": "navy"}},
+        {"cell_ref": "B2", "value": 0.25, "merge_span": (("B2",), ("C2",))},
+    )
+    score = score_extraction(facts, truth)
+    assert {name: (c.correct, c.total) for name, c in score.channels.items()} == {
+        "cell_value": (2, 2),
+        "color_mapping": (1, 1),
+        "header_attribution": (2, 2),
+    }
+
+
+def test_total_counts_only_cells_whose_truth_has_the_field_and_a_missing_fact_field_is_a_mismatch():
+    truth = cells(
+        {"cell_ref": "A1", "value": "Title", "tags": {"fill": "navy"}},
+        {"cell_ref": "A2", "value": 5},  # no tags in truth: not scored on color_mapping
+        {"cell_ref": "A3", "value": 6, "tags": ["highlight:red"]},
+    )
+    facts = cells(
+        {"cell_ref": "A1", "value": "Title"},  # lost its fill
+        {"cell_ref": "A2", "value": 5, "tags": {"fill": "green"}},  # a fill the truth does not have
+        {"cell_ref": "A3", "value": 6, "tags": ["highlight:red"]},
+    )
+    colour = score_extraction(facts, truth).channels["color_mapping"]
+    assert (colour.total, colour.correct) == (2, 1)
+    assert [(m.cell, m.expected, m.actual) for m in colour.mismatches] == [("S!A1", {"fill": "navy"}, None)]
+
+
+def test_a_channel_with_nothing_to_measure_has_accuracy_one_and_total_zero():
+    score = score_extraction(cells({"cell_ref": "A1", "value": 1}), cells({"cell_ref": "A1", "value": 1}))
+    spans = score.channels["header_attribution"]
+    assert (spans.total, spans.correct, spans.accuracy, spans.mismatches) == (0, 0, 1.0, ())
+    assert score.accuracies() == {"cell_value": 1.0, "color_mapping": None, "header_attribution": None}
+
+
+def test_empty_inputs_score_nothing_without_nan():
+    score = score_extraction({}, {})
+    assert (score.aligned, score.facts_only, score.truth_only) == (0, 0, 0)
+    assert [score.channels[name].accuracy for name in CHANNELS] == [1.0, 1.0, 1.0]
+
+
+def test_mismatches_are_in_cell_order():
+    refs = ["B10", "A2", "AA1", "A10", "B2"]
+    truth = cells(*({"cell_ref": ref, "value": 1} for ref in refs))
+    facts = cells(*({"cell_ref": ref, "value": 2} for ref in refs))
+    mismatches = score_extraction(facts, truth).channels["cell_value"].mismatches
+    assert [m.cell for m in mismatches] == ["S!AA1", "S!A2", "S!B2", "S!A10", "S!B10"]
+    assert cell_order("Revenue by region!AB12") == ("Revenue by region", 12, 28)
