@@ -20,6 +20,12 @@ from ragspine_pipeline.defs.automation import (
     nightly_eval_schedule,
     reeval_on_index_rebuild,
 )
+from ragspine_pipeline.defs.extraction import (
+    extraction_alert,
+    extraction_baseline,
+    extraction_channels,
+    extraction_scores,
+)
 from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.release import baseline, release_decision, release_gates_check
@@ -36,11 +42,19 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
             metric_table,
             release_decision,
             baseline,
+            extraction_scores,
+            extraction_baseline,
             production_traces,
             production_metrics,
             slice_report,
         ],
-        asset_checks=[release_gates_check(), regression_alert, alert_outbox_flushed],
+        asset_checks=[
+            release_gates_check(),
+            regression_alert,
+            extraction_channels,
+            extraction_alert,
+            alert_outbox_flushed,
+        ],
         jobs=[reeval_on_index_rebuild, nightly_eval],
         schedules=[nightly_eval_schedule],
         sensors=[index_rebuild_sensor, evaluation_run_failure_sensor],

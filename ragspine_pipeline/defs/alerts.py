@@ -22,7 +22,7 @@ from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 GATE_FAILURE = "DagsterAssetCheckFailedError"
 
 
-def _check_result(queued: Alert | None, result: FlushResult, outbox: Outbox) -> dg.AssetCheckResult:
+def check_result(queued: Alert | None, result: FlushResult, outbox: Outbox) -> dg.AssetCheckResult:
     """Passes when nothing is left undelivered; a WARN (never blocking) otherwise."""
     errors = sorted(set(result.failed.values()))
     return dg.AssetCheckResult(
@@ -50,7 +50,7 @@ def regression_alert(
     stream = f"release:{eval_files.baseline_mode}"
     queued, result = alerts.announce(release_alert(decision, stream, alerts.webserver_base_url))
     _log(context, queued, result)
-    return _check_result(queued, result, alerts.outbox())
+    return check_result(queued, result, alerts.outbox())
 
 
 @dg.asset_check(asset=slice_report, description="deliver alerts still pending in the outbox")
@@ -59,7 +59,7 @@ def alert_outbox_flushed(
 ) -> dg.AssetCheckResult:
     result = alerts.deliver()
     _log(context, None, result)
-    return _check_result(None, result, alerts.outbox())
+    return check_result(None, result, alerts.outbox())
 
 
 # No monitored_jobs: every job of this code location is an evaluation run (the two jobs, and the

@@ -7,6 +7,7 @@ production SUT by surprise. ``make run`` and ``make demo-regression`` run the sa
 
 import dagster as dg
 
+from ragspine_pipeline.defs.extraction import extraction_scores
 from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.reports import slice_report
@@ -23,9 +24,12 @@ nightly_eval = dg.define_asset_job(
 
 reeval_on_index_rebuild = dg.define_asset_job(
     "reeval_on_index_rebuild",
-    selection=dg.AssetSelection.assets(golden_set, golden_traces, metric_table).downstream()
+    selection=dg.AssetSelection.assets(
+        golden_set, golden_traces, metric_table, extraction_scores
+    ).downstream()
     - dg.AssetSelection.assets(production_traces, production_metrics),
-    description="Replay the frozen golden set against the SUT on the new index, score, decide, report.",
+    description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "
+    "score the re-extracted documents' channels.",
 )
 
 # Daily at 02:00 UTC for the previous day's partition (the daily partitions end at yesterday).

@@ -46,6 +46,9 @@ class EvalFiles(dg.ConfigurableResource):
     baseline_mode: str = "golden"
     reports_dir: str = Field(description="reports: latest/ and runs/<run id>/")
     work_dir: str = Field(description="replayed traces, production samples and quarantine files")
+    extraction_facts: str | None = Field(default=None, description="extracted facts (JSONL), path or s3://")
+    extraction_truth: str | None = Field(default=None, description="extraction ground truth (JSON)")
+    extraction_baseline: str | None = Field(default=None, description="channel thresholds; only ratchet up")
     production_sample_size: int = Field(default=200, ge=1)
     production_seed: int = 7
 
@@ -177,6 +180,9 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             baseline_path=path("RAGSPINE_BASELINE", home / "baseline.json"),
             reports_dir=path("RAGSPINE_REPORTS", "var/reports"),
             work_dir=path("RAGSPINE_WORK", "var/work"),
+            extraction_facts=path("RAGSPINE_EXTRACTION_FACTS", home / "extraction" / "facts.jsonl"),
+            extraction_truth=path("RAGSPINE_EXTRACTION_TRUTH", home / "extraction" / "truth.json"),
+            extraction_baseline=path("RAGSPINE_EXTRACTION_BASELINE", home / "extraction" / "baseline.json"),
             production_sample_size=int(env.get("RAGSPINE_SAMPLE_SIZE", "200")),
         ),
         "trace_store": TraceStoreResource(

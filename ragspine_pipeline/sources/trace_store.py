@@ -23,7 +23,7 @@ from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, parse_s3_uri, s3_client
 
-__all__ = ["LocalTraceStore", "RawLine", "S3TraceStore", "TraceStore", "open_trace_store"]
+__all__ = ["LocalTraceStore", "RawLine", "S3TraceStore", "TraceStore", "open_trace_store", "split_lines"]
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -107,7 +107,7 @@ def _is_trace_object(name: str) -> bool:
     return name.endswith(_SUFFIXES)
 
 
-def _split_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
+def split_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
     """Stream ``stream`` chunk by chunk into lines; only the current chunk and line are in memory.
 
     Splits on ``\\n`` only (a local file and an S3 body then split identically) and drops a trailing
@@ -168,7 +168,7 @@ class LocalTraceStore:
             try:
                 opener = gzip.open if name.endswith(".gz") else open
                 with opener(path, "rb") as stream:
-                    yield from _split_lines(stream, str(path))
+                    yield from split_lines(stream, str(path))
             except (OSError, EOFError, zlib.error) as exc:
                 raise SourceError(str(path), f"cannot read: {exc}") from None
 
@@ -219,9 +219,9 @@ class S3TraceStore:
                         # GzipFile only reads forward from its fileobj: the body is decompressed as it
                         # streams in, never downloaded whole.
                         with gzip.GzipFile(fileobj=body, mode="rb") as stream:
-                            yield from _split_lines(stream, source)
+                            yield from split_lines(stream, source)
                     else:
-                        yield from _split_lines(body, source)
+                        yield from split_lines(body, source)
             except (BotoCoreError, ClientError) as exc:
                 raise SourceError(source, f"cannot read: {aws_cause(exc)}") from None
             except (OSError, EOFError, zlib.error) as exc:

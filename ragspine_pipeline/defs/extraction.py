@@ -1,0 +1,191 @@
+"""Office-document extraction channels (SPEC §2.5): scores, one blocking check per channel, the alert,
+and the thresholds file that only ratchets up.
+
+``extraction_scores`` reads the parser's facts (a local file or ``s3://`` through the trace store's
+endpoint) and the curated ground truth, and scores ``cell_value``, ``color_mapping`` and
+``header_attribution``. ``extraction_channels`` fails (ERROR, blocking) for a channel strictly below its
+threshold, which stops ``extraction_baseline``; ``extraction_alert`` (WARN) announces a new regression
+or a recovery in Slack. Without configured facts and truth (no truth file: a deployment without
+extraction) the asset records that and every check passes.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from ragspine_pipeline.alerts.model import Finding, gate_alert
+from ragspine_pipeline.contracts.extraction import load_truth
+from ragspine_pipeline.decision import extraction_baseline as thresholds
+from ragspine_pipeline.defs.alerts import check_result
+from ragspine_pipeline.defs.golden import write_json_file
+from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
+from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
+from ragspine_pipeline.reports.extraction import ExtractionResult
+from ragspine_pipeline.scoring.extraction import CHANNELS
+from ragspine_pipeline.sources.extraction_facts import read_facts
+
+GROUP = "extraction"
+ASSET_KEY = dg.AssetKey("extraction_scores")
+STREAM = "extraction"
+
+
+def channel_check(channel: str) -> str:
+    return f"channel_{channel}"
+
+
+@dataclass(frozen=True)
+class ExtractionRun:
+    """One run's extraction evaluation (None when not configured) and its JSON (figures rounded)."""
+
+    result: ExtractionResult | None
+    data: dict
+
+    @property
+    def failed(self) -> dict[str, thresholds.ThresholdFailure]:
+        baseline = None if self.result is None else self.result.baseline
+        return {} if baseline is None else {f.channel: f for f in baseline.failed}
+
+
+@dg.asset(group_name=GROUP)
+def extraction_scores(
+    context: dg.AssetExecutionContext, eval_files: EvalFiles, trace_store: TraceStoreResource
+) -> dg.Output[ExtractionRun]:
+    """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check."""
+    if not _configured(eval_files):
+        return dg.Output(ExtractionRun(None, {"configured": False}), metadata={"configured": False})
+    baseline_path = eval_files.extraction_baseline
+    with user_errors():
+        facts = read_facts(
+            eval_files.extraction_facts, endpoint_url=trace_store.endpoint_url, region=trace_store.region
+        )
+        truth = load_truth(eval_files.extraction_truth)
+        listed = thresholds.load_thresholds(baseline_path) if baseline_path else None
+    result = ExtractionResult.evaluate(facts, truth, listed, baseline_path)
+    score = result.score
+    if facts.invalid:
+        context.log.warning(
+            f"{len(facts.invalid)} malformed fact line(s) set aside, first: {facts.invalid[0]}"
+        )
+    data = {
+        "configured": True,
+        "run_id": context.run.run_id,
+        "facts": eval_files.extraction_facts,
+        "truth": eval_files.extraction_truth,
+        **result.to_dict(),
+    }
+    path = eval_files.run_dir(context.run.run_id) / "extraction.json"
+    with user_errors():
+        write_json_file(path, data)
+    copy_atomically(path, eval_files.latest_dir() / "extraction.json")
+    limits = listed or {}
+    rows = [
+        (name, f"{c.accuracy:.4f}", f"{c.correct} / {c.total}", limits.get(name, "—"))
+        for name, c in score.channels.items()
+    ]
+    return dg.Output(
+        ExtractionRun(result, data),
+        metadata={
+            **{f"{name}_accuracy": c.accuracy for name, c in score.channels.items()},
+            "aligned": score.aligned,
+            "invalid_facts": len(facts.invalid),
+            "duplicates": facts.duplicates,
+            "channels": dg.MetadataValue.md(
+                markdown_table(["channel", "accuracy", "correct", "threshold"], rows)
+            ),
+            "path": dg.MetadataValue.path(str(path)),
+        },
+    )
+
+
+@dg.multi_asset_check(
+    specs=[
+        dg.AssetCheckSpec(
+            channel_check(channel),
+            asset=ASSET_KEY,
+            blocking=True,
+            description=f"{channel} accuracy is not below its threshold (equal passes)",
+        )
+        for channel in CHANNELS
+    ],
+    name="extraction_channels",
+)
+def extraction_channels(extraction_scores: ExtractionRun):
+    failed = extraction_scores.failed
+    channels = extraction_scores.data.get("channels", {})
+    baseline = None if extraction_scores.result is None else extraction_scores.result.baseline
+    limits = {} if baseline is None else baseline.thresholds
+    for channel in CHANNELS:
+        measured = channels.get(channel, {})
+        yield dg.AssetCheckResult(
+            asset_key=ASSET_KEY,
+            check_name=channel_check(channel),
+            passed=channel not in failed,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={
+                "accuracy": measured.get("accuracy", "not configured"),
+                "total": measured.get("total", 0),
+                "threshold": limits.get(channel, "none"),
+            },
+        )
+
+
+@dg.asset_check(asset=ASSET_KEY, description="announce an extraction channel below baseline, or its recovery")
+def extraction_alert(
+    context: dg.AssetCheckExecutionContext, extraction_scores: ExtractionRun, alerts: AlertsResource
+) -> dg.AssetCheckResult:
+    if extraction_scores.result is None:
+        return dg.AssetCheckResult(passed=True, metadata={"new_alert": "none (extraction not configured)"})
+    findings = [
+        Finding(
+            kind="channel",
+            name=f.channel,
+            value=f.accuracy,
+            reference=f.threshold,
+            reference_kind="baseline",
+            op=">=",
+            delta=f.delta,
+        )
+        for f in extraction_scores.failed.values()
+    ]
+    alert = gate_alert(
+        findings,
+        STREAM,
+        "Extraction channels",
+        run_id=extraction_scores.data.get("run_id"),
+        webserver_base_url=alerts.webserver_base_url,
+    )
+    queued, result = alerts.announce(alert)
+    if queued is not None:
+        context.log.warning(f"alert queued: {queued.title}")
+    return check_result(queued, result, alerts.outbox())
+
+
+@dg.asset(group_name=GROUP)
+def extraction_baseline(extraction_scores: ExtractionRun, eval_files: EvalFiles) -> dg.MaterializeResult:
+    """The channel thresholds, raised to a passing run's unrounded accuracies (never lowered).
+
+    Downstream of the blocking channel checks: a run with a channel below its threshold never gets here.
+    """
+    path, result = eval_files.extraction_baseline, extraction_scores.result
+    if not path or result is None:
+        return dg.MaterializeResult(metadata={"promoted": False, "reason": "extraction not configured"})
+    with user_errors():
+        before = thresholds.load_thresholds(path)
+        after = thresholds.promote(path, result.score.accuracies(), passed=result.passed)
+    changed = [(c, before.get(c, "—"), f"{v:.4f}") for c, v in after.items() if before.get(c) != v]
+    return dg.MaterializeResult(
+        metadata={
+            "promoted": True,
+            "changes": dg.MetadataValue.md(markdown_table(["channel", "before", "after"], changed)),
+            "path": dg.MetadataValue.path(path),
+        }
+    )
+
+
+def _configured(eval_files: EvalFiles) -> bool:
+    """Facts and truth are named and the truth exists (a deployment without extraction has neither)."""
+    truth = eval_files.extraction_truth
+    if not (eval_files.extraction_facts and truth):
+        return False
+    return truth.startswith("s3://") or Path(truth).exists()
