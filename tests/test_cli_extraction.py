@@ -85,6 +85,7 @@ def test_a_channel_below_its_threshold_exits_1(capsys, files):
     assert code == 1 and report["pass"] is False
     assert report["baseline"] == {
         "path": str(files["baseline"]),
+        "thresholds": {"cell_value": 1.0, "color_mapping": 0.6},
         "failed": [{"channel": "color_mapping", "accuracy": 0.5, "threshold": 0.6, "delta": -0.1}],
         "unmeasured": [],
     }

@@ -5,7 +5,8 @@ JSON shape (:meth:`ExtractionResult.to_dict`)::
     {"channels": {name: {"total", "correct", "accuracy", "mismatches": [{"cell", "expected", "actual"}]}},
      "aligned", "facts_only", "truth_only", "duplicates",
      "invalid_facts": {"count", "errors": ["file:line: field 'x': message", ...]},
-     "baseline": {"path", "failed": [{"channel", "accuracy", "threshold", "delta"}], "unmeasured": [...]}
+     "baseline": {"path", "thresholds": {channel: threshold},
+                  "failed": [{"channel", "accuracy", "threshold", "delta"}], "unmeasured": [...]}
                  or null when no baseline was given,
      "pass": bool}
 
@@ -106,6 +107,7 @@ def _channel_json(channel: ChannelScore) -> dict[str, Any]:
 def _baseline_json(check: ThresholdCheck) -> dict[str, Any]:
     return {
         "path": check.path,
+        "thresholds": {channel: figure(value) for channel, value in check.thresholds.items()},
         "failed": [
             {
                 "channel": f.channel,

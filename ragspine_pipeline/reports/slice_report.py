@@ -1,13 +1,17 @@
 """The slice report in Markdown, from the JSON summary of a golden run and the daily production summaries.
 
 The same inputs as the HTML report (:mod:`reports.html`), so the two never disagree. A reader learns, in
-order: the decision and why, every gate, each slice worst first with its interval, and the latest
-production day per slice.
+order: the decision and why, every gate, the QA gates (when the golden set has RAGSpine cases), each slice
+worst first with its interval, the extraction channels (when given), and the latest production day per
+slice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from ragspine_pipeline.reports.html_parts import compact
+from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
 
 SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
 PRODUCTION_METRICS = (
@@ -17,15 +21,26 @@ PRODUCTION_METRICS = (
     "admissible_rate",
     "lexical_faithfulness",
 )
+QA_FAILURES = 20
 
 
-def slice_markdown(report: dict | None, production: Sequence[dict] = ()) -> str:
-    """Markdown for the Dagster UI and ``slice_report.md``; ``report`` None when no golden run exists yet."""
+def slice_markdown(
+    report: dict | None, production: Sequence[dict] = (), extraction: dict | None = None
+) -> str:
+    """Markdown for the Dagster UI and ``slice_report.md``; ``report`` None when no golden run exists yet.
+
+    ``extraction``: an extraction result (``ExtractionResult.to_dict``), shown as a channel table.
+    """
     parts = ["# Slice report\n"]
     if report is None:
         parts.append("No golden evaluation has been materialised yet (`reeval_on_index_rebuild`).\n")
     else:
-        parts += [_decision(report), _gates(report), _slices(report)]
+        parts += [_decision(report), _gates(report)]
+        if report.get("qa_gates"):
+            parts.append(_qa_gates(report))
+        parts.append(_slices(report))
+    if extraction is not None:
+        parts.append(_extraction(extraction))
     if production:
         parts.append(_production(production[-1]))
     return "\n".join(parts)
@@ -75,6 +90,56 @@ def _gates(report: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _qa_gates(report: dict) -> str:
+    """The four gates over the cases each applies to, the fabrication count, the first failures."""
+    gates = report["qa_gates"]
+    rows = ["## QA gates\n", "| gate | pass rate | passed / applicable |", "|---|---|---|"]
+    for name, gate in gates.items():
+        if gate.get("total"):
+            rows.append(
+                f"| {_escape(name)} | {_num(gate.get('pass_rate'))} | {gate['passed']} / {gate['total']} |"
+            )
+        else:
+            rows.append(f"| {_escape(name)} | n/a | 0: applies to no case |")
+    fabrication = report.get("fabrication") or {}
+    if fabrication:
+        found, checked = fabrication.get("count"), fabrication.get("checked")
+        mark = " ❌" if found else ""
+        rows.append(
+            f"\nFabrication: **{_num(found)}**{mark} of {_num(checked)} answers that should refuse "
+            "state a number (target 0)."
+        )
+    failures = qa_failures(report)
+    if failures:
+        rows += ["", "| gate | case | expected | actual |", "|---|---|---|---|"]
+        for name, case, expected, actual in failures[:QA_FAILURES]:
+            rows.append(f"| {_escape(name)} | {_code(case)} | {_code(expected)} | {_code(actual)} |")
+        if len(failures) > QA_FAILURES:
+            rows.append(f"\n… and {len(failures) - QA_FAILURES} more in the JSON report.")
+    return "\n".join(rows) + "\n"
+
+
+def _extraction(extraction: dict) -> str:
+    """Accuracy per channel against the baseline thresholds, and how many fact lines were invalid."""
+    channels = extraction.get("channels") or {}
+    baseline = extraction.get("baseline")
+    verdict = (
+        "not checked (no baseline)" if baseline is None else "PASS" if extraction.get("pass") else "**FAIL**"
+    )
+    rows = [f"## Extraction channels: {verdict}\n"]
+    rows += ["| channel | accuracy | correct / total | threshold | result |", "|---|---:|---:|---:|---|"]
+    for name, (status, threshold, result) in channel_checks(channels, baseline).items():
+        channel = channels[name]
+        accuracy = _num(channel.get("accuracy")) if channel.get("total") else "n/a"
+        figures = f"{accuracy} | {channel.get('correct')} / {channel.get('total')}"
+        shown = "—" if threshold is None else _num(threshold)
+        outcome = "**FAIL**" if status == "fail" else result
+        rows.append(f"| {_escape(name)} | {figures} | {shown} | {outcome} |")
+    invalid = (extraction.get("invalid_facts") or {}).get("count", 0)
+    rows.append(f"\nInvalid fact lines: {invalid} (left out of every channel).")
+    return "\n".join(rows) + "\n"
+
+
 def _slices(report: dict) -> str:
     slices = report.get("slices") or {}
     if not slices:
@@ -116,3 +181,11 @@ def _num(value) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def _code(value: object) -> str:
+    """A JSON value of any shape as an inline code span that is safe in a table cell (one line)."""
+    text = _escape(compact(value))
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

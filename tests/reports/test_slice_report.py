@@ -1,0 +1,173 @@
+"""The Markdown slice report: unchanged for a plain golden run, a QA-gates section when the report has QA
+gates, an extraction-channel table when an extraction result is given."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ragspine_pipeline.reports.slice_report import slice_markdown
+
+REPORT = {
+    "release": {
+        "decision": "block",
+        "index_version": "ix-7",
+        "golden_version": "g-3",
+        "run_id": "r-1",
+        "failed_gates": [
+            {"metric": "precision", "value": 0.71, "op": ">=", "threshold": 0.8, "delta": -0.09}
+        ],
+        "warned_gates": [{"metric": "point_coverage", "value": 0.7, "op": ">=", "threshold": 0.8}],
+        "failed_slices": [
+            {
+                "dimension": "workflow",
+                "value": "access",
+                "releasable_rate": 0.75,
+                "n": 4,
+                "ci95": [0.3, 0.95],
+                "min_rate": 0.95,
+            }
+        ],
+        "regressions": [{"metric": "chr", "current": 0.85, "baseline": 0.9}],
+    },
+    "gates": [
+        {"metric": "precision", "op": ">=", "threshold": 0.8, "value": 0.71, "pass": False},
+        {"metric": "chr", "op": ">=", "threshold": 0.75, "value": 0.85, "pass": True},
+    ],
+    "slices": {
+        "workflow": {
+            "access": {"n": 4, "releasable_rate": 0.75, "releasable_ci95": [0.3, 0.95], "faithfulness": 0.9},
+            "a|b": {"n": 2, "releasable_rate": 1.0, "releasable_ci95": [0.34, 1.0]},
+        }
+    },
+}
+PRODUCTION = [
+    {
+        "day": "2026-11-20",
+        "n": 10,
+        "metrics": {"refusal_rate": {"value": 0.1}},
+        "slices": {"workflow": {"access": {"n": 4, "metrics": {"compliance": {"value": 1.0}}}}},
+    }
+]
+# What the report printed before QA gates and extraction existed: it must not change.
+PLAIN = """# Slice report
+
+## Release decision: **BLOCK**
+
+index `ix-7` · golden `g-3` · run `r-1`
+
+- failed gate **precision** = 0.7100, needs >= 0.8 (Δ -0.0900)
+- soft gate **point_coverage** = 0.7000, wants >= 0.8 (warning)
+- failed slice **workflow=access**: releasable 75.0% of 4 (95% CI 30.0%–95.0%), needs ≥ 95%
+- regression **chr**: 0.8500 vs baseline 0.9000
+
+## Gates
+
+| metric | gate | value | result |
+|---|---|---|---|
+| precision | >= 0.8 | 0.7100 | **FAIL** |
+| chr | >= 0.75 | 0.8500 | pass |
+
+## Slices (worst first)
+
+| slice | n | releasable | 95% CI | candidate_recall | context_recall | faithfulness | citation_support | point_coverage |
+|---|---|---|---|---|---|---|---|---|
+| workflow=access ❌ | 4 | 0.7500 | 0.300–0.950 | n/a | n/a | 0.9000 | n/a | n/a |
+| workflow=a\\|b | 2 | 1.0000 | 0.340–1.000 | n/a | n/a | n/a | n/a | n/a |
+
+## Production 2026-11-20 (sample of 10)
+
+| slice | n | refusal_rate | compliance | citation_validity | admissible_rate | lexical_faithfulness |
+|---|---|---|---|---|---|---|
+| all | 10 | 0.1000 | n/a | n/a | n/a | n/a |
+| workflow=access | 4 | n/a | 1.0000 | n/a | n/a | n/a |
+"""  # noqa: E501
+
+
+def _gate(total: int, passed: int, failures: list[dict] | None = None) -> dict:
+    rate = round(passed / total, 4) if total else 1.0
+    return {"total": total, "passed": passed, "pass_rate": rate, "failures": failures or [], "by_tag": {}}
+
+
+def _with_qa(fabricated: int = 1, failures: int = 1) -> dict:
+    report = copy.deepcopy(REPORT)
+    numeric = [
+        {"id": f"fin-{i:02d}", "expected": {"value": 1702.0, "unit": "USD_M"}, "actual": {"value": 1613.0}}
+        for i in range(failures)
+    ]
+    report["qa_gates"] = {
+        "numeric_accuracy": _gate(6, 6 - failures, numeric),
+        "citation_validity": _gate(0, 0),
+        "refusal_appropriateness": _gate(10, 10),
+        "clarification_appropriateness": _gate(
+            10, 9, [{"id": "clar|01", "expected": "ask_first", "actual": None}]
+        ),
+    }
+    cases = [{"id": "ref-02", "numbers": ["8.18"], "answer": "about 8.18 bn"}][:fabricated]
+    report["fabrication"] = {"count": fabricated, "checked": 3, "cases": cases}
+    return report
+
+
+EXTRACTION = {
+    "channels": {
+        "cell_value": {"total": 150, "correct": 149, "accuracy": 0.9933, "mismatches": []},
+        "color_mapping": {"total": 150, "correct": 120, "accuracy": 0.8, "mismatches": []},
+        "header_attribution": {"total": 0, "correct": 0, "accuracy": 1.0, "mismatches": []},
+    },
+    "aligned": 150,
+    "facts_only": 2,
+    "truth_only": 0,
+    "duplicates": 0,
+    "invalid_facts": {"count": 2, "errors": ["facts.jsonl:7: field 'cell_ref': bad", "facts.jsonl:9: bad"]},
+    "baseline": {
+        "path": "t.json",
+        "failed": [{"channel": "color_mapping", "accuracy": 0.8, "threshold": 0.97, "delta": -0.17}],
+        "unmeasured": ["header_attribution"],
+    },
+    "pass": False,
+}
+
+
+def test_a_plain_golden_run_reads_as_before():
+    assert slice_markdown(REPORT, PRODUCTION) == PLAIN
+    assert slice_markdown(REPORT, PRODUCTION, extraction=None) == PLAIN
+    assert slice_markdown(None) == (
+        "# Slice report\n\nNo golden evaluation has been materialised yet (`reeval_on_index_rebuild`).\n"
+    )
+
+
+def test_qa_gates_section_after_the_gates():
+    text = slice_markdown(_with_qa())
+    assert "## QA gates" in text and text.index("## Gates") < text.index("## QA gates") < text.index(
+        "## Slices"
+    )
+    assert "| numeric_accuracy | 0.8333 | 5 / 6 |" in text
+    assert "| citation_validity | n/a | 0: applies to no case |" in text  # not the JSON's 1.0
+    assert "Fabrication: **1** ❌ of 3 answers that should refuse state a number (target 0)." in text
+    assert "| numeric_accuracy | `fin-00` | `value: 1702, unit: USD_M` | `value: 1613` |" in text
+    assert "| clarification_appropriateness | `clar\\|01` | `ask_first` | `—` |" in text  # pipe escaped
+    assert "| fabrication | `ref-02` | `a refusal stating no number` |" in text
+
+
+def test_no_fabrication_has_no_cross_and_failures_stop_at_20():
+    text = slice_markdown(_with_qa(fabricated=0, failures=25))
+    assert "Fabrication: **0** of 3 answers" in text
+    assert text.count("| numeric_accuracy | `fin-") == 20
+    assert "… and 6 more in the JSON report." in text  # 25 numeric + 1 clarification - 20
+
+
+@pytest.mark.parametrize("report", [REPORT, None])
+def test_extraction_channels_table(report):
+    text = slice_markdown(report, extraction=EXTRACTION)
+    assert "## Extraction channels: **FAIL**" in text
+    assert "| cell_value | 0.9933 | 149 / 150 | — | not failed |" in text
+    assert "| color_mapping | 0.8000 | 120 / 150 | 0.9700 | **FAIL** |" in text
+    assert "| header_attribution | n/a | 0 / 0 | — | unmeasured |" in text
+    assert "Invalid fact lines: 2 (left out of every channel)." in text
+
+
+def test_extraction_without_a_baseline_is_not_checked():
+    text = slice_markdown(REPORT, extraction={**EXTRACTION, "baseline": None, "pass": True})
+    assert "## Extraction channels: not checked (no baseline)" in text
+    assert text.count("| not checked |") == 3
