@@ -120,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument(
         "--degraded", action="store_true", help="ACL filter off and fewer candidates kept: a regression"
     )
+    rebuild.add_argument(
+        "--degraded-parser",
+        action="store_true",
+        help="the build's document parser loses fills and merged spans: an extraction regression",
+    )
     rebuild.set_defaults(run=_demo_rebuild)
 
     alerts = commands.add_parser("alerts", help="the alert outbox: what is pending, and delivering it")
@@ -256,7 +261,7 @@ def _demo_init(args: argparse.Namespace) -> int:
 def _demo_rebuild(args: argparse.Namespace) -> int:
     from ragspine_pipeline.demo.build import rebuild_index
 
-    manifest = rebuild_index(Path(args.root), degraded=args.degraded)
+    manifest = rebuild_index(Path(args.root), degraded=args.degraded, degraded_parser=args.degraded_parser)
     print(
         f"index {manifest['index_version']} published: {Path(args.root).absolute() / 'index'}/manifest.json"
     )

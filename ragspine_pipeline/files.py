@@ -47,6 +47,20 @@ def write_text_atomically(path: str | Path, text: str, what: str) -> None:
         fh.write(text)
 
 
+def write_if_changed(path: Path, content: str | bytes, what: str) -> bool:
+    """Write atomically unless the file already holds exactly this content; True when written.
+
+    What keeps a generator idempotent: re-running it touches nothing whose content would not change.
+    """
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    with atomic_writer(path, what) as fh:
+        fh.flush()
+        fh.buffer.write(data)  # bytes straight to the binary layer: no newline translation, gzip as is
+    return True
+
+
 def _file_mode(target: Path) -> int:
     """The existing file's permission bits, or the default for a new file under the current umask."""
     try:

@@ -85,6 +85,10 @@ def _regression_blocks(alert: Alert) -> list[dict]:
             }
         )
     ]
+    named = [f"`{_escape(f.name)}`" for f in alert.findings if f.kind in ("gate", "channel")]
+    if named:
+        label = "Failed gates" if any(f.kind == "gate" for f in alert.findings) else "Failed channels"
+        out.append(_section(f"*{label}*: {', '.join(named)}"))
     worst = [f for f in alert.worst_first() if f.kind != "slice"]
     if worst:
         out.append(_section("*Worst regressions*\n" + _table(worst[:TABLE_ROWS], len(worst))))

@@ -81,6 +81,7 @@ def _expected_columns(table: pa.Table, n: int) -> dict[str, pa.Array]:
     expected = _column(table, "expected")
     source = _child(expected, "source")
     out = {
+        "reference_date": _cast_or_nulls(_column(table, "reference_date"), pa.string(), n),
         "case_type": _cast_or_nulls(_column(table, "case_type"), pa.string(), n),
         "expected_clarification": _cast_or_nulls(_child(expected, "clarification"), pa.string(), n),
         "expected_refuse": _cast_or_nulls(_child(expected, "refuse"), pa.bool_(), n),

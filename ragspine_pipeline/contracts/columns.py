@@ -232,6 +232,7 @@ def _gold_records(path: Path):
         source = None if expected is None else expected.source
         yield {
             **{name: getattr(case, name) for name in GOLD_SCHEMA.names if not name.startswith("expected_")},
+            "reference_date": None if case.reference_date is None else case.reference_date.isoformat(),
             "expected_clarification": None if expected is None else expected.clarification,
             "expected_refuse": None if expected is None else expected.refuse,
             "expected_value": None if expected is None else expected.value,

@@ -27,6 +27,7 @@ GOLD_SCHEMA = pa.schema(
         pa.field("gold_citations", STR_LIST, nullable=False),
         pa.field("required_points", STR_LIST, nullable=False),
         pa.field("tags", TAGS, nullable=False),
+        pa.field("reference_date", pa.string()),
         pa.field("case_type", pa.string()),
         pa.field("expected_clarification", pa.string()),
         pa.field("expected_refuse", pa.bool_()),
@@ -37,8 +38,9 @@ GOLD_SCHEMA = pa.schema(
         pa.field("expected_narrative_doc", pa.string()),
     ]
 )
-"""Canonical gold columns. Lists and tags are never null (absent means empty). ``case_type`` and the
-``expected_*`` columns are the RAGSpine QA-gate expectations (SPEC §3.3), null where a case has none."""
+"""Canonical gold columns. Lists and tags are never null (absent means empty). ``reference_date`` is the
+case's ISO date ("today" for relative periods); ``case_type`` and the ``expected_*`` columns are the
+RAGSpine QA-gate expectations (SPEC §3.3); all of them null where a case has none."""
 
 TRACE_SCHEMA = pa.schema(
     [

@@ -10,7 +10,6 @@ a blocked release fails through ``release_gates``, not because Slack is absent o
 import dagster as dg
 
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
-from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.alerts.slack import FlushResult
 from ragspine_pipeline.defs.golden import ScoredRun
 from ragspine_pipeline.defs.release import decision_record, release_decision
@@ -20,23 +19,6 @@ from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 # A run that failed only because a blocking gate check said "block" is a regression, announced by
 # regression_alert; the run-failure alert is for everything else.
 GATE_FAILURE = "DagsterAssetCheckFailedError"
-
-
-def check_result(queued: Alert | None, result: FlushResult, outbox: Outbox) -> dg.AssetCheckResult:
-    """Passes when nothing is left undelivered; a WARN (never blocking) otherwise."""
-    errors = sorted(set(result.failed.values()))
-    return dg.AssetCheckResult(
-        passed=result.pending == 0,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=result.skipped or (errors[0] if errors else None),
-        metadata={
-            "new_alert": "none" if queued is None else f"{queued.kind}: {queued.title}",
-            "delivered": len(result.delivered),
-            "pending": result.pending,
-            "corrupt_lines_set_aside": result.set_aside,
-            "outbox": dg.MetadataValue.path(str(outbox.path)),
-        },
-    )
 
 
 @dg.asset_check(asset=release_decision, description="announce a new regression or a recovery (Slack)")
@@ -50,7 +32,7 @@ def regression_alert(
     stream = f"release:{eval_files.baseline_mode}"
     queued, result = alerts.announce(release_alert(decision, stream, alerts.webserver_base_url))
     _log(context, queued, result)
-    return check_result(queued, result, alerts.outbox())
+    return alerts.check_result(queued, result)
 
 
 @dg.asset_check(asset=slice_report, description="deliver alerts still pending in the outbox")
@@ -59,7 +41,7 @@ def alert_outbox_flushed(
 ) -> dg.AssetCheckResult:
     result = alerts.deliver()
     _log(context, None, result)
-    return check_result(None, result, alerts.outbox())
+    return alerts.check_result(None, result)
 
 
 # No monitored_jobs: every job of this code location is an evaluation run (the two jobs, and the

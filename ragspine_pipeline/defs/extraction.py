@@ -17,12 +17,17 @@ import dagster as dg
 from ragspine_pipeline.alerts.model import Finding, gate_alert
 from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
-from ragspine_pipeline.defs.alerts import check_result
 from ragspine_pipeline.defs.golden import write_json_file
 from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
-from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
+from ragspine_pipeline.defs.resources import (
+    AlertsResource,
+    EvalFiles,
+    IndexManifestResource,
+    TraceStoreResource,
+)
 from ragspine_pipeline.reports.extraction import ExtractionResult
 from ragspine_pipeline.scoring.extraction import CHANNELS
+from ragspine_pipeline.sources.errors import ManifestMissing
 from ragspine_pipeline.sources.extraction_facts import read_facts
 
 GROUP = "extraction"
@@ -49,9 +54,16 @@ class ExtractionRun:
 
 @dg.asset(group_name=GROUP)
 def extraction_scores(
-    context: dg.AssetExecutionContext, eval_files: EvalFiles, trace_store: TraceStoreResource
+    context: dg.AssetExecutionContext,
+    eval_files: EvalFiles,
+    trace_store: TraceStoreResource,
+    index_manifest: IndexManifestResource,
 ) -> dg.Output[ExtractionRun]:
-    """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check."""
+    """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check.
+
+    The facts belong to the live index build (its parser re-extracted the documents), so the index
+    version is recorded with them and a new index that fails is announced again.
+    """
     if not _configured(eval_files):
         return dg.Output(ExtractionRun(None, {"configured": False}), metadata={"configured": False})
     baseline_path = eval_files.extraction_baseline
@@ -70,6 +82,7 @@ def extraction_scores(
     data = {
         "configured": True,
         "run_id": context.run.run_id,
+        "index_version": _index_version(index_manifest),
         "facts": eval_files.extraction_facts,
         "truth": eval_files.extraction_truth,
         **result.to_dict(),
@@ -93,7 +106,8 @@ def extraction_scores(
             "channels": dg.MetadataValue.md(
                 markdown_table(["channel", "accuracy", "correct", "threshold"], rows)
             ),
-            "path": dg.MetadataValue.path(str(path)),
+            # Not "path": the IO manager records the pickle's path under that name.
+            "report_path": dg.MetadataValue.path(str(path)),
         },
     )
 
@@ -153,12 +167,13 @@ def extraction_alert(
         STREAM,
         "Extraction channels",
         run_id=extraction_scores.data.get("run_id"),
+        index_version=extraction_scores.data.get("index_version"),
         webserver_base_url=alerts.webserver_base_url,
     )
     queued, result = alerts.announce(alert)
     if queued is not None:
         context.log.warning(f"alert queued: {queued.title}")
-    return check_result(queued, result, alerts.outbox())
+    return alerts.check_result(queued, result)
 
 
 @dg.asset(group_name=GROUP)
@@ -189,3 +204,10 @@ def _configured(eval_files: EvalFiles) -> bool:
     if not (eval_files.extraction_facts and truth):
         return False
     return truth.startswith("s3://") or Path(truth).exists()
+
+
+def _index_version(index_manifest: IndexManifestResource) -> str | None:
+    try:
+        return index_manifest.read().index_version
+    except ManifestMissing:
+        return None

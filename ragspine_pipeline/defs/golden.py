@@ -82,7 +82,7 @@ def golden_set(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.O
             "cases_per_slice": dg.MetadataValue.md(
                 markdown_table(["dimension", "value", "cases"], per_slice)
             ),
-            "path": dg.MetadataValue.path(path),
+            "golden_path": dg.MetadataValue.path(path),
         },
     )
 
@@ -98,8 +98,7 @@ def golden_traces(
     with user_errors():
         answer, description = sut.client()
         questions = zip(
-            golden_set.table.column("qid").to_pylist(),
-            golden_set.table.column("question").to_pylist(),
+            *(golden_set.table.column(name).to_pylist() for name in ("qid", "question", "reference_date")),
             strict=True,
         )
         result = replay(
@@ -186,7 +185,7 @@ def metric_table(
                     [(name, f"{mean:.4f}", n) for name, (mean, n) in sorted(means.items())],
                 )
             ),
-            "path": dg.MetadataValue.path(str(run_dir / "metric_table.parquet")),
+            "parquet_path": dg.MetadataValue.path(str(run_dir / "metric_table.parquet")),
             "report_path": dg.MetadataValue.path(str(report_path)),
         },
     )

@@ -23,12 +23,14 @@ import dagster as dg
 from ragspine_pipeline.alerts.slack import FlushResult
 from ragspine_pipeline.defs.alerts import alert_outbox_flushed, regression_alert, step_failure_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
+from ragspine_pipeline.defs.extraction import extraction_alert, extraction_scores
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
+from ragspine_pipeline.scoring.extraction import CHANNELS
 
 RUN_KEY_TAG = "dagster/run_key"
 DAY = timedelta(days=1)
-ALERT_CHECKS = {regression_alert.check_key.name, alert_outbox_flushed.check_key.name}
+ALERT_CHECKS = {check.check_key.name for check in (regression_alert, extraction_alert, alert_outbox_flushed)}
 # The run's event log belongs in the UI (`make dev`); the terminal shows the decision, the failed steps,
 # quarantined input and alerts (print_decision, print_run_notes). A blocked release's failed gate step
 # is the decision, not an error to print with a stack trace.
@@ -148,14 +150,29 @@ def announce_crash(defs: dg.Definitions, result: dg.ExecuteInProcessResult) -> N
 
 
 def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
-    """What the run's own log would say and a terminal user needs: quarantined input lines, the alert
-    announced (and whether Slack has it), and alerts still waiting in the outbox."""
+    """What the run's own log would say and a terminal user needs: quarantined input lines, the
+    extraction channels (and any below its threshold), the alert announced (and whether Slack has it),
+    and alerts still waiting in the outbox."""
     for event in result.get_asset_materialization_events():
         metadata = event.materialization.metadata
         quarantined = metadata.get("quarantined")
         if quarantined is not None and quarantined.value:
             where = metadata["quarantine_path"].value
             print(f"  quarantined  {quarantined.value} malformed trace line(s): {where}")
+        if event.asset_key == extraction_scores.key and "aligned" in metadata:
+            figures = ", ".join(f"{c} {metadata[f'{c}_accuracy'].value:.4f}" for c in CHANNELS)
+            aside = metadata["invalid_facts"].value
+            print(
+                f"  extraction   {figures}" + (f"; {aside} malformed fact line(s) set aside" if aside else "")
+            )
+    for evaluation in result.get_asset_check_evaluations():
+        if evaluation.asset_key == extraction_scores.key and not evaluation.passed:
+            values = {key: value.value for key, value in evaluation.metadata.items()}
+            if "threshold" in values:
+                print(
+                    f"  failed channel {evaluation.check_name.removeprefix('channel_')} = "
+                    f"{values['accuracy']:.4f}, needs >= {values['threshold']:.4f}"
+                )
     pending, reason, outbox = 0, None, None
     for evaluation in result.get_asset_check_evaluations():
         if evaluation.check_name not in ALERT_CHECKS:

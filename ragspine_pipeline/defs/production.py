@@ -56,7 +56,7 @@ def production_traces(
             "dagster/row_count": counts["sampled"],
             "seed": eval_files.production_seed,
             "quarantine_path": dg.MetadataValue.path(str(quarantine)),
-            "path": dg.MetadataValue.path(str(out)),
+            "sample_path": dg.MetadataValue.path(str(out)),
         },
     )
 
@@ -83,7 +83,7 @@ def production_metrics(
             "n": result["n"],
             "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
             "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
-            "path": dg.MetadataValue.path(str(path)),
+            "summary_path": dg.MetadataValue.path(str(path)),
         },
     )
 

@@ -85,7 +85,7 @@ def release_decision(
                 + "\n\n"
                 + markdown_table(["slice", "n", "releasable", "95% CI", "needs"], slices)
             ),
-            "path": dg.MetadataValue.path(str(path)),
+            "decision_path": dg.MetadataValue.path(str(path)),
         },
     )
 

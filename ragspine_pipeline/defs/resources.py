@@ -88,6 +88,23 @@ class AlertsResource(dg.ConfigurableResource):
         """Deliver every pending alert with the Slack settings of the environment, now."""
         return flush(self.outbox(), SlackSettings.from_env(os.environ))
 
+    def check_result(self, queued: Alert | None, result: FlushResult) -> dg.AssetCheckResult:
+        """An alert check's result: passes when nothing is left undelivered; a WARN (never blocking)
+        otherwise, so Slack being absent or down never changes a run's outcome."""
+        errors = sorted(set(result.failed.values()))
+        return dg.AssetCheckResult(
+            passed=result.pending == 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=result.skipped or (errors[0] if errors else None),
+            metadata={
+                "new_alert": "none" if queued is None else f"{queued.kind}: {queued.title}",
+                "delivered": len(result.delivered),
+                "pending": result.pending,
+                "corrupt_lines_set_aside": result.set_aside,
+                "outbox": dg.MetadataValue.path(str(self.outbox().path)),
+            },
+        )
+
 
 class TraceStoreResource(dg.ConfigurableResource):
     """Production traces under ``<uri>/dt=YYYY-MM-DD/*.jsonl[.gz]``: a local folder or ``s3://bucket/prefix``."""
@@ -131,7 +148,11 @@ class SutResource(dg.ConfigurableResource):
             from ragspine_pipeline.sources.reference_engine import ReferenceEngine
 
             engine = ReferenceEngine.from_manifest(Path(_required(self.manifest_path, "manifest_path")))
-            return engine.answer, f"reference engine, index {engine.index_version}"
+
+            def answer(qid: str, question: str, reference_date: str | None) -> dict:
+                return engine.answer(qid, question, reference_date=reference_date)
+
+            return answer, f"reference engine, index {engine.index_version}"
         if self.kind == "http":
             from ragspine_pipeline.sources.sut import HttpSutClient
 

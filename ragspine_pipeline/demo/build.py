@@ -3,12 +3,14 @@
 :func:`init_demo` writes, idempotently (a file whose content would not change is not touched, and the
 summary says whether anything changed)::
 
-    root/corpus.jsonl                      the policy knowledge base (demo.corpus), one chunk per line
+    root/corpus.jsonl                      the knowledge base (demo.corpus, demo.finance), one chunk a line
     root/evidence.jsonl                    the evidence registry derived from it (SPEC §2.3)
     root/gates.yaml                        the demo's release gates (a copy of the packaged gates.yaml)
     root/golden/gold.jsonl(.lock)          the golden set, frozen as DEMO_GOLDEN_VERSION
     root/index/manifest.json               the live index of the reference engine (SPEC §2.4)
     root/traces/dt=YYYY-MM-DD/part-00000.jsonl[.gz]   seven days of production traces
+    root/extraction/{truth.json, facts.jsonl, baseline.json}   a workbook, as the live index's parser
+                                           extracted it (demo.workbook)
 
 Production traces are the healthy engine answering the demo's production question pool, with the
 texture of real traffic: volume and workflow mix vary by day, one day refuses more, one day carries
@@ -18,7 +20,9 @@ nothing it already wrote.
 
 :func:`rebuild_index` publishes the next index version (``demo-ix-0002`` …), healthy or degraded: the
 degraded engine does not enforce the ACL (restricted and superseded chunks leak into retrieval) and
-keeps fewer candidates, so the re-evaluation after that rebuild must block the release.
+keeps fewer candidates, so the re-evaluation after that rebuild must block the release; with a
+degraded document parser the re-extracted workbook loses fills and merged spans, and two extraction
+channels fail.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ import numpy as np
 
 from ragspine_pipeline.decision import golden
 from ragspine_pipeline.demo.corpus import GOLDEN_CASES, PRODUCTION_QUESTIONS, chunk_rows
+from ragspine_pipeline.demo.workbook import DEGRADED_PARSER, HEALTHY_PARSER, write_extraction_demo
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import atomic_writer, write_text_atomically
+from ragspine_pipeline.files import write_if_changed, write_text_atomically
 from ragspine_pipeline.sources.reference_engine import Chunk, EngineConfig, ReferenceEngine, file_sha256
 
 GOLDEN_VERSION = "demo-2026.11"
@@ -103,19 +108,26 @@ def init_demo(
     changed = False
 
     corpus, evidence = root / "corpus.jsonl", root / "evidence.jsonl"
-    changed |= _write(corpus, _jsonl(rows), "demo corpus")
-    changed |= _write(evidence, _jsonl([{k: row[k] for k in REGISTRY_FIELDS} for row in rows]), "registry")
+    changed |= write_if_changed(corpus, _jsonl(rows), "demo corpus")
+    changed |= write_if_changed(
+        evidence, _jsonl([{k: row[k] for k in REGISTRY_FIELDS} for row in rows]), "registry"
+    )
     gates = root / "gates.yaml"
-    changed |= _write(gates, resources.files(__package__).joinpath("gates.yaml").read_text("utf-8"), "gates")
+    changed |= write_if_changed(
+        gates, resources.files(__package__).joinpath("gates.yaml").read_text("utf-8"), "gates"
+    )
 
     gold = root / "golden" / "gold.jsonl"
-    changed |= _write(gold, _jsonl(list(GOLDEN_CASES)), "golden set")
+    changed |= write_if_changed(gold, _jsonl(list(GOLDEN_CASES)), "golden set")
     changed |= _freeze_once(gold, frozen_at=_at(today - timedelta(days=DAYS + 1), 3))
 
     manifest = root / "index" / "manifest.json"
     index_version = _ensure_manifest(root, manifest, today)
     changed |= index_version is None
     index_version = index_version or json.loads(manifest.read_text("utf-8"))["index_version"]
+    # The workbook as the parser of the live index build extracted it.
+    live_parser = json.loads(manifest.read_text("utf-8")).get("parser", HEALTHY_PARSER)
+    write_extraction_demo(root, degraded=live_parser == DEGRADED_PARSER)
 
     # Past traffic was served by the first index, whatever has been rebuilt since.
     engine = ReferenceEngine([Chunk.from_dict(r) for r in rows], HEALTHY, FIRST_INDEX_VERSION)
@@ -146,45 +158,59 @@ def init_demo(
     )
 
 
-def rebuild_index(root: Path, *, degraded: bool = False, now: datetime | None = None) -> dict[str, Any]:
-    """Publish the next index version of the demo engine (``demo-ix-NNNN``, ``-degraded`` when degraded)
-    over the current corpus, write ``root/index/manifest.json`` atomically and return the manifest."""
+def rebuild_index(
+    root: Path, *, degraded: bool = False, degraded_parser: bool = False, now: datetime | None = None
+) -> dict[str, Any]:
+    """Publish the next index version of the demo engine (``demo-ix-NNNN``; ``-degraded`` with a
+    degraded engine, ``-parser`` with a degraded document parser) over the current corpus: re-extract
+    the demo workbook with the build's parser, write ``root/index/manifest.json`` atomically and
+    return the manifest."""
     root = Path(root)
     corpus = root / "corpus.jsonl"
     if not corpus.is_file():
         raise InputError(str(corpus), "no demo corpus: run init_demo first")
     path = root / "index" / "manifest.json"
     number = _index_number(path) + 1
+    suffix = ("-degraded" if degraded else "") + ("-parser" if degraded_parser else "")
     manifest = _manifest(
-        f"{INDEX_PREFIX}{number:04d}" + ("-degraded" if degraded else ""),
+        f"{INDEX_PREFIX}{number:04d}{suffix}",
         now or datetime.now(UTC),
         file_sha256(corpus),
         DEGRADED if degraded else HEALTHY,
+        DEGRADED_PARSER if degraded_parser else HEALTHY_PARSER,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
+    write_extraction_demo(root, degraded=degraded_parser)
     write_text_atomically(path, _json(manifest), "index manifest")
     return manifest
 
 
 def replay_golden(root: Path, *, ts: float | str | None = None) -> list[dict[str, Any]]:
-    """The live index's engine answering every golden question: one trace per case, keyed by case id."""
+    """The live index's engine answering every golden question: one trace per case, keyed by case id,
+    relative periods resolved on the case's ``reference_date`` when it has one."""
     root = Path(root)
     engine = ReferenceEngine.from_manifest(root / "index" / "manifest.json")
     with open(root / "golden" / "gold.jsonl", encoding="utf-8") as fh:
         cases = [json.loads(line) for line in fh if line.strip()]
-    return [engine.answer(case["case_id"], case["question"], ts=ts) for case in cases]
+    return [
+        engine.answer(case["case_id"], case["question"], ts=ts, reference_date=case.get("reference_date"))
+        for case in cases
+    ]
 
 
 # -- index manifests -------------------------------------------------------------------------------
 
 
-def _manifest(version: str, built_at: datetime, corpus_hash: str, config: EngineConfig) -> dict[str, Any]:
+def _manifest(
+    version: str, built_at: datetime, corpus_hash: str, config: EngineConfig, parser: str = HEALTHY_PARSER
+) -> dict[str, Any]:
     return {
         "index_version": version,
         "built_at": _iso(built_at),
         "corpus_hash": corpus_hash,
         "corpus": "../corpus.jsonl",
         "engine": config.to_dict(),
+        "parser": parser,  # the document parser of this build: it extracted the demo workbook
     }
 
 
@@ -216,7 +242,7 @@ def _index_number(path: Path) -> int:
         version = json.loads(path.read_text("utf-8")).get("index_version", "")
     except (FileNotFoundError, json.JSONDecodeError, AttributeError):
         return 0
-    match = re.fullmatch(rf"{re.escape(INDEX_PREFIX)}(\d+)(-degraded)?", str(version))
+    match = re.fullmatch(rf"{re.escape(INDEX_PREFIX)}(\d+)(-degraded)?(-parser)?", str(version))
     return int(match.group(1)) if match else 0
 
 
@@ -309,22 +335,13 @@ def _write_partition(traces: Path, day: date, text: str) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     if day.toordinal() % DAYS == 0:
         # mtime=0 and no file name in the header: the same content gives the same bytes.
-        return _write(folder / "part-00000.jsonl.gz", gzip.compress(text.encode("utf-8"), mtime=0), "traces")
-    return _write(folder / "part-00000.jsonl", text, "traces")
+        return write_if_changed(
+            folder / "part-00000.jsonl.gz", gzip.compress(text.encode("utf-8"), mtime=0), "traces"
+        )
+    return write_if_changed(folder / "part-00000.jsonl", text, "traces")
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _write(path: Path, content: str | bytes, what: str) -> bool:
-    """Write atomically unless the file already holds exactly this content; True when written."""
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    if path.is_file() and path.read_bytes() == data:
-        return False
-    with atomic_writer(path, what) as fh:
-        fh.flush()
-        fh.buffer.write(data)  # bytes straight to the binary layer: no newline translation, gzip as is
-    return True
 
 
 def _jsonl(rows: list[dict]) -> str:

@@ -12,6 +12,9 @@ that tests the reference engine on it, and the questions its employees ask in pr
   the engine may read answers them.
 * :data:`PRODUCTION_QUESTIONS` — per workflow, what people ask (``answerable``) and what they ask that
   the knowledge base cannot answer (``unanswerable``).
+
+The finance knowledge base and its RAGSpine-style cases (workflow ``finance-reporting``) live in
+:mod:`ragspine_pipeline.demo.finance`; :func:`chunk_rows` and :data:`GOLDEN_CASES` include them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from ragspine_pipeline.demo.finance import FINANCE_CASES, finance_chunk_rows
 
 
 @dataclass(frozen=True)
@@ -515,7 +520,8 @@ DOCUMENTS: tuple[Document, ...] = (
 
 
 def chunk_rows() -> list[dict[str, Any]]:
-    """The corpus as ``corpus.jsonl`` rows (SPEC §2.3 registry fields plus ``title`` and ``points``)."""
+    """The corpus as ``corpus.jsonl`` rows (SPEC §2.3 registry fields plus ``title`` and ``points``;
+    the finance rows also carry ``doc``, ``locator`` and ``figures``)."""
     rows = []
     for doc in DOCUMENTS:
         prefix = doc.document_id if doc.current else f"{doc.document_id}@{doc.version}"
@@ -534,7 +540,7 @@ def chunk_rows() -> list[dict[str, Any]]:
                     "workflow": doc.workflow,
                 }
             )
-    return rows
+    return rows + finance_chunk_rows()
 
 
 def _slug(text: str) -> str:
@@ -711,6 +717,8 @@ GOLDEN_CASES: tuple[dict, ...] = (
     _case("ONC-10", _O, "easy", "How often can someone be on call?",
           ["oncall-handbook#5"], ["at most one week in four"]),
     _case("ONC-11", _O, "hard", "How much is the weekly on-call allowance in euros?"),
+    # -- finance-reporting (RAGSpine dialect, demo.finance) ---------------------------------------
+    *FINANCE_CASES,
 )
 # fmt: on
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from ragspine_pipeline.contracts.extraction import ExtractionCell, parse_facts
 from ragspine_pipeline.decision.extraction_baseline import promote
-from ragspine_pipeline.files import write_text_atomically
+from ragspine_pipeline.files import write_if_changed
 from ragspine_pipeline.scoring.extraction import score_extraction
 
 SEED = 2025
@@ -72,9 +72,11 @@ def write_extraction_demo(root: Path, degraded: bool = False) -> dict[str, Path]
     }
     cells = workbook_cells()
     truth = {"workbook": WORKBOOK, "source": SOURCE, "cells": cells}
-    _write(paths["truth"], json.dumps(truth, indent=1, ensure_ascii=False) + "\n", "extraction ground truth")
+    write_if_changed(
+        paths["truth"], json.dumps(truth, indent=1, ensure_ascii=False) + "\n", "extraction ground truth"
+    )
     facts = _jsonl(degraded_facts(cells) if degraded else healthy_facts(cells))
-    _write(paths["facts"], facts, "extraction facts")
+    write_if_changed(paths["facts"], facts, "extraction facts")
     if not paths["baseline"].exists():
         promote(paths["baseline"], healthy_accuracies(cells), passed=True)
     return paths
@@ -279,11 +281,3 @@ def _as_parsed(cell: dict[str, Any], parser: str) -> dict[str, Any]:
 
 def _jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-
-
-def _write(path: Path, text: str, what: str) -> bool:
-    """Write atomically unless the file already holds exactly ``text``; True when written."""
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
-    write_text_atomically(path, text, what)
-    return True

@@ -17,6 +17,8 @@ Pipeline, every stage recorded in the trace (SPEC §2.2, layered dialect):
    in [0, 1], is below ``min_relevance``; else extract the sentences of the selected chunks whose
    coverage is at least ``sentence_cut`` × the best sentence's (the best sentence of the top chunk
    always), one claim each, cited by its chunk and labelled with the sentence's answer point.
+6. **Outcome** — :mod:`reference_outcome` turns that into the reply: figure questions are answered from
+   the figures the selected chunks state (or clarified, or refused), and the trace gets its ``outcome``.
 
 The same question, config and corpus always give the same trace, except ``ts``. Scoring is vectorised
 over a dense term-document matrix built at load (the corpus is small; thousands of questions are cheap).
@@ -35,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.reference_outcome import REFUSAL as REFUSAL
+from ragspine_pipeline.sources.reference_outcome import Claim, Figure, decide, reference_day
 
-REFUSAL = "not in context"
 K1, B = 1.2, 0.75
 TITLE_BOOST = 0.15  # a chunk whose section title names the topic outranks a passing mention
 SYSTEM_PROMPT_TOKENS = 180
@@ -97,7 +100,8 @@ def file_sha256(path: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of the policy corpus; ``sentences`` pairs each sentence with its answer point (or None)."""
+    """One chunk of the corpus; ``sentences`` pairs each sentence with its answer point (or None);
+    a chunk of a named file has its ``doc``, ``locator`` in it and the ``figures`` it states."""
 
     chunk_id: str
     document_id: str
@@ -108,6 +112,9 @@ class Chunk:
     title: str
     text: str
     sentences: tuple[tuple[str, str | None], ...]
+    doc: str | None = None
+    locator: str | None = None
+    figures: tuple[Figure, ...] = ()
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Chunk:
@@ -125,6 +132,9 @@ class Chunk:
             title=str(row.get("title") or ""),
             text=str(row["text"]),
             sentences=sentences,
+            doc=row.get("doc"),
+            locator=row.get("locator"),
+            figures=tuple(Figure.from_dict(figure) for figure in row.get("figures") or ()),
         )
 
 
@@ -341,23 +351,24 @@ class ReferenceEngine:
 
     # -- the trace ---------------------------------------------------------------------------------
 
-    def answer(self, qid: str, question: str, *, ts: float | str | None = None) -> dict[str, Any]:
-        """One trace of SPEC §2.2 in the layered dialect (``ts`` defaults to now, ISO 8601 UTC)."""
+    def answer(
+        self, qid: str, question: str, *, ts: float | str | None = None, reference_date: str | None = None
+    ) -> dict[str, Any]:
+        """One trace of SPEC §2.2 in the layered dialect, with its ``outcome`` (``ts`` defaults to now,
+        ISO 8601 UTC; relative periods are resolved on ``reference_date``, by default the day of ``ts``)."""
         r = self._retrieve(question)
         ids = [c.chunk_id for c in self._chunks]
         first = [ids[i] for i in r.first_stage]
         selected = [ids[i] for i in r.selected]
-        claims = [
-            {
-                "claim_id": f"c{n}",
-                "text": self._sentence_text[row],
-                "citation_id": ids[self._sentence_chunk[row]],
-                "support_phrases": [],
-                "answer_point": self._sentence_point[row],
-            }
-            for n, row in enumerate(r.claims, 1)
+        extracted = [
+            Claim(self._sentence_text[j], ids[self._sentence_chunk[j]], self._sentence_point[j])
+            for j in r.claims
         ]
-        claim = " ".join(c["text"] for c in claims) if claims else REFUSAL
+        day = reference_day(reference_date, ts)
+        reply = decide(
+            question, [self._chunks[i] for i in r.selected], extracted, reference_date=day, terms=tokenize
+        )
+        claims, claim = reply.ledger(), reply.text
         context_words = int(self._words[list(r.selected)].sum())
         prompt = SYSTEM_PROMPT_TOKENS + _token_count(question) + round(context_words * TOKENS_PER_WORD)
         completion = _token_count(claim) + 8 * len(claims)
@@ -380,6 +391,7 @@ class ReferenceEngine:
                 "citations": list(dict.fromkeys(c["citation_id"] for c in claims)),
                 "claims": claims,
             },
+            "outcome": reply.outcome,
             "latency_ms": self._latency(qid, question, len(first), prompt, completion),
             "token_usage": {"prompt": prompt, "completion": completion},
             "acl": {"enforced": self._config.enforce_acl, "filtered": self._filtered},

@@ -18,8 +18,9 @@ from pydantic import ValidationError
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.files import atomic_writer
 
-Answer = Callable[[str, str], dict | None]
-"""``answer(qid, question)``: one SPEC §2.2 trace, or None when the SUT has no answer for the case."""
+Answer = Callable[[str, str, str | None], dict | None]
+"""``answer(qid, question, reference_date)``: one SPEC §2.2 trace, or None when the SUT has no answer
+for the case (``reference_date``, ISO or None, is the case's "today" for relative periods)."""
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,14 @@ class Replay:
 
 
 def replay(
-    questions: Iterable[tuple[str, str]],
+    questions: Iterable[tuple[str, str, str | None]],
     answer: Answer,
     *,
     out: Path,
     quarantine: Path,
     concurrency: int = 1,
 ) -> Replay:
-    """Ask every ``(qid, question)``, write the valid traces to ``out`` (JSONL, question order).
+    """Ask every ``(qid, question, reference_date)``, write the valid traces to ``out`` (JSONL, in order).
 
     Up to ``concurrency`` questions are in flight (an HTTP SUT is I/O bound); an exception from the SUT
     (unreachable after its retries) propagates: a replay with holes is not an evaluation.
@@ -49,7 +50,7 @@ def replay(
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         traces = list(pool.map(lambda item: answer(*item), questions))
     kept, rejected = [], []
-    for (qid, _question), trace in zip(questions, traces, strict=True):
+    for (qid, *_asked), trace in zip(questions, traces, strict=True):
         if trace is None:
             continue
         trace = trace if _has_id(trace) else {**trace, "qid": qid}

@@ -29,8 +29,10 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 @runtime_checkable
 class SutClient(Protocol):
-    def answer(self, qid: str, question: str) -> dict | None:
-        """The SUT's trace for one case (a raw SPEC §2.2 dict), or None when it has no answer."""
+    def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict | None:
+        """The SUT's trace for one case (a raw SPEC §2.2 dict), or None when it has no answer.
+
+        ``reference_date`` (ISO) is the case's "today" for relative periods ("last year")."""
         ...
 
     def describe(self) -> str:
@@ -88,11 +90,12 @@ class HttpSutClient:
         host = parts.netloc.rpartition("@")[2]
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
-    def answer(self, qid: str, question: str) -> dict:
+    def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict:
+        payload = {"qid": qid, "question": question}
+        if reference_date is not None:
+            payload["reference_date"] = reference_date
         try:
-            response = self._session.post(
-                self.url, json={"qid": qid, "question": question}, timeout=self.timeout
-            )
+            response = self._session.post(self.url, json=payload, timeout=self.timeout)
         except requests.RequestException as exc:
             raise SourceError(self.describe(), _cause(exc, self.max_retries, self.timeout)) from None
         if not response.ok:
@@ -166,8 +169,8 @@ class RecordedSutClient:
     def describe(self) -> str:
         return f"recorded traces {self.path}"
 
-    def answer(self, qid: str, question: str) -> dict[str, Any] | None:
-        raw = self._by_qid.get(qid)
+    def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict[str, Any] | None:
+        raw = self._by_qid.get(qid)  # a recording answers as it was recorded, whatever the date
         if raw is None:
             raw = self._by_question.get(question)
             if raw is None:

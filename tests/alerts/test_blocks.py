@@ -47,16 +47,27 @@ def test_a_blocked_decision_names_gates_baselines_slices_index_and_run():
 
 def test_the_block_kit_message_has_header_fields_table_slices_and_a_button():
     message = blocks(release_alert(BLOCKED, "release:golden", "http://dagster.local:3000"))
-    assert [b["type"] for b in message] == ["header", "section", "section", "section", "actions", "context"]
+    assert [b["type"] for b in message] == [
+        "header",
+        "section",
+        "section",
+        "section",
+        "section",
+        "actions",
+        "context",
+    ]
     assert message[0]["text"]["text"] == "Release blocked: index ix-0002"
     fields = " ".join(f["text"] for f in message[1]["fields"])
     assert "ix-0002" in fields and "demo-2026.11" in fields and "abc-123" in fields and "3 gates" in fields
-    table = message[2]["text"]["text"]
+    assert message[2]["text"]["text"] == (
+        "*Failed gates*: `under_refusal`, `admissible_rate`, `context_recall`"  # every one, by name
+    )
+    table = message[3]["text"]["text"]
     assert table.index("admissible_rate") < table.index("under_refusal") < table.index("precision")
     assert "0.5942" in table and "&gt;= 1.0000" in table and "(baseline)" in table
-    slices = message[3]["text"]["text"]
+    slices = message[4]["text"]["text"]
     assert "workflow=a&lt;b&amp;c" in slices and "(n=12)" in slices  # mrkdwn control characters escaped
-    assert message[4]["elements"][0]["url"] == "http://dagster.local:3000/runs/abc-123"
+    assert message[5]["elements"][0]["url"] == "http://dagster.local:3000/runs/abc-123"
     assert len(json.dumps(message)) < 40_000
 
 
@@ -90,5 +101,6 @@ def test_many_findings_stay_within_slack_limits():
         ],
     }
     message = blocks(release_alert(many, "release:golden"))
-    table = message[2]["text"]["text"]
+    named, table = message[2]["text"]["text"], message[3]["text"]["text"]
+    assert "metric_59" in named and len(named) <= 3000
     assert "… and 53 more" in table and len(table) <= 3000

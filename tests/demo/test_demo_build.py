@@ -15,6 +15,8 @@ from ragspine_pipeline.decision.config import load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, evaluate
 from ragspine_pipeline.demo.build import GOLDEN_VERSION, init_demo, rebuild_index, replay_golden
 from ragspine_pipeline.demo.corpus import GOLDEN_CASES, chunk_rows
+from ragspine_pipeline.demo.finance import FINANCE_CASES, WORKFLOW
+from ragspine_pipeline.sources.reference_engine import REFUSAL
 
 TODAY = date(2026, 11, 23)
 
@@ -78,6 +80,38 @@ def test_golden_cases_point_at_visible_chunks_and_their_points():
         assert case["answerable"] == bool(case["required_source_ids"])
 
 
+def test_finance_cases_expect_what_their_required_chunks_state():
+    rows = {row["chunk_id"]: row for row in chunk_rows()}
+    assert {case["tags"]["workflow"] for case in FINANCE_CASES} == {WORKFLOW}
+    assert {case["case_type"] for case in FINANCE_CASES} == {
+        "numeric", "clarification", "refusal", "narrative", "composite"
+    }  # fmt: skip
+    for case in FINANCE_CASES:
+        expected, sources = case["expected"], [rows[i] for i in case["required_source_ids"]]
+        assert case["reference_date"] and {"difficulty", "qtype"} <= set(case["tags"])
+        assert case["answerable"] is not expected["refuse"]
+        if "value" in expected:
+            stated = [
+                (f["value"], f["unit"], {"doc": f["doc"], "locator": f["locator"]})
+                for row in sources
+                for f in row["figures"]
+            ]
+            assert (expected["value"], expected["unit"], expected["source"]) in stated, case["case_id"]
+        if "narrative_doc" in expected:
+            assert expected["narrative_doc"] in {row["doc"] for row in sources if not row["figures"]}
+
+
+def test_finance_figures_are_stated_by_their_sentences():
+    finance = [row for row in chunk_rows() if row["workflow"] == WORKFLOW]
+    assert any(not row["permitted"] for row in finance) and any(not row["current"] for row in finance)
+    for row in finance:
+        for figure in row["figures"]:
+            sentence = row["points"][figure["sentence"]]["sentence"]
+            assert figure["doc"] == row["doc"] and figure["locator"].startswith(row["locator"].split(",")[0])
+            for word in (figure["metric"], figure["scope"], figure["period"], f"{figure['value']:.1f}"):
+                assert word.lower() in sentence.lower(), (row["chunk_id"], word)
+
+
 def test_corpus_has_restricted_and_stale_chunks(demo):
     assert demo.n_restricted > 0 and demo.n_stale > 0
     registry = load_evidence(demo.evidence).table.to_pydict()
@@ -111,6 +145,8 @@ def test_seven_days_of_production_traces(demo):
             assert len(ids) > len(set(ids))  # a retried request
             continue
         assert {tuple(r["tags"]) for r in parsed} == {("workflow", "channel", "region")}
+        assert all(r["outcome"]["refused"] == (r["answer"]["claim"] == REFUSAL) for r in parsed)
+        assert {r["outcome"]["clarification_mode"] for r in parsed} == {"none"}
         assert len({r["request_id"] for r in parsed}) == len(parsed)
         assert [r["ts"] for r in parsed] == sorted(r["ts"] for r in parsed)
         assert all(r["ts"].startswith(f.parent.name[3:]) for r in parsed)
@@ -125,6 +161,17 @@ def test_healthy_index_ships_with_realistic_imperfection(demo, tmp_path):
     assert result.release.index_version == "demo-ix-0001"
     assert 0.85 <= result.metrics["releasable_rate"] < 1.0
     assert result.metrics["admissible_rate"] == 1.0
+    # The finance slice answers as its RAGSpine expectations say, and its layered cases release.
+    assert {name: gate.pass_rate for name, gate in result.qa.gates.items()} == {
+        "numeric_accuracy": 1.0,
+        "citation_validity": 1.0,
+        "refusal_appropriateness": 1.0,
+        "clarification_appropriateness": 1.0,
+    }
+    assert result.qa.gates["refusal_appropriateness"].total == len(FINANCE_CASES)
+    assert result.qa.fabrication.count == 0
+    finance = next(s for s in result.slices if (s.dimension, s.value) == ("workflow", WORKFLOW))
+    assert finance.n == len(FINANCE_CASES) and finance.releasable_rate >= 0.75
 
 
 def test_degraded_rebuild_blocks_and_a_healthy_one_recovers(tmp_path):
@@ -140,6 +187,9 @@ def test_degraded_rebuild_blocks_and_a_healthy_one_recovers(tmp_path):
     assert blocked.release.decision == "block"
     assert {"admissible_rate", "context_recall", "candidate_recall"} <= failed
     assert blocked.release.failed_slices
+    # The QA gates see it too: a superseded figure, a leaked restricted one stated instead of a refusal.
+    assert blocked.metrics["numeric_accuracy"] < 1.0 and blocked.metrics["refusal_appropriateness"] < 1.0
+    assert [case["id"] for case in blocked.qa.fabrication.to_dict()["cases"]] == ["FIN-10"]
 
     # A re-run of init keeps the published index.
     assert not init_demo(root, today=TODAY, traces_per_day=5).changed

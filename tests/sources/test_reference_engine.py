@@ -95,6 +95,33 @@ def test_refuses_below_the_relevance_threshold_but_still_traces_its_retrieval():
     assert len(trace["selected_versions"]) == len(trace["selected_context_ids"])
 
 
+def test_every_trace_carries_an_outcome_that_agrees_with_its_answer():
+    sut = engine()
+    for question in (
+        "Who approves a freeze exception?",
+        "What is the gym membership subsidy for contractors?",
+    ):
+        trace = sut.answer("q", question)
+        outcome = trace["outcome"]
+        assert outcome["refused"] == (trace["answer"]["claim"] == REFUSAL)
+        assert (outcome["route"], outcome["clarification_mode"]) == ("policy", "none")
+        assert [source["locator"] for source in outcome["sources"]] == trace["answer"]["citations"]
+
+
+def test_a_chunk_of_a_named_file_keeps_its_place_and_figures():
+    row = chunk("deck#1", [("EMEA revenue was 151.3 USD million in FY2025.", "emea revenue")])
+    figure = {"metric": "revenue", "scope": "EMEA", "period": "FY2025", "value": 151.3, "unit": "USD_M",
+              "doc": "Deck.pptx", "locator": "slide=5,table=1,row=2,col=3", "sentence": 0}  # fmt: skip
+    parsed = Chunk.from_dict(
+        {**row, "doc": "Deck.pptx", "locator": "slide=5,table=1,row=2", "figures": [figure]}
+    )
+    assert (parsed.doc, parsed.locator) == ("Deck.pptx", "slide=5,table=1,row=2")
+    assert [(f.metric, f.scope, f.period, f.value, f.unit) for f in parsed.figures] == [
+        ("revenue", "EMEA", "FY2025", 151.3, "USD_M")
+    ]
+    assert Chunk.from_dict(row).figures == () and Chunk.from_dict(row).doc is None
+
+
 def test_min_relevance_is_the_refusal_threshold():
     question = "Which receipts need pre-approval?"  # half the query terms are in the best chunk
     assert engine(min_relevance=0.0).answer("q", question)["answer"]["claims"]

@@ -32,6 +32,16 @@ def test_http_answers_a_trace(http_server):
     assert sut.describe() == f"{http_server.url}/answer"
 
 
+def test_http_passes_the_cases_reference_date(http_server):
+    http_server.script(Reply(200, TRACE, {"Content-Type": "application/json"}))
+    client(http_server).answer("q1", "Revenue last year?", "2026-06-12")
+    assert http_server.requests[0].json() == {
+        "qid": "q1",
+        "question": "Revenue last year?",
+        "reference_date": "2026-06-12",
+    }
+
+
 def test_http_answer_without_an_id_gets_the_asked_qid(http_server):
     http_server.script(Reply(200, {"answer": "not in context"}), Reply(200, {"qid": None, "answer": "x"}))
     sut = client(http_server, path="v1/ask")
