@@ -12,6 +12,7 @@ from collections import Counter
 from ragspine_pipeline.alerts.model import Alert, Finding
 
 TABLE_ROWS = 8
+COUNTS = frozenset({"fabrication", "fabrication_count"})  # findings that count answers, not rates
 SLICES_SHOWN = 6
 _KIND_LABEL = {"gate": "gate", "baseline": "baseline", "channel": "channel", "slice": "slice"}
 
@@ -104,8 +105,8 @@ def _regression_blocks(alert: Alert) -> list[dict]:
 def _table(findings: list[Finding], total: int) -> str:
     rows = [("what", "value", "needs", "delta")]
     for f in findings:
-        bar = f"{f.op} {f.reference:.4f}" + (" (baseline)" if f.reference_kind == "baseline" else "")
-        rows.append((f"{f.kind} {f.name}", f"{f.value:.4f}", bar, f"{f.delta:+.4f}"))
+        bar = f"{f.op} {_number(f, f.reference)}" + (" (baseline)" if f.reference_kind == "baseline" else "")
+        rows.append((f"{f.kind} {f.name}", _number(f, f.value), bar, _number(f, f.delta, signed=True)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     more = f"\n… and {total - len(findings)} more" if total > len(findings) else ""
@@ -114,7 +115,15 @@ def _table(findings: list[Finding], total: int) -> str:
 
 def _finding_text(f: Finding) -> str:
     versus = "baseline" if f.reference_kind == "baseline" else "needs"
-    return f"{f.name} {f.value:.4f} ({versus} {f.op} {f.reference:.4f})"
+    return f"{f.name} {_number(f, f.value)} ({versus} {f.op} {_number(f, f.reference)})"
+
+
+def _number(f: Finding, value: float, signed: bool = False) -> str:
+    """Rates with 4 decimals; counts (the fabrication count) as whole numbers."""
+    sign = "+" if signed else ""
+    if f.name in COUNTS and float(value).is_integer():
+        return f"{int(value):{sign}d}"
+    return f"{value:{sign}.4f}"
 
 
 def _fields(values: dict[str, str | None]) -> dict:

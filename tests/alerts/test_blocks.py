@@ -104,3 +104,13 @@ def test_many_findings_stay_within_slack_limits():
     named, table = message[2]["text"]["text"], message[3]["text"]["text"]
     assert "metric_59" in named and len(named) <= 3000
     assert "… and 53 more" in table and len(table) <= 3000
+
+
+def test_the_fabrication_count_reads_as_a_count_not_a_rate():
+    fabricated = {
+        **BLOCKED,
+        "failed_gates": [{"metric": "fabrication", "value": 2.0, "op": "<=", "threshold": 0.0, "delta": 2.0}],
+        "regressions": [{"metric": "fabrication_count", "baseline": 0, "current": 2, "delta": 2}],
+    }
+    text = fallback_text(release_alert(fabricated, "release:golden"))
+    assert "fabrication 2 (needs <= 0)" in text and "fabrication_count 2 (baseline <= 0)" in text
