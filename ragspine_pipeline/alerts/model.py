@@ -153,13 +153,15 @@ def gate_alert(
     run_id: str | None = None,
     index_version: str | None = None,
     webserver_base_url: str | None = None,
+    problem: str = "below baseline",
 ) -> Alert:
-    """A regression (some findings) or recovery (none) alert for any set of gates or channels."""
+    """A regression (some findings) or recovery (none) alert for any set of gates or channels;
+    ``problem`` names what went wrong in the title."""
     findings = list(findings)
     return Alert(
         kind="regression" if findings else "recovered",
         stream=stream,
-        title=f"{subject}: below baseline" if findings else f"Recovered: {subject}",
+        title=f"{subject}: {problem}" if findings else f"Recovered: {subject}",
         index_version=index_version,
         run_id=run_id,
         run_url=run_url(webserver_base_url, run_id),

@@ -5,15 +5,18 @@ quarantined by the sampler (file and line named) and counted in metadata, never 
 """
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline.alerts.model import Alert, Finding, gate_alert
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
 from ragspine_pipeline.defs.golden import write_json_file
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
-from ragspine_pipeline.defs.resources import EvalFiles, TraceStoreResource
+from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
 from ragspine_pipeline.scoring.production import production_metrics as score_production
+from ragspine_pipeline.scoring.significance import WORSE_WHEN, significant_drops
 from ragspine_pipeline.sources.sampling import sample_day, write_jsonl
 
 GROUP = "production"
@@ -61,11 +64,32 @@ def production_traces(
     )
 
 
-@dg.asset(group_name=GROUP, partitions_def=daily)
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=daily,
+    check_specs=[
+        dg.AssetCheckSpec(
+            "no_significant_drop",
+            asset="production_metrics",
+            description="no rate dropped significantly against its trailing days (WARN, never blocks)",
+        ),
+        dg.AssetCheckSpec(
+            "production_alert", asset="production_metrics", description="announce drops or their recovery"
+        ),
+    ],
+)
 def production_metrics(
-    context: dg.AssetExecutionContext, production_traces: str, eval_files: EvalFiles
-) -> dg.Output[dict]:
-    """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals."""
+    context: dg.AssetExecutionContext,
+    production_traces: str,
+    eval_files: EvalFiles,
+    alerts: AlertsResource,
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
+    """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals,
+    and each rate tested against its trailing days (``scoring.significance``).
+
+    The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
+    significant drop is a WARN and an alert, not a release block (SPEC §4).
+    """
     day = context.partition_key
     with user_errors():
         traces = load_traces(production_traces).table
@@ -74,17 +98,59 @@ def production_metrics(
             load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
         )
     result = {"day": day, **score_production(traces, evidence).to_dict()}
+    tests = significant_drops(
+        result,
+        recent_production_days(eval_files, days=eval_files.drop_window + 7),
+        alpha=eval_files.drop_alpha,
+        min_n=eval_files.drop_min_n,
+        window=eval_files.drop_window,
+    )
+    result["drop_tests"] = {
+        "alpha": eval_files.drop_alpha,
+        "min_n": eval_files.drop_min_n,
+        "window": eval_files.drop_window,
+        "tested": sum(t.reason == "tested" for t in tests),
+        "untested": sum(t.reason != "tested" for t in tests),
+        "significant": [t.to_dict() for t in tests if t.significant],
+    }
     path = production_summary_dir(eval_files) / f"{day}.json"
     write_json_file(path, result)
     rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
-    return dg.Output(
+    drops = [
+        (d["metric"], d["slice"], d["current"], d["baseline"], d["p_value"])
+        for d in result["drop_tests"]["significant"]
+    ]
+    yield dg.Output(
         result,
         metadata={
             "n": result["n"],
+            "significant_drops": len(drops),
+            "drops": dg.MetadataValue.md(
+                markdown_table(["metric", "slice", "today", "trailing baseline", "p"], drops)
+            ),
             "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
             "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
             "summary_path": dg.MetadataValue.path(str(path)),
         },
+    )
+    significant = result["drop_tests"]["significant"]
+    yield dg.AssetCheckResult(
+        check_name="no_significant_drop",
+        passed=not significant,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{len(significant)} significant drop(s) on {day}" if significant else None,
+        metadata={"drops": dg.MetadataValue.json(significant)},
+    )
+    queued, delivered = alerts.announce(_drop_alert(day, significant, context.run.run_id, alerts))
+    if queued is not None:
+        context.log.warning(f"alert queued: {queued.title}")
+    check = alerts.check_result(queued, delivered)
+    yield dg.AssetCheckResult(
+        check_name="production_alert",
+        passed=check.passed,
+        severity=check.severity,
+        description=check.description,
+        metadata=check.metadata,
     )
 
 
@@ -111,3 +177,29 @@ def _interval(metric: dict) -> str:
     if metric.get("low") is None:
         return ""
     return f"{metric['low']:.4f}–{metric['high']:.4f}"
+
+
+def _drop_alert(day: str, significant: list[dict], run_id: str, alerts: AlertsResource) -> Alert:
+    """The night's drops as one alert of the ``production`` stream (a recovery when there are none)."""
+    findings = [
+        Finding(
+            kind="baseline",
+            name=f"{d['metric']} @ {d['slice']}",
+            value=d["current"],
+            reference=d["baseline"],
+            reference_kind="baseline",
+            op=">=" if WORSE_WHEN[d["metric"]] == "lower" else "<=",
+            delta=d["current"] - d["baseline"],
+            n=d["current_n"],
+        )
+        for d in significant
+    ]
+    subject = f"Production metrics of {day}"
+    return gate_alert(
+        findings,
+        "production",
+        subject,
+        run_id=run_id,
+        webserver_base_url=alerts.webserver_base_url,
+        problem="significant regression against the trailing days",
+    )

@@ -50,6 +50,9 @@ class EvalFiles(dg.ConfigurableResource):
     extraction_truth: str | None = Field(default=None, description="extraction ground truth (JSON)")
     extraction_baseline: str | None = Field(default=None, description="channel thresholds; only ratchet up")
     production_sample_size: int = Field(default=200, ge=1)
+    drop_alpha: float = Field(default=0.05, gt=0, lt=1, description="level of the nightly drop test")
+    drop_min_n: int = Field(default=100, ge=1, description="samples a rate needs, today and in baseline")
+    drop_window: int = Field(default=7, ge=1, description="trailing days pooled as the baseline")
     production_seed: int = 7
 
     def run_dir(self, run_id: str) -> Path:

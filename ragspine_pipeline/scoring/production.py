@@ -125,10 +125,15 @@ class Rate:
     low: float
     high: float
 
+    @property
+    def successes(self) -> int:
+        return round(self.value * self.n)
+
     def to_dict(self) -> dict:
         return {
             "value": _rounded(self.value),
             "n": self.n,
+            "successes": self.successes,  # exact: what a later day's significance test pools
             "low": _rounded(self.low),
             "high": _rounded(self.high),
         }

@@ -396,9 +396,9 @@ def test_empty_input_has_no_nan_and_documented_values():
     assert report == {
         "n": 0,
         "metrics": {
-            "refusal_rate": {"value": 0.0, "n": 0, "low": 0.0, "high": 1.0},
-            "compliance": {"value": 0.0, "n": 0, "low": 0.0, "high": 1.0},
-            "citation_validity": {"value": 1.0, "n": 0, "low": 0.0, "high": 1.0},
+            "refusal_rate": {"value": 0.0, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
+            "compliance": {"value": 0.0, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
+            "citation_validity": {"value": 1.0, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
             "fabrication": {"value": 0, "n": 0, "rate": 0.0, "low": 0.0, "high": 1.0},
             "latency_p50_ms": {"value": None, "n": 0},
             "latency_p95_ms": {"value": None, "n": 0},
@@ -463,7 +463,13 @@ def test_to_dict_shape_and_rounding():
         "refusal_rate", "compliance", "citation_validity", "fabrication", "latency_p50_ms", "latency_p95_ms",
         "prompt_tokens_mean", "completion_tokens_mean", "tokens_total",
     ]  # fmt: skip
-    assert report["metrics"]["refusal_rate"] == {"value": 0.3333, "n": 3, "low": 0.0615, "high": 0.7923}
+    assert report["metrics"]["refusal_rate"] == {
+        "value": 0.3333,
+        "n": 3,
+        "successes": 1,
+        "low": 0.0615,
+        "high": 0.7923,
+    }
     assert report["metrics"]["latency_p50_ms"] == {"value": 53.5617, "n": 2}
     assert list(report["slices"]) == ["topic", "workflow"]
     assert list(report["slices"]["topic"]) == ["FIN", "HR"]

@@ -1,0 +1,73 @@
+"""Nightly production metrics in the code location: a significant drop against the trailing days is a
+WARN check and one Slack alert (never a failed run). Steady nights are neither; how the test behaves
+under sampling noise is simulated in tests/scoring/test_significance.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+
+from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.defs.local import backfill_production
+from ragspine_pipeline.defs.resources import default_resources
+
+FIRST = date(2026, 11, 1)
+TRACES = 400
+
+
+def write_day(store: Path, day: date, compliance: float, rng: np.random.Generator) -> None:
+    """One day of traces, exactly ``compliance`` of them compliant, in random order; an answer without
+    a citation list is non-compliant (SPEC §3.1)."""
+    folder = store / f"dt={day.isoformat()}"
+    folder.mkdir(parents=True)
+    lines = []
+    cited = rng.permutation(TRACES) < round(compliance * TRACES)
+    for i in range(TRACES):
+        answer = {"claim": "Freeze starts Friday."}
+        if cited[i]:
+            answer["citations"] = ["freeze#1"]
+        trace = {"request_id": f"{day}-{i}", "answer": answer, "retrieved_ids": ["freeze#1"]}
+        lines.append(json.dumps({**trace, "tags": {"channel": "slack"}}))
+    (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_a_significant_drop_warns_and_alerts_once_steady_nights_do_not(tmp_path, monkeypatch, fake_slack):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-production")
+    monkeypatch.setenv("SLACK_CHANNEL", "#rag-production")
+    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url)
+    rng = np.random.default_rng(3)
+    days = [FIRST + timedelta(days=i) for i in range(9)]
+    for day in days[:8]:
+        write_day(tmp_path / "traces", day, 0.95, rng)  # steady nights
+    write_day(tmp_path / "traces", days[8], 0.85, rng)  # ten points down
+    defs = build_definitions(
+        default_resources(
+            {
+                "RAGSPINE_HOME": str(tmp_path / "no-demo"),
+                "RAGSPINE_TRACE_STORE": str(tmp_path / "traces"),
+                "RAGSPINE_REPORTS": str(tmp_path / "reports"),
+                "RAGSPINE_WORK": str(tmp_path / "work"),
+                "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
+                "RAGSPINE_SAMPLE_SIZE": str(TRACES),
+            }
+        )
+    )
+    with dg.instance_for_test() as instance:
+        runs = backfill_production(defs, instance, [d.isoformat() for d in days])
+    assert all(run.success for run in runs)  # a drop is a warning, not a failed run
+    checks = [
+        {c.check_name: c for c in run.get_asset_check_evaluations()}["no_significant_drop"] for run in runs
+    ]
+    assert [c.passed for c in checks] == [True] * 8 + [False]
+    assert checks[-1].severity == dg.AssetCheckSeverity.WARN
+    drops = {(d["metric"], d["slice"]): d for d in checks[-1].metadata["drops"].value}
+    drop = drops[("compliance", "all traffic")]
+    assert drop["baseline_days"] == 7 and drop["baseline_n"] == 7 * TRACES and drop["p_value"] < 0.001
+    assert ("compliance", "channel=slack") in drops  # the one slice, tested on its own
+    [post] = fake_slack.posts
+    assert post["text"].startswith(f"Production metrics of {days[8]}: significant regression")
+    assert "compliance @ all traffic" in post["text"]
