@@ -6,6 +6,13 @@ Valid traces are de-duplicated by request id and the ``n`` with the smallest
 ``blake2b(f"{seed}:{request_id}")`` are kept. The result depends only on the lines and the seed, not on
 how the store lists or splits them: among duplicates the one with the smallest content hash is kept, and
 the sample is sorted by request id.
+
+Stratified (``stratify="topic"``), each value of the trace's ``tags["topic"]`` is a stratum (no tag:
+``"(none)"``). The pass keeps, per stratum, the ``max(n, floor)`` smallest priorities and counts the
+stratum's distinct request ids; at the end ``strata.allocate`` splits ``n`` over the strata and each
+stratum contributes its smallest priorities. A request id whose lines name different strata (a logging
+fault) counts in each stratum's population, and is sampled only in the stratum whose kept lines hold its
+smallest content hash (the others take their next priority instead); ``conflicts`` counts such ids.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,11 +33,23 @@ from ragspine_pipeline.contracts.columns import explain_validation_error
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.sources.strata import DEFAULT_FLOOR, NO_STRATUM, allocate
 from ragspine_pipeline.sources.trace_store import RawLine, TraceStore
 
-__all__ = ["QUARANTINE_REASONS", "DaySample", "priority", "sample_day", "write_jsonl"]
+__all__ = [
+    "QUARANTINE_REASONS",
+    "DaySample",
+    "Redactor",
+    "jsonl_lines",
+    "priority",
+    "sample_day",
+    "write_jsonl",
+]
 
 QUARANTINE_REASONS = ("invalid_json", "invalid_trace", "missing_request_id")
+
+# A redaction hook: a kept record in, ``(redacted record, findings per kind)`` out.
+Redactor = Callable[[dict], tuple[dict, Counter]]
 
 
 @dataclass(frozen=True)
@@ -37,14 +58,19 @@ class DaySample:
 
     ``counts``: ``read`` non-blank lines, ``valid`` lines that passed the contract (duplicates included),
     ``duplicates`` valid lines whose request id came earlier, ``quarantined`` per reason (every reason
-    present, 0 when none) and ``sampled``. ``quarantine_path`` is the file bad lines were appended to,
-    None when there were none.
+    present, 0 when none) and ``sampled``; with a redaction hook also ``redacted`` (findings per kind,
+    sorted). ``quarantine_path`` is the file bad lines were appended to, None when there were none.
+
+    ``allocation`` (stratified samples only): ``dimension``, ``floor``, ``seed``, ``n``, ``exceeded_n``
+    (the floors alone exceeded ``n``), ``conflicts`` (request ids seen in several strata) and ``strata``:
+    ``{stratum: {"population", "allocated", "sampled"}}`` sorted by stratum.
     """
 
     day: str
     records: list[dict]
     counts: dict[str, Any]
     quarantine_path: Path | None
+    allocation: dict[str, Any] | None = None
 
 
 def priority(seed: int, request_id: str) -> bytes:
@@ -52,17 +78,33 @@ def priority(seed: int, request_id: str) -> bytes:
     return hashlib.blake2b(f"{seed}:{request_id}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def sample_day(store: TraceStore, day: str, *, n: int, seed: int, quarantine: Path | None) -> DaySample:
+def sample_day(
+    store: TraceStore,
+    day: str,
+    *,
+    n: int,
+    seed: int,
+    quarantine: Path | None,
+    stratify: str | None = None,
+    floor: int = DEFAULT_FLOOR,
+    redact: Redactor | None = None,
+) -> DaySample:
     """Sample ``n`` distinct traces of ``day`` from ``store`` in one pass (see the module docstring).
 
     Bad lines are appended to ``quarantine`` as JSON lines ``{source, line, reason, field, error, raw}``;
     the caller owns the file (a re-run of a day should pass a fresh path or remove the old one). With
-    ``quarantine`` None they are only counted. Memory: the ``n`` kept records, plus 8 bytes per distinct
-    request id for the duplicate count.
+    ``quarantine`` None they are only counted. ``stratify`` names a tag dimension to stratify on, with
+    ``floor`` traces owed to each stratum (see ``strata.allocate``). ``redact``, when given, is applied
+    to every sampled record (and only to those) before it is returned.
+
+    Memory: the ``n`` kept records (stratified: ``max(n, floor)`` per stratum), plus 8 bytes per
+    distinct request id for the duplicate count (stratified: another 8 per id for the populations).
     """
     if n < 0:
         raise ValueError(f"the sample size must be >= 0, got {n}")
-    kept = _Smallest(n, seed)
+    if floor < 0:
+        raise ValueError(f"the floor must be >= 0, got {floor}")
+    kept = _Smallest(n, seed) if stratify is None else _Strata(stratify, max(n, floor), seed)
     distinct = _DistinctCount()
     quarantined = dict.fromkeys(QUARANTINE_REASONS, 0)
     read = valid = 0
@@ -74,31 +116,58 @@ def sample_day(store: TraceStore, day: str, *, n: int, seed: int, quarantine: Pa
                 quarantined[outcome.reason] += 1
                 bad_lines.append(outcome.to_json(line))
                 continue
-            request_id, content, record = outcome
+            request_id, content, record, tags = outcome
             valid += 1
-            distinct.add(request_id)
-            kept.offer(request_id, content, record)
-    records = kept.sorted_records()
-    counts = {
+            digest = _DistinctCount.digest(request_id)
+            distinct.add(digest)
+            if isinstance(kept, _Strata):
+                kept.offer(request_id, digest, content, record, tags)
+            else:
+                kept.offer(request_id, content, record)
+    distinct_ids = distinct.count()
+    allocation = None
+    if isinstance(kept, _Strata):
+        records, allocation = kept.select(n, floor, distinct_ids)
+    else:
+        records = kept.sorted_records()
+    counts: dict[str, Any] = {
         "read": read,
         "valid": valid,
-        "duplicates": valid - distinct.count(),
+        "duplicates": valid - distinct_ids,
         "quarantined": quarantined,
         "sampled": len(records),
     }
-    return DaySample(day, records, counts, bad_lines.path if bad_lines.written else None)
+    if redact is not None:
+        records, counts["redacted"] = _redact_all(records, redact)
+    return DaySample(day, records, counts, bad_lines.path if bad_lines.written else None, allocation)
+
+
+def jsonl_lines(records: Iterable[dict]) -> Iterator[str]:
+    """Each record as one JSON line (with its ``\\n``); the same records give the same text."""
+    for record in records:
+        text = json.dumps(record, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a \ud8xx escape: keep it escaped
+            text = json.dumps(record)
+        yield text + "\n"
 
 
 def write_jsonl(records: list[dict], path: str | Path) -> None:
     """Write ``records`` one JSON object per line, atomically; the same records give the same bytes."""
     with atomic_writer(path, "trace sample") as fh:
-        for record in records:
-            text = json.dumps(record, ensure_ascii=False)
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate from a \ud8xx escape: keep it escaped
-                text = json.dumps(record)
-            fh.write(text + "\n")
+        fh.writelines(jsonl_lines(records))
+
+
+def _redact_all(records: list[dict], redact: Redactor) -> tuple[list[dict], dict[str, int]]:
+    """The records through ``redact``, and the findings per kind summed over them (sorted by kind)."""
+    found: Counter = Counter()
+    redacted = []
+    for record in records:
+        clean, kinds = redact(record)
+        redacted.append(clean)
+        found.update(kinds)
+    return redacted, dict(sorted(found.items()))
 
 
 class _Quarantine:
@@ -154,8 +223,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _parse(line: RawLine) -> tuple[str, bytes, dict] | _Bad:
-    """``(request_id, content_hash, record)`` of a valid trace line, or why it is quarantined."""
+def _parse(line: RawLine) -> tuple[str, bytes, dict, dict[str, str] | None] | _Bad:
+    """``(request_id, content_hash, record, tags)`` of a valid trace line, or why it is quarantined."""
     text = line.text.strip()
     try:
         data = text.encode("utf-8")
@@ -179,7 +248,7 @@ def _parse(line: RawLine) -> tuple[str, bytes, dict] | _Bad:
         return _Bad("invalid_trace", explained.message, explained.field)
     if trace.qid is None or not trace.qid.strip():
         return _Bad("missing_request_id", "a production trace needs a request id (request_id or qid)", "qid")
-    return trace.qid, hashlib.blake2b(data, digest_size=16).digest(), raw
+    return trace.qid, hashlib.blake2b(data, digest_size=16).digest(), raw, trace.tags
 
 
 # -- the sample and the duplicate count ------------------------------------------------------------------
@@ -228,6 +297,65 @@ class _Smallest:
     def sorted_records(self) -> list[dict]:
         return [self._by_id[request_id].record for request_id in sorted(self._by_id)]
 
+    def smallest(self, k: int) -> list[_Kept]:
+        """The ``k`` kept entries of smallest key, smallest first."""
+        return sorted(self._heap, key=lambda kept: kept.key)[:k]
+
+
+class _Strata:
+    """A :class:`_Smallest` and a distinct count per stratum of one tag dimension."""
+
+    def __init__(self, dimension: str, capacity: int, seed: int) -> None:
+        self.dimension = dimension
+        self.capacity = capacity
+        self.seed = seed
+        self._kept: dict[str, _Smallest] = {}
+        self._distinct: dict[str, _DistinctCount] = {}
+
+    def offer(
+        self, request_id: str, digest: int, content: bytes, record: dict, tags: dict[str, str] | None
+    ) -> None:
+        stratum = NO_STRATUM if tags is None else tags.get(self.dimension, NO_STRATUM)
+        kept = self._kept.get(stratum)
+        if kept is None:
+            kept = self._kept[stratum] = _Smallest(self.capacity, self.seed)
+            self._distinct[stratum] = _DistinctCount()
+        kept.offer(request_id, content, record)
+        self._distinct[stratum].add(digest)  # the digest of the id, computed once per line
+
+    def select(self, n: int, floor: int, distinct_ids: int) -> tuple[list[dict], dict[str, Any]]:
+        """The sample sorted by request id, and its allocation (see :class:`DaySample`)."""
+        populations = {stratum: self._distinct[stratum].count() for stratum in sorted(self._distinct)}
+        allocated, exceeded = allocate(populations, n, floor)
+        ranked = {stratum: self._kept[stratum].smallest(self.capacity) for stratum in populations}
+        # A request id kept in several strata belongs to the one holding its smallest content hash; the
+        # others skip it and take their next priority, so a conflict does not shrink the sample.
+        owner: dict[str, tuple[bytes, str]] = {}
+        for stratum, entries in ranked.items():
+            for kept in entries:
+                owner[kept.key[1]] = min(
+                    owner.get(kept.key[1], (kept.content, stratum)), (kept.content, stratum)
+                )
+        chosen: dict[str, dict] = {}
+        sampled: dict[str, int] = {}
+        for stratum, entries in ranked.items():
+            mine = [kept for kept in entries if owner[kept.key[1]][1] == stratum][: allocated[stratum]]
+            chosen.update((kept.key[1], kept.record) for kept in mine)
+            sampled[stratum] = len(mine)
+        allocation = {
+            "dimension": self.dimension,
+            "floor": floor,
+            "seed": self.seed,
+            "n": n,
+            "exceeded_n": exceeded,
+            "conflicts": sum(populations.values()) - distinct_ids,
+            "strata": {
+                stratum: {"population": size, "allocated": allocated[stratum], "sampled": sampled[stratum]}
+                for stratum, size in populations.items()
+            },
+        }
+        return [chosen[request_id] for request_id in sorted(chosen)], allocation
+
 
 class _DistinctCount:
     """The number of distinct request ids, in 8 bytes per distinct id (a 64-bit digest of each).
@@ -244,9 +372,14 @@ class _DistinctCount:
         self._pending_size = 0
         self._unique = np.empty(0, dtype=np.uint64)
 
-    def add(self, request_id: str) -> None:
+    @staticmethod
+    def digest(request_id: str) -> int:
+        """The 64-bit digest of a request id that :meth:`add` takes."""
         digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        self._batch.append(int.from_bytes(digest, "little"))
+        return int.from_bytes(digest, "little")
+
+    def add(self, digest: int) -> None:
+        self._batch.append(digest)
         if len(self._batch) >= self._BATCH:
             self._flush()
 

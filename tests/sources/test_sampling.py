@@ -6,11 +6,12 @@ import gzip
 import hashlib
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from ragspine_pipeline.sources.sampling import QUARANTINE_REASONS, sample_day, write_jsonl
+from ragspine_pipeline.sources.sampling import QUARANTINE_REASONS, priority, sample_day, write_jsonl
 from ragspine_pipeline.sources.trace_store import LocalTraceStore, S3TraceStore
 
 DAY = "2024-05-01"
@@ -158,3 +159,181 @@ def test_s3_and_local_give_the_same_sample(tmp_path, bucket):
     s3 = sample_day(S3TraceStore(name, "t", client), DAY, n=12, seed=8, quarantine=None)
     assert s3.records == sample_day(local, DAY, n=12, seed=8, quarantine=None).records
     assert s3.counts["quarantined"] == {reason: len(BAD[reason]) for reason in QUARANTINE_REASONS}
+
+
+# -- stratified ------------------------------------------------------------------------------------------
+
+TOPIC_SIZES = {"billing": 400, "search": 120, "legal": 12}
+TAGGED = [
+    json.dumps(
+        {"request_id": f"{topic[:3]}{i:04d}", "answer": f"a{i}", "tags": {"topic": topic, "lang": "en"}}
+    )
+    for topic, size in TOPIC_SIZES.items()
+    for i in range(size)
+]
+UNTAGGED = [json.dumps({"request_id": f"none{i:03d}", "answer": "x"}) for i in range(8)]
+OTHER_TAGS = [
+    json.dumps({"request_id": f"lang{i:03d}", "answer": "x", "tags": {"lang": "fr"}}) for i in range(8)
+]
+STRATIFIED_DAY = TAGGED + UNTAGGED + OTHER_TAGS
+
+
+def topic_of(record: dict) -> str:
+    return (record.get("tags") or {}).get("topic", "(none)")
+
+
+def test_stratified_sample_is_identical_whatever_the_files_and_order(tmp_path):
+    lines = STRATIFIED_DAY + DUPLICATES + ALL_BAD
+    layouts = [
+        split_shuffled(lines, ["part-0.jsonl", "part-1.jsonl.gz"], seed=1),
+        split_shuffled(lines, ["c.jsonl.gz", "b.jsonl", "a.jsonl", "d.jsonl"], seed=2),
+        {"all.jsonl": list(reversed(lines))},
+    ]
+    outputs, allocations = [], []
+    for i, layout in enumerate(layouts):
+        store = write_day(tmp_path / f"s{i}", layout)
+        sample = sample_day(store, DAY, n=100, seed=42, quarantine=None, stratify="topic", floor=20)
+        write_jsonl(sample.records, tmp_path / f"sample{i}.jsonl")
+        outputs.append((tmp_path / f"sample{i}.jsonl").read_bytes())
+        allocations.append(json.dumps(sample.allocation))
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert allocations[0] == allocations[1] == allocations[2]
+    # r002 is tagged "x" on one line and untagged on another: it counts in both strata's populations but
+    # is sampled only where its smallest content hash lies; "x" has nothing else to give.
+    allocation = json.loads(allocations[0])
+    assert allocation["conflicts"] == 1
+    assert allocation["strata"]["x"] == {"population": 1, "allocated": 1, "sampled": 0}
+    assert len(outputs[0].splitlines()) == 99 == sum(v["sampled"] for v in allocation["strata"].values())
+
+
+def test_stratified_allocation_floors_and_proportions(tmp_path):
+    store = write_day(tmp_path, {"a.jsonl": STRATIFIED_DAY})
+    sample = sample_day(store, DAY, n=200, seed=7, quarantine=None, stratify="topic", floor=20)
+    allocation = sample.allocation
+    strata = allocation["strata"]
+    assert {
+        key: allocation[key] for key in ("dimension", "floor", "seed", "n", "exceeded_n", "conflicts")
+    } == {
+        "dimension": "topic",
+        "floor": 20,
+        "seed": 7,
+        "n": 200,
+        "exceeded_n": False,
+        "conflicts": 0,
+    }
+    assert list(strata) == sorted(strata)
+    assert {s: v["population"] for s, v in strata.items()} == {**TOPIC_SIZES, "(none)": 16}
+    assert strata["legal"] == {"population": 12, "allocated": 12, "sampled": 12}  # below the floor: all
+    assert strata["(none)"]["allocated"] == 16  # untagged and other-dimension traces share "(none)"
+    assert strata["search"]["allocated"] == 40  # 172 · 120/520 = 39.7, rounded by largest remainder
+    assert strata["billing"]["allocated"] == 132
+    assert sum(v["allocated"] for v in strata.values()) == 200 == sample.counts["sampled"]
+    assert Counter(topic_of(r) for r in sample.records) == {s: v["sampled"] for s, v in strata.items()}
+    ids = [r["request_id"] for r in sample.records]
+    assert ids == sorted(ids)
+
+
+def test_each_stratum_keeps_its_smallest_priorities(tmp_path):
+    store = write_day(tmp_path, {"a.jsonl": STRATIFIED_DAY})
+    sample = sample_day(store, DAY, n=60, seed=3, quarantine=None, stratify="topic", floor=10)
+    for stratum, entry in sample.allocation["strata"].items():
+        population = [json.loads(line) for line in STRATIFIED_DAY if topic_of(json.loads(line)) == stratum]
+        expected = sorted(r["request_id"] for r in population)
+        expected = sorted(expected, key=lambda rid: priority(3, rid))[: entry["allocated"]]
+        assert sorted(r["request_id"] for r in sample.records if topic_of(r) == stratum) == sorted(expected)
+
+
+def test_floors_above_n_give_every_stratum_its_floor(tmp_path):
+    store = write_day(tmp_path, {"a.jsonl": STRATIFIED_DAY})
+    sample = sample_day(store, DAY, n=30, seed=3, quarantine=None, stratify="topic", floor=25)
+    strata = sample.allocation["strata"]
+    assert sample.allocation["exceeded_n"] is True
+    assert {s: v["allocated"] for s, v in strata.items()} == {
+        "(none)": 16,
+        "billing": 25,
+        "legal": 12,
+        "search": 25,
+    }
+    assert sample.counts["sampled"] == 78
+
+
+def test_stratified_duplicates_and_conflicting_tags(tmp_path):
+    first = {"request_id": "leg0000", "answer": "a0", "tags": {"topic": "legal", "lang": "en"}}
+    moved = json.dumps({**first, "tags": {"topic": "billing"}, "answer": "z"})
+    store = write_day(tmp_path, {"a.jsonl": [*STRATIFIED_DAY, TAGGED[0], moved]})
+    sample = sample_day(store, DAY, n=10_000, seed=1, quarantine=None, stratify="topic", floor=5)
+    strata = sample.allocation["strata"]
+    assert sample.counts["duplicates"] == 2 and sample.allocation["conflicts"] == 1
+    assert strata["billing"]["population"] == 401 and strata["legal"]["population"] == 12
+    # chosen in both strata, kept once: the record with the smaller content hash
+    kept = [r for r in sample.records if r["request_id"] == "leg0000"]
+    contents = {
+        line: hashlib.blake2b(line.encode(), digest_size=16).digest() for line in (TAGGED[-12], moved)
+    }
+    assert kept == [json.loads(min(contents, key=contents.get))]
+    assert sum(v["sampled"] for v in strata.values()) == sample.counts["sampled"] == len(STRATIFIED_DAY)
+
+
+def test_without_stratify_no_allocation(tmp_path):
+    store = write_day(tmp_path, {"a.jsonl": STRATIFIED_DAY})
+    plain = sample_day(store, DAY, n=20, seed=1, quarantine=None)
+    assert plain.allocation is None and "redacted" not in plain.counts
+    with pytest.raises(ValueError):
+        sample_day(store, DAY, n=20, seed=1, quarantine=None, stratify="topic", floor=-1)
+
+
+# -- redaction hook --------------------------------------------------------------------------------------
+
+
+def fake_redact(record: dict) -> tuple[dict, Counter]:
+    """Replaces the answer of every record by a placeholder: one EMAIL per record, a PHONE for even ids."""
+    found = Counter(EMAIL=1)
+    if int(record["request_id"][1:]) % 2 == 0:
+        found["PHONE"] = 2
+    return {**record, "answer": "[EMAIL]"}, found
+
+
+def test_the_redaction_hook_sees_kept_records_only_and_is_counted(tmp_path):
+    store = write_day(tmp_path, {"a.jsonl": GOOD + DUPLICATES + ALL_BAD})
+    seen: list[str] = []
+
+    def spy(record: dict) -> tuple[dict, Counter]:
+        seen.append(record["request_id"] if "request_id" in record else record["qid"])
+        return fake_redact(record)
+
+    plain = sample_day(store, DAY, n=9, seed=4, quarantine=None)
+    redacted = sample_day(store, DAY, n=9, seed=4, quarantine=None, redact=spy)
+    ids = [r.get("request_id", r.get("qid")) for r in plain.records]
+    assert sorted(seen) == ids and len(seen) == 9
+    assert [r.get("request_id", r.get("qid")) for r in redacted.records] == ids
+    assert all(r["answer"] == "[EMAIL]" for r in redacted.records)
+    evens = sum(1 for rid in ids if int(rid[1:]) % 2 == 0)
+    assert redacted.counts["redacted"] == {"EMAIL": 9, "PHONE": 2 * evens}
+    assert {k: v for k, v in redacted.counts.items() if k != "redacted"} == plain.counts
+
+
+def test_the_redaction_hook_applies_to_stratified_samples(tmp_path):
+    store = write_day(tmp_path, {"a.jsonl": STRATIFIED_DAY})
+
+    def redact(record: dict) -> tuple[dict, Counter]:
+        return {**record, "answer": "[EMAIL]"}, Counter(EMAIL=1)
+
+    sample = sample_day(store, DAY, n=50, seed=2, quarantine=None, stratify="topic", floor=5, redact=redact)
+    assert sample.counts["redacted"] == {"EMAIL": 50}
+    assert {r["answer"] for r in sample.records} == {"[EMAIL]"}
+
+
+def test_a_conflicting_id_does_not_shrink_a_stratum_with_more_to_give(tmp_path):
+    # every legal id also appears under billing: each is sampled once, in one stratum, and billing and
+    # legal still reach their allocations from their next priorities
+    moved = [json.dumps({**json.loads(line), "tags": {"topic": "billing"}}) for line in TAGGED[-12:]]
+    store = write_day(tmp_path, {"a.jsonl": STRATIFIED_DAY + moved})
+    sample = sample_day(store, DAY, n=80, seed=5, quarantine=None, stratify="topic", floor=5)
+    strata = sample.allocation["strata"]
+    assert sample.allocation["conflicts"] == 12
+    ids = [r["request_id"] for r in sample.records]
+    assert len(ids) == len(set(ids)) == sum(v["sampled"] for v in strata.values())
+    assert strata["legal"]["sampled"] == sum(1 for r in sample.records if topic_of(r) == "legal")
+    assert strata["billing"]["sampled"] == strata["billing"]["allocated"]  # it had more to give
+    assert strata["legal"]["sampled"] == strata["legal"]["allocated"] == 5  # 6 of its 12 ids stayed legal
+    assert len(ids) == 80

@@ -1,0 +1,119 @@
+"""``ragspine-eval sample``: a seeded (optionally stratified) sample of one day of production traces.
+
+The sample goes to ``--out`` (atomically) or standard output; a one-line JSON summary of the pass
+(counts, quarantine per reason, allocation when stratified, redactions) is the last line on standard
+error. Exit codes: 0 sampled (an empty day included), 2 unusable input (``cli.main`` prints the
+InputError on one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.errors import SourceError
+from ragspine_pipeline.sources.sampling import Redactor, jsonl_lines, sample_day, write_jsonl
+from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
+from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
+
+EXIT_SAMPLED = 0
+
+
+def add_sample_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add the ``sample`` subcommand to ``commands`` (an argparse subparsers object)."""
+    parser = commands.add_parser(
+        "sample",
+        help="a seeded, de-duplicated (optionally stratified) sample of one day of production traces",
+        description="Exit 0 when the day was sampled (even if it is empty), 2 when the input is unusable.",
+    )
+    parser.add_argument("--source", required=True, help="trace store: a directory or s3://bucket/prefix")
+    parser.add_argument("--date", required=True, help="the day to sample, YYYY-MM-DD")
+    parser.add_argument("--n", required=True, type=_count, help="sample size")
+    parser.add_argument("--seed", required=True, type=int, help="sampling seed (same seed, same sample)")
+    parser.add_argument("--stratify", metavar="DIM", help="stratify on this tag dimension (tags[DIM])")
+    parser.add_argument(
+        "--floor",
+        type=_count,
+        default=DEFAULT_FLOOR,
+        help=f"traces owed to each stratum when stratifying (default: {DEFAULT_FLOOR})",
+    )
+    parser.add_argument("--out", help="write the sample (JSONL) here instead of standard output")
+    parser.add_argument("--quarantine", help="write malformed lines here (JSONL, replaced on every run)")
+    parser.add_argument("--endpoint-url", help="S3 endpoint (MinIO, LocalStack, ...) for an s3:// source")
+    parser.add_argument(
+        "--redact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="redact personal data in the sampled traces (default: on)",
+    )
+    parser.set_defaults(run=run_sample)
+    return parser
+
+
+def run_sample(args: argparse.Namespace) -> int:
+    redact = _redactor() if args.redact else None
+    try:
+        day = check_day(args.date)
+    except ValueError as exc:
+        raise InputError("--date", str(exc)) from None
+    if args.stratify is not None and not args.stratify.strip():
+        raise InputError("--stratify", "names no tag dimension")
+    quarantine = None if args.quarantine is None else Path(args.quarantine)
+    if quarantine is not None:
+        quarantine.unlink(missing_ok=True)  # the sampler appends: a re-run of the day starts afresh
+    store = open_trace_store(args.source, endpoint_url=args.endpoint_url)
+    try:
+        sample = sample_day(
+            store,
+            day,
+            n=args.n,
+            seed=args.seed,
+            quarantine=quarantine,
+            stratify=args.stratify,
+            floor=args.floor,
+            redact=redact,
+        )
+    except SourceError as exc:
+        raise InputError(exc.location, exc.cause) from None
+    if args.out:
+        write_jsonl(sample.records, args.out)
+    else:
+        sys.stdout.writelines(jsonl_lines(sample.records))
+        sys.stdout.flush()
+    if sample.counts["read"] == 0:
+        print(f"ragspine-eval: warning: no trace lines for {day} in {store.describe()}", file=sys.stderr)
+    summary: dict[str, Any] = {"source": store.describe(), "date": day, "seed": args.seed, **sample.counts}
+    if sample.allocation is not None:
+        summary["allocation"] = sample.allocation
+    if sample.quarantine_path is not None:
+        summary["quarantine"] = str(sample.quarantine_path)
+    print(json.dumps(summary, ensure_ascii=False), file=sys.stderr)
+    return EXIT_SAMPLED
+
+
+def _redactor() -> Redactor:
+    """``redact_trace``, imported only when asked for (the redaction module is optional)."""
+    try:
+        from ragspine_pipeline.sources.redaction import redact_trace
+    except ModuleNotFoundError as exc:
+        if exc.name != "ragspine_pipeline.sources.redaction":
+            raise
+        raise InputError(
+            "--redact",
+            "redaction is not available in this installation; pass --no-redact to sample unredacted",
+        ) from None
+    return redact_trace
+
+
+def _count(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{raw}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be at least 0")
+    return value
