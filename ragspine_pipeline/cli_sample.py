@@ -16,7 +16,8 @@ from typing import Any
 
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.sampling import Redactor, jsonl_lines, sample_day, write_jsonl
+from ragspine_pipeline.sources.redaction import redact_line, redact_trace
+from ragspine_pipeline.sources.sampling import jsonl_lines, sample_day, write_jsonl
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
 
@@ -55,7 +56,6 @@ def add_sample_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def run_sample(args: argparse.Namespace) -> int:
-    redact = _redactor() if args.redact else None
     try:
         day = check_day(args.date)
     except ValueError as exc:
@@ -75,7 +75,8 @@ def run_sample(args: argparse.Namespace) -> int:
             quarantine=quarantine,
             stratify=args.stratify,
             floor=args.floor,
-            redact=redact,
+            redact=redact_trace if args.redact else None,
+            redact_text=redact_line if args.redact else None,
         )
     except SourceError as exc:
         raise InputError(exc.location, exc.cause) from None
@@ -93,20 +94,6 @@ def run_sample(args: argparse.Namespace) -> int:
         summary["quarantine"] = str(sample.quarantine_path)
     print(json.dumps(summary, ensure_ascii=False), file=sys.stderr)
     return EXIT_SAMPLED
-
-
-def _redactor() -> Redactor:
-    """``redact_trace``, imported only when asked for (the redaction module is optional)."""
-    try:
-        from ragspine_pipeline.sources.redaction import redact_trace
-    except ModuleNotFoundError as exc:
-        if exc.name != "ragspine_pipeline.sources.redaction":
-            raise
-        raise InputError(
-            "--redact",
-            "redaction is not available in this installation; pass --no-redact to sample unredacted",
-        ) from None
-    return redact_trace
 
 
 def _count(raw: str) -> int:

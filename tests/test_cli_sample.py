@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -94,19 +93,6 @@ def test_redaction_is_on_by_default(store, capsys):
     records = [json.loads(line) for line in stdout.splitlines()]
     assert len(records) == 12 and all("@" not in r["answer"] and "[EMAIL]" in r["answer"] for r in records)
     assert json.loads(stderr[-1])["redacted"] == {"EMAIL": 12}
-
-
-def test_redact_without_the_redaction_module_is_a_clear_error(store, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "ragspine_pipeline.sources.redaction", None)  # as if not installed
-    code, stdout, stderr = run(capsys, "--source", str(store), "--date", DAY, "--n", "5", "--seed", "1")
-    assert code == 2 and stdout == ""
-    assert stderr == [
-        "ragspine-eval: error: --redact: redaction is not available in this installation; "
-        "pass --no-redact to sample unredacted"
-    ]
-    assert (
-        run(capsys, "--source", str(store), "--date", DAY, "--n", "5", "--seed", "1", "--no-redact")[0] == 0
-    )
 
 
 def test_an_empty_day_samples_nothing_and_says_so(store, capsys):

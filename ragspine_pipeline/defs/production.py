@@ -17,6 +17,7 @@ from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.significance import WORSE_WHEN, significant_drops
+from ragspine_pipeline.sources.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.sampling import sample_day, write_jsonl
 
 GROUP = "production"
@@ -41,6 +42,9 @@ def production_traces(
             n=eval_files.production_sample_size,
             seed=eval_files.production_seed,
             quarantine=quarantine,
+            stratify=eval_files.production_stratify,
+            redact=redact_trace,  # PII never reaches the sample or quarantine files (issue 7)
+            redact_text=redact_line,
         )
         write_jsonl(sample.records, out)
     counts = sample.counts
@@ -58,6 +62,8 @@ def production_traces(
             "quarantined_by_reason": dg.MetadataValue.json(counts["quarantined"]),
             "dagster/row_count": counts["sampled"],
             "seed": eval_files.production_seed,
+            "redacted": dg.MetadataValue.json(counts.get("redacted", {})),
+            "allocation": dg.MetadataValue.json(sample.allocation or {}),
             "quarantine_path": dg.MetadataValue.path(str(quarantine)),
             "sample_path": dg.MetadataValue.path(str(out)),
         },

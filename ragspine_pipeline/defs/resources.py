@@ -54,6 +54,9 @@ class EvalFiles(dg.ConfigurableResource):
     drop_min_n: int = Field(default=100, ge=1, description="samples a rate needs, today and in baseline")
     drop_window: int = Field(default=7, ge=1, description="trailing days pooled as the baseline")
     production_seed: int = 7
+    production_stratify: str | None = Field(
+        default=None, description="tag dimension the daily sample is stratified on (None: not stratified)"
+    )
 
     def run_dir(self, run_id: str) -> Path:
         path = Path(self.reports_dir) / "runs" / run_id
@@ -208,6 +211,7 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             extraction_truth=path("RAGSPINE_EXTRACTION_TRUTH", home / "extraction" / "truth.json"),
             extraction_baseline=path("RAGSPINE_EXTRACTION_BASELINE", home / "extraction" / "baseline.json"),
             production_sample_size=int(env.get("RAGSPINE_SAMPLE_SIZE", "200")),
+            production_stratify=env.get("RAGSPINE_SAMPLE_STRATIFY") or None,
         ),
         "trace_store": TraceStoreResource(
             uri=path("RAGSPINE_TRACE_STORE", home / "traces"), endpoint_url=endpoint, region=region

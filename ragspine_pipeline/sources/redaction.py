@@ -233,3 +233,8 @@ def redact_trace(trace: dict, *, phone_region: str = DEFAULT_PHONE_REGION) -> tu
     if isinstance(outcome, dict):
         clean_fields(outcome, ("narrative_answer", "retrieved_context"))
     return redacted, counts
+
+
+def redact_line(text: str) -> str:
+    """``text`` redacted (the raw text of a quarantined line: it is persisted too)."""
+    return redact_text(text)[0]

@@ -88,6 +88,7 @@ def sample_day(
     stratify: str | None = None,
     floor: int = DEFAULT_FLOOR,
     redact: Redactor | None = None,
+    redact_text: Callable[[str], str] | None = None,
 ) -> DaySample:
     """Sample ``n`` distinct traces of ``day`` from ``store`` in one pass (see the module docstring).
 
@@ -95,7 +96,8 @@ def sample_day(
     the caller owns the file (a re-run of a day should pass a fresh path or remove the old one). With
     ``quarantine`` None they are only counted. ``stratify`` names a tag dimension to stratify on, with
     ``floor`` traces owed to each stratum (see ``strata.allocate``). ``redact``, when given, is applied
-    to every sampled record (and only to those) before it is returned.
+    to every sampled record (and only to those) before it is returned; ``redact_text`` to the raw
+    text of every quarantined line before it is written.
 
     Memory: the ``n`` kept records (stratified: ``max(n, floor)`` per stratum), plus 8 bytes per
     distinct request id for the duplicate count (stratified: another 8 per id for the populations).
@@ -114,7 +116,7 @@ def sample_day(
             outcome = _parse(line)
             if isinstance(outcome, _Bad):
                 quarantined[outcome.reason] += 1
-                bad_lines.append(outcome.to_json(line))
+                bad_lines.append(outcome.to_json(line, redact_text))
                 continue
             request_id, content, record, tags = outcome
             valid += 1
@@ -207,14 +209,15 @@ class _Bad:
     error: str
     field: str | None = None
 
-    def to_json(self, line: RawLine) -> str:
+    def to_json(self, line: RawLine, redact_text: Callable[[str], str] | None = None) -> str:
         entry = {
             "source": line.source,
             "line": line.line_no,
             "reason": self.reason,
             "field": self.field,
             "error": self.error,
-            "raw": line.text,
+            # A bad line is persisted too: its free text goes through the same redaction as the sample.
+            "raw": line.text if redact_text is None else redact_text(line.text),
         }
         return json.dumps(entry)  # ASCII: a raw line with undecodable bytes is kept, escaped
 

@@ -337,3 +337,16 @@ def test_a_conflicting_id_does_not_shrink_a_stratum_with_more_to_give(tmp_path):
     assert strata["billing"]["sampled"] == strata["billing"]["allocated"]  # it had more to give
     assert strata["legal"]["sampled"] == strata["legal"]["allocated"] == 5  # 6 of its 12 ids stayed legal
     assert len(ids) == 80
+
+
+def test_a_quarantined_line_is_persisted_redacted(tmp_path):
+    from ragspine_pipeline.sources.redaction import redact_line
+
+    store = write_day(
+        tmp_path, {"part-0.jsonl": ['{"request_id": "r1", "question": "mail ann@example.com', "{}"]}
+    )
+    quarantine = tmp_path / "quarantine.jsonl"
+    sample_day(store, DAY, n=5, seed=1, quarantine=quarantine, redact_text=redact_line)
+    entries = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert entries[0]["reason"] == "invalid_json" and "[EMAIL]" in entries[0]["raw"]
+    assert "ann@example.com" not in quarantine.read_text()
