@@ -152,7 +152,7 @@ def announce_crash(defs: dg.Definitions, result: dg.ExecuteInProcessResult) -> N
             print(f"alert: {queued.title} ({_delivery(flushed)})")
 
 
-def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
+def print_run_notes(result: dg.ExecuteInProcessResult, pending_line: bool = True) -> None:
     """What the run's own log would say and a terminal user needs: quarantined input lines, the
     extraction channels (and any below its threshold), the alert announced (and whether Slack has it),
     and alerts still waiting in the outbox."""
@@ -186,7 +186,7 @@ def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
             print(f"alert: {metadata['new_alert']}")
         if not evaluation.passed:
             reason = evaluation.description
-    if pending:
+    if pending and pending_line:
         print(f"alerts: {pending} pending in {outbox} ({reason}); see `ragspine-eval alerts list`")
 
 
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
         earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]
         for backfill in backfill_production(defs, instance, earlier):
-            print_run_notes(backfill)
+            print_run_notes(backfill, pending_line=False)  # the main run says what is pending
             for failure in _failed_steps(backfill):
                 print(f"  step failed  {failure}", file=sys.stderr)
         result = run_everything(defs, instance, day.isoformat())
