@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from ragspine_pipeline.contracts.extraction import FactsLoad, load_facts, parse_facts
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
+from ragspine_pipeline.sources.s3 import object_body, s3_client
 from ragspine_pipeline.sources.trace_store import split_lines
 
 
@@ -28,22 +25,13 @@ def read_facts(
     """
     if not uri.startswith("s3://"):
         return load_facts(uri)
-    bucket, key = parse_s3_uri(uri)
-    if not key or key.endswith("/"):
-        raise InputError(uri, "an extraction facts URI must name an object: s3://bucket/key")
     client = s3_client(endpoint_url=endpoint_url, region=region, max_attempts=max_attempts)
-    try:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"]
-        try:
-            return parse_facts(_all_lines(body, uri), uri)
-        finally:
-            body.close()
-    except ClientError as exc:
-        if is_not_found(exc):
-            raise InputError(uri, "no extraction facts at this location") from None
-        raise SourceError(uri, f"cannot read the extraction facts: {aws_cause(exc)}") from None
-    except BotoCoreError as exc:
-        raise SourceError(uri, f"cannot read the extraction facts: {aws_cause(exc)}") from None
+    with object_body(client, uri, "extraction facts", _no_facts) as body:
+        return parse_facts(_all_lines(body, uri), uri)
+
+
+def _no_facts(uri: str) -> InputError:
+    return InputError(uri, "no extraction facts at this location")
 
 
 def _all_lines(body: BinaryIO, uri: str) -> Iterator[bytes]:

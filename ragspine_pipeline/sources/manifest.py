@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ragspine_pipeline.contracts.columns import explain_validation_error
@@ -18,7 +17,7 @@ from ragspine_pipeline.contracts.types import Id
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.jsonvalues import json_type
 from ragspine_pipeline.sources.errors import ManifestMissing, SourceError
-from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
+from ragspine_pipeline.sources.s3 import object_body, s3_client
 
 __all__ = ["IndexManifest", "ManifestMissing", "read_manifest"]
 
@@ -88,7 +87,7 @@ def _read_local(uri: str) -> bytes:
         with path.open("rb") as fh:
             data = fh.read(_MAX_BYTES + 1)
     except FileNotFoundError:
-        raise ManifestMissing(uri, "no index manifest at this location") from None
+        raise _no_manifest(uri) from None
     except IsADirectoryError:
         raise InputError(uri, "the index manifest is a directory, not a file") from None
     except OSError as exc:
@@ -97,22 +96,12 @@ def _read_local(uri: str) -> bytes:
 
 
 def _read_s3(uri: str, client) -> bytes:
-    bucket, key = parse_s3_uri(uri)
-    if not key or key.endswith("/"):
-        raise InputError(uri, "an index manifest URI must name an object: s3://bucket/key")
-    try:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"]
-        try:
-            data = body.read(_MAX_BYTES + 1)
-        finally:
-            body.close()
-    except ClientError as exc:
-        if is_not_found(exc):
-            raise ManifestMissing(uri, "no index manifest at this location") from None
-        raise SourceError(uri, f"cannot read the index manifest: {aws_cause(exc)}") from None
-    except BotoCoreError as exc:
-        raise SourceError(uri, f"cannot read the index manifest: {aws_cause(exc)}") from None
-    return _bounded(uri, data)
+    with object_body(client, uri, "index manifest", _no_manifest) as body:
+        return _bounded(uri, body.read(_MAX_BYTES + 1))
+
+
+def _no_manifest(uri: str) -> ManifestMissing:
+    return ManifestMissing(uri, "no index manifest at this location")
 
 
 def _bounded(uri: str, data: bytes) -> bytes:

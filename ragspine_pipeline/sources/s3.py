@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import boto3
 import botocore.session
@@ -15,8 +17,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.errors import SourceError
 
-__all__ = ["aws_cause", "is_not_found", "parse_s3_uri", "s3_client"]
+__all__ = ["aws_cause", "is_not_found", "object_body", "parse_s3_uri", "s3_client"]
 
 # Bucket names as S3 accepts them, including legacy names with upper case and underscores.
 _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,254}")
@@ -90,3 +93,27 @@ def aws_cause(exc: BotoCoreError | ClientError) -> str:
 def is_not_found(exc: ClientError) -> bool:
     """The object (not the bucket) does not exist."""
     return exc.response.get("Error", {}).get("Code") in _NOT_FOUND
+
+
+@contextmanager
+def object_body(client, uri: str, what: str, missing: Callable[[str], Exception]) -> Iterator:
+    """The streaming body of the object ``uri`` names (``s3://bucket/key``), closed afterwards.
+
+    A URI naming no object is an InputError; a missing object raises ``missing(uri)``; any other AWS
+    error, while opening or while the caller reads the body, is a :class:`SourceError` about ``what``.
+    """
+    bucket, key = parse_s3_uri(uri)
+    if not key or key.endswith("/"):
+        raise InputError(uri, f"an {what} URI must name an object: s3://bucket/key")
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            yield body
+        finally:
+            body.close()
+    except ClientError as exc:
+        if is_not_found(exc):
+            raise missing(uri) from None
+        raise SourceError(uri, f"cannot read the {what}: {aws_cause(exc)}") from None
+    except BotoCoreError as exc:
+        raise SourceError(uri, f"cannot read the {what}: {aws_cause(exc)}") from None
