@@ -10,7 +10,6 @@ a blocked release fails through ``release_gates``, not because Slack is absent o
 import dagster as dg
 
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
-from ragspine_pipeline.alerts.slack import FlushResult
 from ragspine_pipeline.defs.golden import ScoredRun
 from ragspine_pipeline.defs.release import decision_record, release_decision
 from ragspine_pipeline.defs.reports import slice_report
@@ -30,18 +29,14 @@ def regression_alert(
 ) -> dg.AssetCheckResult:
     decision = decision_record(release_decision)  # its run_id is the run that decided
     stream = f"release:{eval_files.baseline_mode}"
-    queued, result = alerts.announce(release_alert(decision, stream, alerts.webserver_base_url))
-    _log(context, queued, result)
-    return alerts.check_result(queued, result)
+    return alerts.alert_check(release_alert(decision, stream, alerts.webserver_base_url), context.log)
 
 
 @dg.asset_check(asset=slice_report, description="deliver alerts still pending in the outbox")
 def alert_outbox_flushed(
     context: dg.AssetCheckExecutionContext, alerts: AlertsResource
 ) -> dg.AssetCheckResult:
-    result = alerts.deliver()
-    _log(context, None, result)
-    return alerts.check_result(None, result)
+    return alerts.alert_check(None, context.log)
 
 
 # No monitored_jobs: every job of this code location is an evaluation run (the two jobs, and the
@@ -59,8 +54,7 @@ def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext, alerts: A
             f"run {context.dagster_run.run_id} failed on its release gates: announced as a regression"
         )
         return
-    queued, result = alerts.announce(alert)
-    _log(context, queued, result)
+    alerts.announce(alert, context.log)
 
 
 def step_failure_alert(
@@ -92,13 +86,3 @@ def _error_text(event: dg.DagsterEvent) -> str:
     if data.error:
         return f"{data.error.cls_name}: {data.error.message.strip()}"
     return "unknown error"
-
-
-def _log(context, queued: Alert | None, result: FlushResult) -> None:
-    if queued is not None:
-        context.log.warning(f"alert queued: {queued.title}")
-    if result.delivered:
-        context.log.info(f"{len(result.delivered)} alert(s) delivered to Slack")
-    if result.pending:
-        reason = result.skipped or next(iter(result.failed.values()), "not attempted")
-        context.log.warning(f"{result.pending} alert(s) pending in the outbox: {reason}")

@@ -170,10 +170,7 @@ def extraction_alert(
         index_version=extraction_scores.data.get("index_version"),
         webserver_base_url=alerts.webserver_base_url,
     )
-    queued, result = alerts.announce(alert)
-    if queued is not None:
-        context.log.warning(f"alert queued: {queued.title}")
-    return alerts.check_result(queued, result)
+    return alerts.alert_check(alert, context.log)
 
 
 @dg.asset(group_name=GROUP)

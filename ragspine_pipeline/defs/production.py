@@ -147,17 +147,8 @@ def production_metrics(
         description=f"{len(significant)} significant drop(s) on {day}" if significant else None,
         metadata={"drops": dg.MetadataValue.json(significant)},
     )
-    queued, delivered = alerts.announce(_drop_alert(day, significant, context.run.run_id, alerts))
-    if queued is not None:
-        context.log.warning(f"alert queued: {queued.title}")
-    check = alerts.check_result(queued, delivered)
-    yield dg.AssetCheckResult(
-        check_name="production_alert",
-        passed=check.passed,
-        severity=check.severity,
-        description=check.description,
-        metadata=check.metadata,
-    )
+    alert = _drop_alert(day, significant, context.run.run_id, alerts)
+    yield alerts.alert_check(alert, context.log, check_name="production_alert")
 
 
 def production_summary_dir(eval_files: EvalFiles) -> Path:

@@ -85,20 +85,40 @@ class AlertsResource(dg.ConfigurableResource):
     def outbox(self) -> Outbox:
         return Outbox(self.outbox_path)
 
-    def announce(self, alert: Alert) -> tuple[Alert | None, FlushResult]:
-        """Queue ``alert`` if it is news (de-duplication), then deliver everything pending."""
+    def announce(self, alert: Alert, log=None) -> tuple[Alert | None, FlushResult]:
+        """Queue ``alert`` if it is news (de-duplication), then deliver everything pending; tell
+        ``log`` (a Dagster logger) what was queued, delivered and left pending."""
         queued = self.outbox().observe(alert)
-        return queued, self.deliver()
+        return queued, self.deliver(log, queued)
 
-    def deliver(self) -> FlushResult:
+    def deliver(self, log=None, queued: Alert | None = None) -> FlushResult:
         """Deliver every pending alert with the Slack settings of the environment, now."""
-        return flush(self.outbox(), SlackSettings.from_env(os.environ))
+        result = flush(self.outbox(), SlackSettings.from_env(os.environ))
+        if log is not None:
+            if queued is not None:
+                log.warning(f"alert queued: {queued.title}")
+            if result.delivered:
+                log.info(f"{len(result.delivered)} alert(s) delivered to Slack")
+            if result.pending:
+                reason = result.skipped or next(iter(result.failed.values()), "not attempted")
+                log.warning(f"{result.pending} alert(s) pending in the outbox: {reason}")
+        return result
 
-    def check_result(self, queued: Alert | None, result: FlushResult) -> dg.AssetCheckResult:
+    def alert_check(self, alert: Alert | None, log, check_name: str | None = None) -> dg.AssetCheckResult:
+        """What an alert check does: announce ``alert`` (None: only deliver what is pending) and
+        report it as :meth:`check_result`."""
+        if alert is None:
+            return self.check_result(None, self.deliver(log), check_name)
+        return self.check_result(*self.announce(alert, log), check_name)
+
+    def check_result(
+        self, queued: Alert | None, result: FlushResult, check_name: str | None = None
+    ) -> dg.AssetCheckResult:
         """An alert check's result: passes when nothing is left undelivered; a WARN (never blocking)
         otherwise, so Slack being absent or down never changes a run's outcome."""
         errors = sorted(set(result.failed.values()))
         return dg.AssetCheckResult(
+            check_name=check_name,
             passed=result.pending == 0,
             severity=dg.AssetCheckSeverity.WARN,
             description=result.skipped or (errors[0] if errors else None),
