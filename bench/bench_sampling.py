@@ -138,9 +138,12 @@ def main() -> None:
 
 def s3_runs(folder: Path, sample: list[str], repeat: int) -> list[tuple[float, float]]:
     """The same sample through a moto S3 server on loopback (the upload is not timed)."""
+    import logging
+
     import boto3
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -44,11 +44,11 @@ def gold_columns(table: pa.Table) -> pa.Table:
     if not table_conforms(table, GoldCase):
         raise NotSure
     n = table.num_rows
-    qid = _aliased(table, QID_ALIASES, pa.string())
-    question = _aliased(table, QUESTION_ALIASES, pa.string())
+    qid = aliased_column(table, QID_ALIASES, pa.string())
+    question = aliased_column(table, QUESTION_ALIASES, pa.string())
     if qid.null_count or question.null_count:
         raise NotSure  # a missing id or question: the record reader names the line
-    citations = _non_null_lists(_aliased(table, GOLD_CITATION_ALIASES, STR_LIST), n)
+    citations = _non_null_lists(aliased_column(table, GOLD_CITATION_ALIASES, STR_LIST), n)
     answerable = _column(table, "answerable", pa.bool_(), n)
     if answerable.null_count:  # SPEC §2.1: not expected.refuse, else true when gold citations are given
         refuse = _child(_column(table, "expected"), "refuse")
@@ -123,8 +123,8 @@ def trace_columns(table: pa.Table) -> pa.Table:
     if not table_conforms(table, Trace):
         raise NotSure
     n = table.num_rows
-    qid = _aliased(table, TRACE_QID_ALIASES, pa.string())
-    question = _aliased(table, QUESTION_ALIASES, pa.string())
+    qid = aliased_column(table, TRACE_QID_ALIASES, pa.string())
+    question = aliased_column(table, QUESTION_ALIASES, pa.string())
     if pc.any(pc.and_(qid.is_null(), question.is_null())).as_py():
         raise NotSure  # a trace with nothing to join on: the record reader names the line
 
@@ -154,7 +154,7 @@ def trace_columns(table: pa.Table) -> pa.Table:
     )
     chunks = _column(table, "chunks")
     chunk_ids = None if chunks is None else _list_child(chunks, "id")
-    retrieved = _coalesce(STR_LIST, n, _aliased(table, RETRIEVED_ALIASES, STR_LIST), chunk_ids)
+    retrieved = _coalesce(STR_LIST, n, aliased_column(table, RETRIEVED_ALIASES, STR_LIST), chunk_ids)
     usage = _column(table, "token_usage")
     # An integer latency beyond 2**53 rounds to the nearest float, as float() does in the model.
     latency = _column(table, "latency_ms")
@@ -322,7 +322,7 @@ def _cast(arr: pa.Array, type_: pa.DataType, safe: bool = True) -> pa.Array:
     return arr.cast(type_, safe=safe)
 
 
-def _aliased(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) -> pa.Array:
+def aliased_column(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) -> pa.Array:
     """Per row, the first non-null of the alias columns ``names`` (SPEC alias precedence); all null
     when none is present."""
     return _coalesce(type_, table.num_rows, *[_column(table, name) for name in names])

@@ -42,6 +42,8 @@ __all__ = [
     "GOLD_SCHEMA",
     "TRACE_SCHEMA",
     "Loaded",
+    "as_strings",
+    "explicit_schema",
     "load_evidence",
     "load_gold",
     "load_traces",
@@ -141,14 +143,14 @@ def _arrow_blocks(path: Path, whole_file: bool) -> Iterator[pa.Table]:
     try:
         if whole_file:  # infers across all blocks, at the cost of holding the whole file's columns
             table = pj.read_json(path, read_options=options)
-            as_read = _as_strings(table.schema)
+            as_read = as_strings(table.schema)
             if as_read != table.schema:
-                table = pj.read_json(path, read_options=options, parse_options=_explicit(as_read))
+                table = pj.read_json(path, read_options=options, parse_options=explicit_schema(as_read))
             batches = iter(table.to_batches())
         else:
             # The first block fixes the schema; parsing the rest against it skips per-block inference.
-            as_read = _as_strings(pj.open_json(path, read_options=options).schema)
-            batches = pj.open_json(path, read_options=options, parse_options=_explicit(as_read))
+            as_read = as_strings(pj.open_json(path, read_options=options).schema)
+            batches = pj.open_json(path, read_options=options, parse_options=explicit_schema(as_read))
         for batch in batches:
             batch.validate(full=True)  # e.g. invalid UTF-8, which the parser lets through
             yield pa.Table.from_batches([batch])
@@ -158,11 +160,11 @@ def _arrow_blocks(path: Path, whole_file: bool) -> Iterator[pa.Table]:
         raise NotSure from None
 
 
-def _explicit(schema: pa.Schema) -> pj.ParseOptions:
+def explicit_schema(schema: pa.Schema) -> pj.ParseOptions:
     return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
 
 
-def _as_strings(schema: pa.Schema) -> pa.Schema:
+def as_strings(schema: pa.Schema) -> pa.Schema:
     """The schema with every inferred timestamp read back as the string it was in the file.
 
     pyarrow turns ISO-looking strings ("2026-11-20") into timestamps; the contracts want the text.

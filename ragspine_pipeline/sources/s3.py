@@ -45,7 +45,8 @@ def s3_client(
     which is most of the cost of a client.
     """
     config = Config(
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        # total_max_attempts counts the first try; botocore's "max_attempts" key would count retries only.
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
     )

@@ -7,6 +7,11 @@ Valid traces are de-duplicated by request id and the ``n`` with the smallest
 how the store lists or splits them: among duplicates the one with the smallest content hash is kept, and
 the sample is sorted by request id.
 
+Lines are read a block at a time: ``sample_blocks.BlockReader`` parses a block as columns and vouches
+for the traces it can check against the contract that way; every other line goes through the record
+reader (``json.loads`` and the pydantic ``Trace``), which alone decides what is quarantined and why. A
+trace is parsed into a record only when its priority could put it in the sample.
+
 Stratified (``stratify="topic"``), each value of the trace's ``tags["topic"]`` is a stratum (no tag:
 ``"(none)"``). The pass keeps, per stratum, the ``max(n, floor)`` smallest priorities and counts the
 stratum's distinct request ids; at the end ``strata.allocate`` splits ``n`` over the strata and each
@@ -33,8 +38,10 @@ from ragspine_pipeline.contracts.columns import explain_validation_error
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.sources.distinct import DistinctIds
+from ragspine_pipeline.sources.sample_blocks import BlockReader, BlockTraces
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR, NO_STRATUM, allocate
-from ragspine_pipeline.sources.trace_store import RawLine, TraceStore
+from ragspine_pipeline.sources.trace_store import RawLine, TraceStore, read_ahead
 
 __all__ = [
     "QUARANTINE_REASONS",
@@ -99,39 +106,39 @@ def sample_day(
     to every sampled record (and only to those) before it is returned; ``redact_text`` to the raw
     text of every quarantined line before it is written.
 
-    Memory: the ``n`` kept records (stratified: ``max(n, floor)`` per stratum), plus 8 bytes per
-    distinct request id for the duplicate count (stratified: another 8 per id for the populations).
+    Memory: one block of lines (``trace_store.BLOCK_SIZE``) and the ``n`` kept records (stratified:
+    ``max(n, floor)`` per stratum); the distinct counts spill to a temporary directory (12 bytes per
+    trace) beyond half a million traces (``distinct.DistinctIds``).
     """
     if n < 0:
         raise ValueError(f"the sample size must be >= 0, got {n}")
     if floor < 0:
         raise ValueError(f"the floor must be >= 0, got {floor}")
-    kept = _Smallest(n, seed) if stratify is None else _Strata(stratify, max(n, floor), seed)
-    distinct = _DistinctCount()
+    sampler = _Sampler(stratify, n if stratify is None else max(n, floor), seed)
+    reader = BlockReader(stratify)
     quarantined = dict.fromkeys(QUARANTINE_REASONS, 0)
     read = valid = 0
-    with _Quarantine(None if quarantine is None else Path(quarantine)) as bad_lines:
-        for line in store.iter_lines(day):
-            read += 1
-            outcome = _parse(line)
-            if isinstance(outcome, _Bad):
-                quarantined[outcome.reason] += 1
-                bad_lines.append(outcome.to_json(line, redact_text))
-                continue
-            request_id, content, record, tags = outcome
-            valid += 1
-            digest = _DistinctCount.digest(request_id)
-            distinct.add(digest)
-            if isinstance(kept, _Strata):
-                kept.offer(request_id, digest, content, record, tags)
-            else:
-                kept.offer(request_id, content, record)
-    distinct_ids = distinct.count()
+    with _Quarantine(None if quarantine is None else Path(quarantine)) as bad_lines, sampler:
+        for block in read_ahead(store.iter_blocks(day)):
+            traces = reader.read(block)
+            sampler.offer_columns(traces)
+            read += len(traces.lines) + len(traces.leftovers)
+            valid += len(traces.lines)
+            for line in traces.leftovers:  # the record reader's verdict, line by line
+                outcome = _parse(line)
+                if isinstance(outcome, _Bad):
+                    quarantined[outcome.reason] += 1
+                    bad_lines.append(outcome.to_json(line, redact_text))
+                    continue
+                valid += 1
+                sampler.offer_record(*outcome)
+            sampler.end_block()
+        distinct_ids, populations = sampler.distinct_counts()
     allocation = None
-    if isinstance(kept, _Strata):
-        records, allocation = kept.select(n, floor, distinct_ids)
+    if stratify is None:
+        records = sampler.sorted_records()
     else:
-        records = kept.sorted_records()
+        records, allocation = sampler.select(n, floor, distinct_ids, populations)
     counts: dict[str, Any] = {
         "read": read,
         "valid": valid,
@@ -254,7 +261,7 @@ def _parse(line: RawLine) -> tuple[str, bytes, dict, dict[str, str] | None] | _B
     return trace.qid, hashlib.blake2b(data, digest_size=16).digest(), raw, trace.tags
 
 
-# -- the sample and the duplicate count ------------------------------------------------------------------
+# -- the sample --------------------------------------------------------------------------------------
 
 
 @dataclass(eq=False)
@@ -274,13 +281,19 @@ class _Smallest:
     because the worst kept key only decreases; so every occurrence of a finally kept id was compared.
     """
 
-    def __init__(self, n: int, seed: int) -> None:
+    def __init__(self, n: int) -> None:
         self.n = n
-        self.seed = seed
         self._heap: list[_Kept] = []
         self._by_id: dict[str, _Kept] = {}
 
-    def offer(self, request_id: str, content: bytes, record: dict) -> None:
+    def bound(self) -> bytes | None:
+        """A priority above which nothing is kept (None: anything may be): every kept id and every id
+        that would enter has a priority ``<=`` it."""
+        if len(self._heap) < self.n:
+            return None
+        return self._heap[0].key[0] if self._heap else b""
+
+    def offer(self, request_id: str, prio: bytes, content: bytes, record: dict) -> None:
         kept = self._by_id.get(request_id)
         if kept is not None:
             if content < kept.content:
@@ -288,7 +301,7 @@ class _Smallest:
             return
         if self.n == 0:
             return
-        candidate = _Kept((priority(self.seed, request_id), request_id), content, record)
+        candidate = _Kept((prio, request_id), content, record)
         if len(self._heap) < self.n:
             heapq.heappush(self._heap, candidate)
         elif candidate.key < self._heap[0].key:
@@ -305,30 +318,78 @@ class _Smallest:
         return sorted(self._heap, key=lambda kept: kept.key)[:k]
 
 
-class _Strata:
-    """A :class:`_Smallest` and a distinct count per stratum of one tag dimension."""
+class _Sampler:
+    """A :class:`_Smallest` per stratum (one, ``NO_STRATUM``, when not stratifying) and the distinct
+    counts of the request ids offered, overall and per stratum."""
 
-    def __init__(self, dimension: str, capacity: int, seed: int) -> None:
+    def __init__(self, dimension: str | None, capacity: int, seed: int) -> None:
         self.dimension = dimension
         self.capacity = capacity
         self.seed = seed
         self._kept: dict[str, _Smallest] = {}
-        self._distinct: dict[str, _DistinctCount] = {}
+        self._codes: dict[str, int] = {}
+        self._distinct = DistinctIds()
+        self._pending: list[tuple[bytes, int]] = []  # record-reader traces of this block
 
-    def offer(
-        self, request_id: str, digest: int, content: bytes, record: dict, tags: dict[str, str] | None
-    ) -> None:
-        stratum = NO_STRATUM if tags is None else tags.get(self.dimension, NO_STRATUM)
+    def __enter__(self) -> _Sampler:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._distinct.__exit__(*exc_info)
+
+    def _stratum(self, value: str | None) -> tuple[_Smallest, int]:
+        stratum = NO_STRATUM if value is None else value
         kept = self._kept.get(stratum)
         if kept is None:
-            kept = self._kept[stratum] = _Smallest(self.capacity, self.seed)
-            self._distinct[stratum] = _DistinctCount()
-        kept.offer(request_id, content, record)
-        self._distinct[stratum].add(digest)  # the digest of the id, computed once per line
+            kept = self._kept[stratum] = _Smallest(self.capacity)
+            self._codes[stratum] = len(self._codes)
+        return kept, self._codes[stratum]
 
-    def select(self, n: int, floor: int, distinct_ids: int) -> tuple[list[dict], dict[str, Any]]:
-        """The sample sorted by request id, and its allocation (see :class:`DaySample`)."""
-        populations = {stratum: self._distinct[stratum].count() for stratum in sorted(self._distinct)}
+    def offer_columns(self, traces: BlockTraces) -> None:
+        """Offer the traces the columnar reader vouched for. Only a trace whose priority is within its
+        stratum's bound is hashed and parsed into a record, a few thousand per day."""
+        prios = [priority(self.seed, request_id) for request_id in traces.request_ids]
+        strata = traces.strata if self.dimension is not None else [None] * len(prios)
+        codes = np.empty(len(prios), dtype=np.uint32)
+        for i, (prio, value) in enumerate(zip(prios, strata, strict=True)):
+            kept, codes[i] = self._stratum(value)
+            bound = kept.bound()
+            if bound is None or prio <= bound:
+                line = traces.lines[i]
+                content = hashlib.blake2b(line, digest_size=16).digest()
+                kept.offer(
+                    traces.request_ids[i], prio, content, json.loads(line, parse_constant=_reject_constant)
+                )
+        self._distinct.add(_digests(prios), codes)
+
+    def offer_record(
+        self, request_id: str, content: bytes, record: dict, tags: dict[str, str] | None
+    ) -> None:
+        """Offer a trace the record reader validated."""
+        value = None if self.dimension is None or tags is None else tags.get(self.dimension)
+        kept, code = self._stratum(value)
+        prio = priority(self.seed, request_id)
+        kept.offer(request_id, prio, content, record)
+        self._pending.append((prio, code))
+
+    def end_block(self) -> None:
+        if self._pending:
+            prios, codes = zip(*self._pending, strict=True)
+            self._distinct.add(_digests(list(prios)), np.array(codes, dtype=np.uint32))
+            self._pending = []
+
+    def distinct_counts(self) -> tuple[int, dict[str, int]]:
+        """Distinct request ids overall, and per stratum (sorted by stratum)."""
+        distinct, per_code = self._distinct.counts(len(self._codes))
+        return distinct, {stratum: int(per_code[self._codes[stratum]]) for stratum in sorted(self._codes)}
+
+    def sorted_records(self) -> list[dict]:
+        return [] if not self._kept else next(iter(self._kept.values())).sorted_records()
+
+    def select(
+        self, n: int, floor: int, distinct_ids: int, populations: dict[str, int]
+    ) -> tuple[list[dict], dict[str, Any]]:
+        """The stratified sample sorted by request id, and its allocation (see :class:`DaySample`)."""
         allocated, exceeded = allocate(populations, n, floor)
         ranked = {stratum: self._kept[stratum].smallest(self.capacity) for stratum in populations}
         # A request id kept in several strata belongs to the one holding its smallest content hash; the
@@ -360,46 +421,6 @@ class _Strata:
         return [chosen[request_id] for request_id in sorted(chosen)], allocation
 
 
-class _DistinctCount:
-    """The number of distinct request ids, in 8 bytes per distinct id (a 64-bit digest of each).
-
-    Two distinct ids share a digest with probability about d²/2⁶⁵ for d ids (3·10⁻⁶ at ten million),
-    which would count one duplicate too many; the sample itself is keyed by the full id.
-    """
-
-    _BATCH = 1 << 16
-
-    def __init__(self) -> None:
-        self._batch: list[int] = []
-        self._pending: list[np.ndarray] = []
-        self._pending_size = 0
-        self._unique = np.empty(0, dtype=np.uint64)
-
-    @staticmethod
-    def digest(request_id: str) -> int:
-        """The 64-bit digest of a request id that :meth:`add` takes."""
-        digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        return int.from_bytes(digest, "little")
-
-    def add(self, digest: int) -> None:
-        self._batch.append(digest)
-        if len(self._batch) >= self._BATCH:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._batch:
-            self._pending.append(np.array(self._batch, dtype=np.uint64))
-            self._pending_size += len(self._batch)
-            self._batch = []
-        # Merge once the pending batches outgrow the merged set: amortised O(log) merges per id.
-        if self._pending_size > max(len(self._unique), self._BATCH):
-            self._merge()
-
-    def _merge(self) -> None:
-        self._unique = np.unique(np.concatenate([self._unique, *self._pending]))
-        self._pending, self._pending_size = [], 0
-
-    def count(self) -> int:
-        self._flush()
-        self._merge()
-        return len(self._unique)
+def _digests(prios: list[bytes]) -> np.ndarray:
+    """The 64-bit digest of each request id for the distinct counts: the first 8 bytes of its priority."""
+    return np.frombuffer(b"".join(prios), dtype=">u8")[::2].astype(np.uint64)

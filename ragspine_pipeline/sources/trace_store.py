@@ -1,19 +1,22 @@
 """Production trace stores: ``<root>/dt=YYYY-MM-DD/*.jsonl`` (or ``*.jsonl.gz``), locally or on S3.
 
-Both stores give the same days, object names and lines for the same content. Lines are streamed: an
-object (gzip included) is read and decompressed chunk by chunk, never held whole in memory. A store
-that cannot be reached or listed (after botocore's retries) or read raises one :class:`SourceError`.
+Both stores give the same days, object names, blocks and lines for the same content. Objects are
+streamed: an object (gzip included) is read and decompressed block by block (about 4 MiB of whole lines
+at a time), never held whole in memory. A store that cannot be reached or listed (after botocore's
+retries) or read raises one :class:`SourceError`.
 """
 
 from __future__ import annotations
 
 import gzip
 import re
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import date
 from pathlib import Path
+from queue import Full, Queue
 from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
@@ -23,11 +26,23 @@ from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, parse_s3_uri, s3_client
 
-__all__ = ["LocalTraceStore", "RawLine", "S3TraceStore", "TraceStore", "open_trace_store", "split_lines"]
+__all__ = [
+    "LocalTraceStore",
+    "RawBlock",
+    "RawLine",
+    "S3TraceStore",
+    "TraceStore",
+    "block_lines",
+    "line_text",
+    "open_trace_store",
+    "read_ahead",
+    "split_blocks",
+    "split_lines",
+]
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SUFFIXES = (".jsonl", ".jsonl.gz")
-_CHUNK = 1 << 16
+BLOCK_SIZE = 4 << 20  # bytes read (after decompression) per block: a few thousand traces
 
 
 class RawLine(NamedTuple):
@@ -40,6 +55,15 @@ class RawLine(NamedTuple):
     text: str
 
 
+class RawBlock(NamedTuple):
+    """Consecutive whole lines of one object: ``data`` holds them with their ``\\n`` terminators (the
+    object's last line may have none) and ``first_line`` is the 1-based number of the first of them."""
+
+    source: str
+    first_line: int
+    data: bytes
+
+
 @runtime_checkable
 class TraceStore(Protocol):
     """Where production traces land, one ``dt=YYYY-MM-DD`` folder per day."""
@@ -50,6 +74,10 @@ class TraceStore(Protocol):
 
     def objects(self, day: str) -> list[str]:
         """The ``*.jsonl`` / ``*.jsonl.gz`` names directly in the day's folder, sorted; [] for none."""
+        ...
+
+    def iter_blocks(self, day: str) -> Iterator[RawBlock]:
+        """The day's objects as blocks of whole lines, object by object in name order."""
         ...
 
     def iter_lines(self, day: str) -> Iterator[RawLine]:
@@ -107,35 +135,98 @@ def _is_trace_object(name: str) -> bool:
     return name.endswith(_SUFFIXES)
 
 
-def split_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
-    """Stream ``stream`` chunk by chunk into lines; only the current chunk and line are in memory.
+def split_blocks(stream: BinaryIO, source: str, size: int | None = None) -> Iterator[RawBlock]:
+    """Stream ``stream`` as blocks of whole lines of about ``size`` bytes (default ``BLOCK_SIZE``); only
+    the current block (and a line longer than a block, until it ends) is in memory.
 
-    Splits on ``\\n`` only (a local file and an S3 body then split identically) and drops a trailing
-    ``\\r``. Gzip is decompressed by the caller's stream, incrementally.
+    Splits on ``\\n`` only, so a local file and an S3 body split identically. Gzip is decompressed by the
+    caller's stream, incrementally.
     """
-    partial: list[bytes] = []  # the pieces of a line that spans chunks: joined once, when it ends
-    line_no = 0
-    while chunk := stream.read(_CHUNK):
-        pieces = chunk.split(b"\n")
-        if len(pieces) == 1:
+    size = size or BLOCK_SIZE
+    partial: list[bytes] = []  # the pieces of a line that spans reads: joined once, when it ends
+    first_line = 1
+    while chunk := stream.read(size):
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
             partial.append(chunk)
             continue
-        pieces[0] = b"".join([*partial, pieces[0]])
-        partial = [pieces.pop()]
-        for raw in pieces:
-            line_no += 1
-            if raw.strip():
-                yield RawLine(source, line_no, _text(raw))
-    last = b"".join(partial)
-    if last.strip():
-        yield RawLine(source, line_no + 1, _text(last))
+        data = b"".join([*partial, chunk[: cut + 1]]) if partial else chunk[: cut + 1]
+        partial = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
+        yield RawBlock(source, first_line, data)
+        first_line += data.count(b"\n")
+    if partial:
+        yield RawBlock(source, first_line, b"".join(partial))
 
 
-def _text(raw: bytes) -> str:
+def read_ahead(blocks: Iterator[RawBlock], depth: int = 2) -> Iterator[RawBlock]:
+    """``blocks``, read (and decompressed, downloaded) by a background thread up to ``depth`` blocks
+    ahead of the consumer: zlib and socket reads release the GIL, so decompression overlaps the
+    consumer's parsing on a second core. An error of the reader is raised in the consumer, in order;
+    a consumer that stops early stops the reader, which then closes its objects."""
+    queue: Queue = Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for block in blocks:
+                if not put(block):
+                    break
+        except BaseException as exc:  # handed to the consumer, which raises it
+            put(exc)
+        else:
+            put(done)
+        finally:
+            close = getattr(blocks, "close", None)
+            if close is not None:
+                close()
+
+    reader = threading.Thread(target=produce, name="trace-read-ahead", daemon=True)
+    reader.start()
+    try:
+        while (item := queue.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        reader.join()
+
+
+def block_lines(block: RawBlock) -> Iterator[RawLine]:
+    """The non-blank lines of ``block``, numbered (blank lines count), a trailing ``\\r`` dropped."""
+    for offset, raw in enumerate(block.data.split(b"\n")):
+        if raw.strip():
+            yield RawLine(block.source, block.first_line + offset, line_text(raw))
+
+
+def split_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:
+    """Stream ``stream`` line by line (see :func:`split_blocks`)."""
+    for block in split_blocks(stream, source):
+        yield from block_lines(block)
+
+
+def line_text(raw: bytes) -> str:
+    """A raw line as text, without a trailing ``\\r``; bytes that are not UTF-8 surrogate-escaped."""
     return raw.rstrip(b"\r").decode("utf-8", errors="surrogateescape")
 
 
-class LocalTraceStore:
+class _LinesFromBlocks:
+    def iter_lines(self, day: str) -> Iterator[RawLine]:
+        for block in self.iter_blocks(day):  # type: ignore[attr-defined]
+            yield from block_lines(block)
+
+
+class LocalTraceStore(_LinesFromBlocks):
     """A trace store in a local directory."""
 
     def __init__(self, root: Path) -> None:
@@ -162,18 +253,18 @@ class LocalTraceStore:
             return []
         return sorted(e.name for e in folder.iterdir() if e.is_file() and _is_trace_object(e.name))
 
-    def iter_lines(self, day: str) -> Iterator[RawLine]:
+    def iter_blocks(self, day: str) -> Iterator[RawBlock]:
         for name in self.objects(day):
             path = self.root / f"dt={day}" / name
             try:
                 opener = gzip.open if name.endswith(".gz") else open
                 with opener(path, "rb") as stream:
-                    yield from split_lines(stream, str(path))
+                    yield from split_blocks(stream, str(path))
             except (OSError, EOFError, zlib.error) as exc:
                 raise SourceError(str(path), f"cannot read: {exc}") from None
 
 
-class S3TraceStore:
+class S3TraceStore(_LinesFromBlocks):
     """A trace store under ``s3://bucket/prefix``; ``client`` is a boto3 S3 client (see ``s3_client``)."""
 
     def __init__(self, bucket: str, prefix: str, client) -> None:
@@ -208,7 +299,7 @@ class S3TraceStore:
         keys, _ = self._list(folder)
         return sorted(name for name in (key[len(folder) :] for key in keys) if _is_trace_object(name))
 
-    def iter_lines(self, day: str) -> Iterator[RawLine]:
+    def iter_blocks(self, day: str) -> Iterator[RawBlock]:
         for name in self.objects(day):
             key = f"{self._base}dt={day}/{name}"
             source = f"s3://{self.bucket}/{key}"
@@ -219,9 +310,9 @@ class S3TraceStore:
                         # GzipFile only reads forward from its fileobj: the body is decompressed as it
                         # streams in, never downloaded whole.
                         with gzip.GzipFile(fileobj=body, mode="rb") as stream:
-                            yield from split_lines(stream, source)
+                            yield from split_blocks(stream, source)
                     else:
-                        yield from split_lines(body, source)
+                        yield from split_blocks(body, source)
             except (BotoCoreError, ClientError) as exc:
                 raise SourceError(source, f"cannot read: {aws_cause(exc)}") from None
             except (OSError, EOFError, zlib.error) as exc:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import threading
 import time
+from collections import Counter
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
@@ -187,3 +192,108 @@ def test_days_must_be_iso_dates(tmp_path):
     for bad in ("2024-5-1", "../etc", "2024-02-30"):
         with pytest.raises(ValueError, match="ISO date"):
             store.objects(bad)
+
+
+class BurstProxy:
+    """A loopback HTTP proxy in front of the moto server that answers S3's ``503 SlowDown`` to the first
+    ``burst`` requests for each distinct (method, path) it sees, then forwards: an error burst."""
+
+    def __init__(self, upstream: str, burst: int) -> None:
+        self.upstream = urlsplit(upstream)
+        self.burst = burst
+        self.failed: Counter = Counter()
+        self.forwarded: Counter = Counter()
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def _handler(self):
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                key = (self.command, unquote(self.path))  # a listing is its path and its query
+                with proxy._lock:
+                    fail = proxy.failed[key] < proxy.burst
+                    (proxy.failed if fail else proxy.forwarded)[key] += 1
+                if fail:
+                    payload = (
+                        b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+                    )
+                    status, headers = 503, {"Content-Type": "application/xml"}
+                else:
+                    upstream = HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=10)
+                    upstream.request(self.command, self.path, body or None, dict(self.headers))
+                    response = upstream.getresponse()
+                    payload = response.read()
+                    status = response.status
+                    skip = {"content-length", "transfer-encoding", "connection"}
+                    headers = {k: v for k, v in response.getheaders() if k.lower() not in skip}
+                    upstream.close()
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _relay
+
+            def log_message(self, format: str, *args) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> BurstProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def describe_request(path: str) -> str:
+    """``list <prefix>`` for a listing of the bucket, ``get /<bucket>/<key>`` for an object."""
+    parts = urlsplit(path)
+    if parts.query:
+        return "list " + parse_qs(parts.query)["prefix"][0]
+    return "get " + parts.path
+
+
+def test_an_s3_error_burst_is_retried_and_loses_nothing(tmp_path, bucket, s3_endpoint):
+    name, client = bucket
+    put_s3(client, name, "p", LAYOUT)
+    with BurstProxy(s3_endpoint, burst=2) as proxy:
+        store = S3TraceStore(name, "p", s3_client(endpoint_url=proxy.url, max_attempts=4))
+        lines = [relative(store, line) for line in store.iter_lines("2024-05-01")]
+    assert lines == EXPECTED["2024-05-01"][1]
+    # The day's listing and both of its trace objects each failed twice, then succeeded.
+    assert {describe_request(path).replace(f"/{name}/", "") for _, path in proxy.failed} == {
+        "list p/dt=2024-05-01/",
+        "get p/dt=2024-05-01/a.jsonl.gz",
+        "get p/dt=2024-05-01/b.jsonl",
+    }
+    assert all(count == 2 for count in proxy.failed.values())
+    assert all(proxy.forwarded[key] == 1 for key in proxy.failed)
+
+
+def test_an_s3_error_burst_longer_than_the_retries_is_one_line(bucket, s3_endpoint):
+    name, client = bucket
+    put_s3(client, name, "p", LAYOUT)
+    with BurstProxy(s3_endpoint, burst=100) as proxy:
+        store = S3TraceStore(name, "p", s3_client(endpoint_url=proxy.url, max_attempts=2))
+        with pytest.raises(SourceError) as info:
+            store.days()
+    message = str(info.value)
+    assert message.startswith(f"s3://{name}/p: cannot list the store:") and "SlowDown" in message
+    assert "\n" not in message and SECRET_KEY not in message
+    assert sum(proxy.failed.values()) == 2  # two attempts in all, as configured
