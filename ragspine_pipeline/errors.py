@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)  # not frozen: contextlib sets __traceback__ on an exception leaving a `with`
 class InputError(Exception):
     """An input the user must fix. ``str()`` is the whole message, on one line.
 
@@ -19,7 +19,7 @@ class InputError(Exception):
     field: str | None = None
 
     def __reduce__(self):
-        # A frozen dataclass exception cannot be unpickled the default way (Exception sets attributes);
+        # A dataclass exception cannot be unpickled the default way (Exception's args are not its fields);
         # results that carry quarantined-line errors travel between Dagster steps as pickles.
         return (type(self), (self.file, self.message, self.line, self.record_id, self.field))
 
