@@ -19,6 +19,7 @@ from pathlib import Path
 from ragspine_pipeline import __version__
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
 from ragspine_pipeline.cli_extraction import add_extraction_parser
+from ragspine_pipeline.cli_judge import add_judge_parser
 from ragspine_pipeline.cli_sample import add_sample_parser
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_extraction_parser(commands)
     add_sample_parser(commands)
+    add_judge_parser(commands)
     demo = commands.add_parser("demo", help="the embedded demo: a policy corpus, golden set, index, traces")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     init = demo_commands.add_parser("init", help="write the demo environment (idempotent)")

@@ -28,6 +28,13 @@ def no_real_slack(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def no_real_judge(monkeypatch):
+    """A developer's own judge endpoint never reaches a test: judging is off unless a test sets it."""
+    for name in ("RAGSPINE_JUDGE_BASE_URL", "RAGSPINE_JUDGE_MODEL", "RAGSPINE_JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint():
     """One moto S3 server for the session, on a free loopback port; each test uses its own bucket."""

@@ -1,0 +1,145 @@
+"""``ragspine-eval judge``: LLM-judge metrics (SPEC §3.4) of a trace file, with intervals and gates.
+
+The judge is any OpenAI-compatible endpoint named by ``RAGSPINE_JUDGE_BASE_URL`` and
+``RAGSPINE_JUDGE_MODEL`` (comma-separated for an ensemble), with ``RAGSPINE_JUDGE_API_KEY``. Without them
+the command refuses to run (exit 2): nothing pretends to judge.
+
+Exit codes: 0 judged and every ``--gates`` gate passes; 1 a gate fails (an unmeasured metric fails its
+gate) or the judge step failed (the endpoint could not be reached); 2 unusable input or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
+from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.judge.cache import open_judgment_cache
+from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
+from ragspine_pipeline.judge.items import case_tags, judge_items
+from ragspine_pipeline.judge.prompts import METRICS
+from ragspine_pipeline.judge.report import (
+    JUDGED_METRICS,
+    judge_report,
+    judged_metrics,
+    load_labels,
+    render_markdown,
+)
+from ragspine_pipeline.judge.run import JudgeSettings, parse_thresholds, run_judge
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "judge",
+        help="LLM-judge metrics (faithfulness, answer relevancy, context recall) with intervals",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--trace", required=True, help="traces (JSONL, any dialect of SPEC §2.2)")
+    parser.add_argument("--gold", help="golden set: reference facts for context_recall, slice tags")
+    parser.add_argument("--evidence", help="evidence registry: the chunk texts the answers were given")
+    parser.add_argument(
+        "--metrics",
+        default=",".join(METRICS),
+        type=_metrics,
+        help=f"comma-separated (default: {','.join(METRICS)})",
+    )
+    parser.add_argument("--labels", help="human labels, JSONL {qid, metric, score}: Krippendorff's alpha")
+    parser.add_argument("--repeat", type=_positive, default=1, help="judgments per model; the median is kept")
+    parser.add_argument(
+        "--threshold", default="", help="pass thresholds, metric=score,... (default 3 for every metric)"
+    )
+    parser.add_argument("--max-calls", type=_positive, help="budget: at most this many judge calls")
+    parser.add_argument("--max-tokens", type=_positive, help="budget: at most this many tokens")
+    parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
+    parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals")
+    parser.add_argument(
+        "--gates",
+        help=f"e.g. judge_faithfulness=4,judge_faithfulness_pass_rate=0.9 ({len(JUDGED_METRICS)} known)",
+    )
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    parser.add_argument("--out", help="write the report here instead of standard output")
+    parser.set_defaults(run=run_judge_command)
+    return parser
+
+
+def run_judge_command(args: argparse.Namespace) -> int:
+    try:
+        endpoint = JudgeEndpoint.from_env()
+    except ValueError as exc:
+        raise InputError("environment", str(exc)) from None
+    if endpoint is None:
+        raise InputError(
+            "environment", "no judge configured: set RAGSPINE_JUDGE_BASE_URL and RAGSPINE_JUDGE_MODEL"
+        )
+    try:
+        gates = parse_gates(args.gates, JUDGED_METRICS) if args.gates else []
+    except GateSpecError as exc:
+        raise InputError("--gates", str(exc)) from None
+    try:
+        thresholds = parse_thresholds(args.threshold)
+    except ValueError as exc:
+        raise InputError("--threshold", str(exc)) from None
+    settings = JudgeSettings(metrics=args.metrics, repeat=args.repeat, thresholds=thresholds, seed=args.seed)
+    traces = load_traces(args.trace).table
+    gold = load_gold(args.gold).table if args.gold else None
+    evidence = load_evidence(args.evidence).table if args.evidence else None
+    labels = load_labels(args.labels) if args.labels else None
+    cache = open_judgment_cache(args.cache, endpoint_url=args.endpoint_url) if args.cache else None
+    client = JudgeClient(endpoint, Budget(max_calls=args.max_calls, max_tokens=args.max_tokens))
+    run = run_judge(judge_items(traces, gold, evidence), settings, client, cache)
+    report = judge_report(run, labels=labels, tags=case_tags(traces, gold))
+    measured = judged_metrics(run)
+    report["gates"] = [
+        {
+            "metric": gate.metric,
+            "op": gate.op,
+            "threshold": gate.threshold,
+            "value": measured.get(gate.metric),
+            "passed": gate.metric in measured and gate.passes(measured[gate.metric]),
+        }
+        for gate in gates
+    ]
+    report["pass"] = run.failed is None and all(g["passed"] for g in report["gates"])
+    text = json.dumps(report, indent=2) + "\n" if args.format == "json" else render_markdown(report)
+    if args.out:
+        with atomic_writer(args.out, "judge report") as fh:  # a reader never sees half a report
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    if run.failed:
+        print(f"ragspine-eval: error: the judge step failed: {run.failed}", file=sys.stderr)
+    for gate in report["gates"]:
+        if not gate["passed"]:
+            value = "not measured" if gate["value"] is None else f"{gate['value']:.4f}"
+            needs = f"{gate['op']} {gate['threshold']:g}"
+            print(f"ragspine-eval: gate failed: {gate['metric']} {value} (needs {needs})", file=sys.stderr)
+    return EXIT_OK if report["pass"] else EXIT_FAILED
+
+
+def _metrics(raw: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown metric(s) {', '.join(unknown) or '(none)'}; known: {', '.join(METRICS)}"
+        )
+    return names
+
+
+def _positive(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{raw}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value

@@ -1,0 +1,192 @@
+"""The judge's report: summaries with intervals, agreement with human labels, slices, gates.
+
+The gateable aggregates of a run (:func:`judged_metrics`) are, per metric, ``judge_<metric>`` (the mean
+combined score, 1–5) and ``judge_<metric>_pass_rate`` (the share of cases whose combined score reaches
+the threshold). A metric with no judged case has no aggregate: a gate on it fails as "not measured".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS, PROMPT_VERSION
+from ragspine_pipeline.judge.run import COMBINED, JudgeRun
+from ragspine_pipeline.judge.stats import krippendorff_alpha, score_summary
+
+__all__ = ["JUDGED_METRICS", "judge_report", "judged_metrics", "load_labels", "render_markdown"]
+
+
+def judged_metrics(run: JudgeRun) -> dict[str, float]:
+    """The gateable aggregates of ``run`` (see the module docstring); unmeasured metrics are absent."""
+    out: dict[str, float] = {}
+    for metric, summary in run.summary().items():
+        combined = summary[COMBINED]
+        if combined["n"]:
+            out[f"judge_{metric}"] = combined["mean"]
+            out[f"judge_{metric}_pass_rate"] = combined["pass_rate"]
+    return out
+
+
+def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
+    """Human labels, JSONL ``{qid, metric, score}`` (score an integer 1–5): ``{(qid, metric): score}``.
+
+    A malformed line, an unknown metric or a repeated (qid, metric) is an InputError naming the line.
+    """
+    labels: dict[tuple[str, str], int] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            str(path), f"cannot read the labels: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(str(path), f"malformed JSON: {exc.msg}", number) from None
+        if not isinstance(row, dict):
+            raise InputError(str(path), "expected a JSON object {qid, metric, score}", number)
+        qid, metric, score = row.get("qid"), row.get("metric"), row.get("score")
+        if not isinstance(qid, str | int) or isinstance(qid, bool):
+            raise InputError(str(path), "qid must be a string", number, field="qid")
+        if metric not in METRICS:
+            raise InputError(
+                str(path),
+                f"unknown metric {metric!r} (known: {', '.join(METRICS)})",
+                number,
+                str(qid),
+                "metric",
+            )
+        if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
+            raise InputError(
+                str(path), f"score must be an integer from 1 to 5 (got {score!r})", number, str(qid), "score"
+            )
+        key = (str(qid), metric)
+        if key in labels:
+            raise InputError(str(path), "this case and metric are labelled twice", number, str(qid), "qid")
+        labels[key] = score
+    return labels
+
+
+def judge_report(
+    run: JudgeRun,
+    *,
+    labels: Mapping[tuple[str, str], int] | None = None,
+    tags: Mapping[str, list[tuple[str, str]]] | None = None,
+) -> dict:
+    """The whole report as JSON-ready data (no secrets: the endpoint's key is never part of a run)."""
+    summary = run.summary()
+    report: dict = {
+        "prompt_version": PROMPT_VERSION,
+        "models": list(run.models),
+        "repeat": run.settings.repeat,
+        "failed": run.failed,
+        "metrics": summary,
+        "usage": run.usage,
+        "cache": run.cache,
+    }
+    if labels is not None:
+        report["agreement"] = {metric: _agreement(run, metric, labels) for metric in run.settings.metrics}
+    if tags:
+        report["slices"] = _slices(run, tags)
+    report["cases"] = [
+        {
+            "qid": j.qid,
+            "metric": j.metric,
+            "model": j.model,
+            "score": j.score,
+            "passed": j.passed,
+            "repeats": list(j.repeats),
+            "reason": j.reason,
+            "error": j.error,
+            "cached": j.cached,
+        }
+        for j in run.judgments
+        if j.applicable
+    ]
+    return report
+
+
+def _agreement(run: JudgeRun, metric: str, labels: Mapping[tuple[str, str], int]) -> dict:
+    """Ordinal Krippendorff's α between the combined judge score (rounded half up to an integer, the
+    scale the labels use) and the human label, over the cases that have both."""
+    judge, human = [], []
+    for j in run.judgments:
+        if j.metric == metric and j.model == COMBINED and j.score is not None and (j.qid, metric) in labels:
+            judge.append(int(j.score + 0.5))
+            human.append(labels[(j.qid, metric)])
+    return krippendorff_alpha(judge, human)
+
+
+def _slices(run: JudgeRun, tags: Mapping[str, list[tuple[str, str]]]) -> dict:
+    """Per tag dimension and value, per metric, the combined summary of the cases in that slice."""
+    groups: dict[str, dict[str, dict[str, list]]] = {}
+    for j in run.judgments:
+        if j.model != COMBINED or not j.applicable:
+            continue
+        for dimension, value in tags.get(j.qid, []):
+            groups.setdefault(dimension, {}).setdefault(value, {}).setdefault(j.metric, []).append(j.score)
+    return {
+        dimension: {
+            value: {
+                metric: score_summary(
+                    scores, threshold=run.settings.threshold(metric), seed=run.settings.seed
+                )
+                for metric, scores in sorted(by_metric.items())
+            }
+            for value, by_metric in sorted(values.items())
+        }
+        for dimension, values in sorted(groups.items())
+    }
+
+
+def _interval(ci: list[float] | None) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def _figure(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def render_markdown(report: dict) -> str:
+    """The report as Markdown: one table per metric (each model and the combined score), then errors,
+    agreement and usage."""
+    lines = [f"# LLM-judge report ({report['prompt_version']})", ""]
+    if report["failed"]:
+        lines += [f"**The judge step failed:** {report['failed']}", ""]
+    lines += [f"Models: {', '.join(report['models'])}; repeats per judgment: {report['repeat']}.", ""]
+    for metric, summary in report["metrics"].items():
+        lines += [
+            f"## {metric} (pass: score ≥ {summary['threshold']:g})",
+            "",
+            "| judge | n | errors | mean | 95% CI | pass rate | 95% CI |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        rows = [*summary["models"].items(), (COMBINED, summary[COMBINED])]
+        for model, s in rows:
+            mean = f"{_figure(s['mean'])} | {_interval(s['mean_ci'])}"
+            rate = f"{_figure(s['pass_rate'])} | {_interval(s['pass_rate_ci'])}"
+            lines.append(f"| {model} | {s['n']} | {s['excluded']} | {mean} | {rate} |")
+        extras = [f"not applicable: {summary['not_applicable']}"]
+        if summary["errors"]:
+            extras.append("errors: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()))
+        agreement = report.get("agreement", {}).get(metric)
+        if agreement is not None:
+            extras.append(
+                f"Krippendorff's α vs human labels: {_figure(agreement['alpha'], 3)} (n = {agreement['n']})"
+            )
+        lines += ["", "; ".join(extras) + ".", ""]
+    usage, cache = report["usage"], report["cache"]
+    lines.append(
+        f"Calls: {usage.get('calls', 0)} ({usage.get('prompt_tokens', 0)} prompt + "
+        f"{usage.get('completion_tokens', 0)} completion tokens); "
+        f"cache hits {cache['hits']}, misses {cache['misses']}"
+        + ("; the budget was exhausted" if usage.get("budget_exhausted") else "")
+        + "."
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,288 @@
+"""One judging run: cases × metrics × judge models, cached, repeated, combined and summarised.
+
+For every case and metric that applies (``prompts.metric_inputs``), every judge model is asked
+``repeat`` times; the judgment of a model is the median of its repeats, and the ensemble's ``combined``
+score the mean of the models' judgments. A case passes a metric when its score reaches the metric's
+threshold (default 3). Judgments already in the cache are not asked again; identical inputs (two cases
+with the same answer and context) are asked once.
+
+Faults are counted, never scored: a reply that is not the JSON the prompt asks for is retried once with
+a stricter reminder, then recorded as an ``unparseable`` error for that judgment; HTTP errors, timeouts
+and calls the budget did not allow are errors too. A judgment with an error has no score and is left out
+of every mean and rate (the summaries report how many). If the endpoint cannot be reached at all the
+run is marked ``failed`` with the reason; the caller records the judge step as failed and goes on with
+the deterministic metrics.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ragspine_pipeline.judge.cache import JudgmentCache
+from ragspine_pipeline.judge.client import ChatRequest, ChatResult, JudgeClient
+from ragspine_pipeline.judge.prompts import (
+    METRICS,
+    PROMPT_VERSION,
+    JudgeItem,
+    JudgeOutputError,
+    build_messages,
+    judgment_key,
+    metric_inputs,
+    parse_judgment,
+)
+from ragspine_pipeline.judge.stats import median_score, score_summary, self_consistency
+
+__all__ = [
+    "COMBINED",
+    "DEFAULT_THRESHOLD",
+    "JudgeRun",
+    "JudgeSettings",
+    "Judgment",
+    "parse_thresholds",
+    "run_judge",
+]
+
+COMBINED = "combined"
+DEFAULT_THRESHOLD = 3.0
+
+
+def parse_thresholds(raw: str) -> dict[str, float]:
+    """``metric=score,...`` → ``{metric: score}``; ValueError naming the bad item."""
+    thresholds: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or name not in METRICS:
+            raise ValueError(f"threshold '{item}' is not metric=score for a metric of {', '.join(METRICS)}")
+        try:
+            score = float(value)
+        except ValueError:
+            raise ValueError(f"threshold '{item}': '{value}' is not a number") from None
+        if not 1 <= score <= 5:
+            raise ValueError(f"threshold '{item}': a threshold is a score from 1 to 5")
+        thresholds[name] = score
+    return thresholds
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    metrics: tuple[str, ...] = METRICS
+    repeat: int = 1  # judge_repeat: the median of this many judgments per model
+    thresholds: Mapping[str, float] = field(default_factory=dict)  # per metric; DEFAULT_THRESHOLD otherwise
+    seed: int = 0  # of the bootstrap intervals
+    temperature: float = 0.0
+
+    def threshold(self, metric: str) -> float:
+        return float(self.thresholds.get(metric, DEFAULT_THRESHOLD))
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One case × metric × model (``model`` is ``combined`` for the ensemble). ``score`` is None when
+    the metric does not apply (``applicable`` False) or the judgment failed (``error`` says why)."""
+
+    qid: str
+    metric: str
+    model: str
+    applicable: bool
+    score: float | None = None
+    passed: bool | None = None
+    repeats: tuple[int, ...] = ()
+    reason: str | None = None
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass
+class JudgeRun:
+    settings: JudgeSettings
+    models: tuple[str, ...]
+    judgments: list[Judgment]
+    usage: dict
+    cache: dict[str, int]
+    failed: str | None = None
+
+    def scores(self, metric: str, model: str = COMBINED) -> list[float | None]:
+        """Per applicable case, the score (None: an error), in case order."""
+        return [j.score for j in self.judgments if j.metric == metric and j.model == model and j.applicable]
+
+    def summary(self) -> dict:
+        """Per metric: every model's and the combined summary (n, excluded, mean and pass rate with
+        bootstrap 95 % intervals), not-applicable count, errors by kind, repeat self-consistency."""
+        out: dict = {}
+        for metric in self.settings.metrics:
+            rows = [j for j in self.judgments if j.metric == metric]
+            threshold = self.settings.threshold(metric)
+            out[metric] = {
+                "threshold": threshold,
+                "not_applicable": sum(1 for j in rows if not j.applicable and j.model == COMBINED),
+                "models": {
+                    model: score_summary(
+                        self.scores(metric, model), threshold=threshold, seed=self.settings.seed
+                    )
+                    for model in self.models
+                },
+                COMBINED: score_summary(self.scores(metric), threshold=threshold, seed=self.settings.seed),
+                "errors": dict(
+                    sorted(Counter(_kind(j.error) for j in rows if j.error and j.model != COMBINED).items())
+                ),
+                "self_consistency": {
+                    model: self_consistency([j.repeats for j in rows if j.model == model and j.repeats])
+                    for model in self.models
+                },
+            }
+        return out
+
+
+def run_judge(
+    items: Sequence[JudgeItem],
+    settings: JudgeSettings,
+    client: JudgeClient,
+    cache: JudgmentCache | None = None,
+) -> JudgeRun:
+    models = tuple(client.endpoint.models)
+    asks: dict[str, _Ask] = {}  # by judgment key: identical inputs are judged once
+    plan: list[tuple[JudgeItem, str, dict[str, str] | None]] = []
+    hits = misses = 0
+    for item in items:
+        for metric in settings.metrics:
+            inputs = metric_inputs(metric, item)
+            keys = {} if inputs is None else {m: judgment_key(m, metric, inputs) for m in models}
+            plan.append((item, metric, keys or None))
+            for model, key in keys.items():
+                if key in asks:
+                    continue
+                entry = cache.get(key) if cache is not None else None
+                have = list(entry["scores"][: settings.repeat]) if entry else []
+                reasons = list(entry["reasons"][: settings.repeat]) if entry else []
+                hits, misses = hits + bool(have), misses + (not have)
+                asks[key] = _Ask(model, metric, inputs, have, reasons, cached=len(have) == settings.repeat)
+    failed = _ask_all(asks, settings, client)
+    if cache is not None:
+        for key, ask in asks.items():
+            if ask.new and not ask.cached:
+                cache.put(key, ask.entry())
+    judgments = []
+    for item, metric, keys in plan:
+        judgments.extend(_judgments(item.qid, metric, keys, asks, settings, models))
+    return JudgeRun(settings, models, judgments, client.usage, {"hits": hits, "misses": misses}, failed)
+
+
+@dataclass
+class _Ask:
+    model: str
+    metric: str
+    inputs: dict
+    scores: list[int]
+    reasons: list[str]
+    cached: bool
+    errors: list[str] = field(default_factory=list)
+    new: int = 0
+
+    def entry(self) -> dict:
+        return {
+            "model": self.model,
+            "metric": self.metric,
+            "prompt_version": PROMPT_VERSION,
+            "scores": self.scores,
+            "reasons": self.reasons,
+        }
+
+
+def _ask_all(asks: dict[str, _Ask], settings: JudgeSettings, client: JudgeClient) -> str | None:
+    """Send every missing repeat; retry unparseable replies once, strictly. The reason the endpoint
+    could not be reached, or None."""
+
+    def request(request_key: str, unreadable_reply: str | None = None) -> ChatRequest:
+        ask = asks[request_key.split("#")[0]]
+        messages = build_messages(ask.metric, ask.inputs, unreadable_reply)
+        return ChatRequest(request_key, ask.model, messages, temperature=settings.temperature)
+
+    first = [
+        request(f"{key}#{r}") for key, ask in asks.items() for r in range(settings.repeat - len(ask.scores))
+    ]
+    unreadable = _collect(client.complete_all(first), asks)
+    if unreadable and _unreachable(asks) is None:
+        retries = [request(request_key, reply) for request_key, (reply, _) in unreadable.items()]
+        for request_key, (_, why) in _collect(client.complete_all(retries), asks).items():
+            asks[request_key.split("#")[0]].errors.append(
+                f"unparseable judge output after a strict retry: {why}"
+            )
+    else:
+        for request_key, (_, why) in unreadable.items():
+            asks[request_key.split("#")[0]].errors.append(f"unparseable judge output: {why}")
+    return _unreachable(asks)
+
+
+def _collect(results: list[ChatResult], asks: dict[str, _Ask]) -> dict[str, tuple[str, str]]:
+    """Record parsed scores and errors; the requests whose reply could not be parsed: (reply, why)."""
+    unreadable: dict[str, tuple[str, str]] = {}
+    for result in results:
+        ask = asks[result.key.split("#")[0]]
+        if result.status != "ok":
+            ask.errors.append(f"{result.status}: {result.error}" if result.error else result.status)
+            continue
+        try:
+            score, reason = parse_judgment(result.text)
+        except JudgeOutputError as exc:
+            unreadable[result.key] = ((result.text or "")[:2000], str(exc))
+            continue
+        ask.scores.append(score)
+        ask.reasons.append(reason)
+        ask.new += 1
+    return unreadable
+
+
+def _unreachable(asks: dict[str, _Ask]) -> str | None:
+    for ask in asks.values():
+        for error in ask.errors:
+            if error.startswith("unreachable"):
+                return error
+    return None
+
+
+def _kind(error: str) -> str:
+    return error.split(":", 1)[0].split(" ")[0]
+
+
+def _judgments(
+    qid: str,
+    metric: str,
+    keys: dict[str, str] | None,
+    asks: dict[str, _Ask],
+    settings: JudgeSettings,
+    models: tuple[str, ...],
+) -> list[Judgment]:
+    if keys is None:
+        return [Judgment(qid, metric, model, False) for model in (*models, COMBINED)]
+    threshold = settings.threshold(metric)
+    per_model = []
+    for model, key in keys.items():
+        ask = asks[key]
+        complete = len(ask.scores) >= settings.repeat
+        score = median_score(ask.scores[: settings.repeat]) if complete else None
+        error = None if complete else (ask.errors[0] if ask.errors else "not judged")
+        per_model.append(
+            Judgment(
+                qid,
+                metric,
+                model,
+                applicable=True,
+                score=score,
+                passed=None if score is None else score >= threshold,
+                repeats=tuple(ask.scores[: settings.repeat]),
+                reason=ask.reasons[0] if ask.reasons else None,
+                error=error,
+                cached=ask.cached,
+            )
+        )
+    missing = [j.model for j in per_model if j.score is None]
+    if missing:
+        combined = Judgment(
+            qid, metric, COMBINED, True, error=f"ensemble incomplete: no score from {', '.join(missing)}"
+        )
+    else:
+        score = sum(j.score for j in per_model) / len(per_model)
+        combined = Judgment(qid, metric, COMBINED, True, score, score >= threshold)
+    return [*per_model, combined]
