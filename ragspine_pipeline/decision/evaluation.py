@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 
 from ragspine_pipeline.decision.baseline import BaselineEntry, Comparison, compare
 from ragspine_pipeline.decision.config import EvalConfig
-from ragspine_pipeline.decision.gates import Gate, GateResult, evaluate_gates
+from ragspine_pipeline.decision.gates import Gate, GateResult, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.golden import GoldenLock
 from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
+from ragspine_pipeline.judge.prompts import JUDGED_METRICS
 from ragspine_pipeline.scoring.grounded import METRICS, GroundedScore, score_grounded
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
 from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
@@ -28,7 +29,7 @@ from ragspine_pipeline.scoring.slices import Slice, slices
 
 LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
 FABRICATION = "fabrication"  # a count of refusal answers stating a number (target 0), gated like a metric
-KNOWN_METRICS = (*METRICS, *LAYERED_METRICS, *QA_GATES, FABRICATION)
+KNOWN_METRICS = (*METRICS, *LAYERED_METRICS, *QA_GATES, FABRICATION, *JUDGED_METRICS)
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,13 @@ def evaluate(
     compare_baseline: bool = False,
     lock: GoldenLock | None = None,
     k: int | None = None,
+    judged: dict[str, float] | None = None,
 ) -> Evaluation:
     """Score, gate and decide.
 
     ``compare_baseline`` with ``baseline=None`` means the baseline file has no entry for the mode yet.
+    ``judged``: the LLM judge's aggregates (``judge.report.judged_metrics``), gated like any metric; a
+    gate on a metric nobody measured fails (it blocks when hard).
     """
     grounded = score_grounded(gold, traces, k=k or config.k)
     metrics = dict(grounded.metrics)
@@ -86,6 +90,7 @@ def evaluate(
     if qa is not None:
         metrics.update(qa.metrics)
         metrics[FABRICATION] = float(qa.fabrication.count)
+    metrics.update(judged or {})
     results = evaluate_gates(gates, metrics)
     comparison = None
     if compare_baseline:
@@ -101,6 +106,7 @@ def evaluate(
         golden_sha256=None if lock is None else lock.sha256,
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
+        unmeasured=unmeasured(gates, metrics),
     )
     return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison, qa)
 

@@ -104,5 +104,15 @@ def default_gates() -> list[Gate]:
 
 
 def evaluate_gates(gates: Iterable[Gate], metrics: Mapping[str, float]) -> list[GateResult]:
-    """Each gate against the unrounded metric value."""
-    return [GateResult(gate, metrics[gate.metric], gate.passes(metrics[gate.metric])) for gate in gates]
+    """Each gate whose metric the run measured, against the unrounded value (see :func:`unmeasured`)."""
+    return [
+        GateResult(gate, metrics[gate.metric], gate.passes(metrics[gate.metric]))
+        for gate in gates
+        if gate.metric in metrics
+    ]
+
+
+def unmeasured(gates: Iterable[Gate], metrics: Mapping[str, float]) -> list[Gate]:
+    """The gates whose metric the run did not measure (e.g. a judged metric when the judge step failed).
+    They fail: a gate never passes for want of a number."""
+    return [gate for gate in gates if gate.metric not in metrics]

@@ -8,11 +8,12 @@ failure is listed with its value, threshold and delta so an engineer knows what 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from ragspine_pipeline.decision.baseline import Comparison
 from ragspine_pipeline.decision.config import SliceGate
-from ragspine_pipeline.decision.gates import GateResult
+from ragspine_pipeline.decision.gates import Gate, GateResult
 from ragspine_pipeline.scoring.slices import Slice, worst_first
 
 
@@ -51,6 +52,8 @@ class ReleaseDecision:
     unmeasured_baseline_metrics: list[str] = field(default_factory=list)
     warned_gates: list[FailedGate] = field(default_factory=list)  # failed soft gates: never block
     slice_gate: dict | None = None  # {min_rate, min_n} the slices were judged by (None: no slices)
+    # Gates whose metric was not measured ({metric, op, threshold, severity}): a hard one blocks.
+    unmeasured_gates: list[dict] = field(default_factory=list)
 
     @property
     def ships(self) -> bool:
@@ -80,8 +83,10 @@ def decide(
     golden_sha256: str | None,
     run_id: str,
     slice_gate: SliceGate | None = None,
+    unmeasured: Sequence[Gate] = (),
 ) -> ReleaseDecision:
-    """Block on any failed hard gate, failed slice or regression; otherwise ship.
+    """Block on any failed hard gate (an unmeasured one included), failed slice or regression;
+    otherwise ship.
 
     Failed soft gates are listed in ``warned_gates`` and do not block. ``index_versions`` counts the
     traces per index version; the most common one is the run's.
@@ -95,7 +100,7 @@ def decide(
     failed = [f for f in failing if f.severity == "hard"]
     regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
     seen = Counter(index_versions)
-    blocked = bool(failed or slices_below or regressions)
+    blocked = bool(failed or slices_below or regressions or any(gate.hard for gate in unmeasured))
     return ReleaseDecision(
         decision="block" if blocked else "ship",
         failed_gates=failed,
@@ -110,4 +115,8 @@ def decide(
         unmeasured_baseline_metrics=[] if comparison is None else list(comparison.unmeasured),
         warned_gates=[f for f in failing if f.severity != "hard"],
         slice_gate=None if slice_gate is None else slice_gate.model_dump(),
+        unmeasured_gates=[
+            {"metric": g.metric, "op": g.op, "threshold": g.threshold, "severity": g.severity}
+            for g in unmeasured
+        ],
     )

@@ -123,6 +123,8 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
         print(
             f"  failed gate  {gate['metric']} = {gate['value']:.4f}, needs {gate['op']} {gate['threshold']}"
         )
+    for gate in decision.get("unmeasured_gates", []):
+        print(f"  unmeasured   {gate['metric']} ({gate['severity']}), needs {gate['op']} {gate['threshold']}")
     for gate in decision.get("warned_gates", []):
         print(
             f"  soft gate    {gate['metric']} = {gate['value']:.4f}, wants {gate['op']} {gate['threshold']}"

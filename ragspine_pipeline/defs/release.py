@@ -60,6 +60,10 @@ def release_decision(
         (g.metric, f"{g.value:.4f}", f"{g.op} {g.threshold}", f"{g.delta:+.4f}", g.severity)
         for g in [*release.failed_gates, *release.warned_gates]
     ]
+    failed += [
+        (g["metric"], "not measured", f"{g['op']} {g['threshold']}", "", g["severity"])
+        for g in release.unmeasured_gates
+    ]
     slices = [
         (
             f"{s.dimension}={s.value}",
@@ -126,6 +130,16 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
         release = release_decision.evaluation.release
         for result in release_decision.evaluation.gates:
             yield _gate_check(result)
+        for gate in release.unmeasured_gates:  # e.g. a judged metric when the judge step failed
+            yield dg.AssetCheckResult(
+                check_name=check_name(gate["metric"]),
+                asset_key=ASSET_KEY,
+                passed=False,
+                severity=dg.AssetCheckSeverity.ERROR
+                if gate["severity"] == "hard"
+                else dg.AssetCheckSeverity.WARN,
+                metadata={"value": "not measured", "threshold": gate["threshold"], "op": gate["op"]},
+            )
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
             asset_key=ASSET_KEY,

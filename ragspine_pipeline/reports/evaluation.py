@@ -258,6 +258,11 @@ def _write_release(release: ReleaseDecision, out: TextIO) -> None:
             f"- soft gate **{gate.metric}** = {gate.value:.4f}, wants {gate.op} {gate.threshold:.4f} "
             f"(Δ {gate.delta:+.4f}): a warning, it does not block\n"
         )
+    for gate in release.unmeasured_gates:
+        out.write(
+            f"- {gate['severity']} gate **{gate['metric']}** was not measured (needs {gate['op']} "
+            f"{gate['threshold']:.4f}): it fails\n"
+        )
     if release.ships:
         out.write("Every hard gate, slice and baselined metric holds.\n\n")
         return

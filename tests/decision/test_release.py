@@ -6,7 +6,7 @@ import pytest
 
 from ragspine_pipeline.decision.config import load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
-from ragspine_pipeline.decision.gates import Gate, evaluate_gates
+from ragspine_pipeline.decision.gates import Gate, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.release import decide
 from ragspine_pipeline.errors import InputError
 
@@ -21,6 +21,7 @@ def _decide(gates: list[Gate], metrics: dict[str, float]):
         golden_version=None,
         golden_sha256=None,
         run_id="r",
+        unmeasured=unmeasured(gates, metrics),
     )
 
 
@@ -40,6 +41,25 @@ def test_a_failing_hard_gate_blocks_whatever_the_soft_ones_say():
     assert release.decision == "block"
     assert [g.metric for g in release.failed_gates] == ["precision"]
     assert release.warned_gates == []
+
+
+def test_a_gate_on_a_metric_nobody_measured_fails_and_blocks_when_hard():
+    # e.g. a judged metric when the judge endpoint was down: the gate never passes for want of a number
+    gates = [
+        Gate("precision", 0.8),
+        Gate("judge_faithfulness", 4.0),
+        Gate("judge_answer_relevancy", 3, "min", "soft"),
+    ]
+    release = _decide(gates, {"precision": 0.9})
+    assert release.decision == "block" and release.failed_gates == []
+    assert [(g["metric"], g["severity"]) for g in release.unmeasured_gates] == [
+        ("judge_faithfulness", "hard"),
+        ("judge_answer_relevancy", "soft"),
+    ]
+    soft_only = _decide([Gate("precision", 0.8), gates[2]], {"precision": 0.9})
+    assert soft_only.decision == "ship" and len(soft_only.unmeasured_gates) == 1
+    measured = _decide(gates, {"precision": 0.9, "judge_faithfulness": 4.2, "judge_answer_relevancy": 3.5})
+    assert measured.decision == "ship" and measured.unmeasured_gates == []
 
 
 def test_config_reads_severity_and_defaults_to_hard(tmp_path):
