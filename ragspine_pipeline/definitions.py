@@ -27,6 +27,7 @@ from ragspine_pipeline.defs.extraction import (
     extraction_scores,
 )
 from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.release import baseline, release_decision, release_gates_check
 from ragspine_pipeline.defs.reports import slice_report
@@ -58,7 +59,8 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         jobs=[reeval_on_index_rebuild, nightly_eval],
         schedules=[nightly_eval_schedule],
         sensors=[index_rebuild_sensor, evaluation_run_failure_sensor],
-        resources=resources if resources is not None else default_resources(),
+        # The judge is optional everywhere: a resource set without one gets the unconfigured default.
+        resources={"judge": JudgeResource(), **(resources if resources is not None else default_resources())},
     )
 
 

@@ -5,6 +5,7 @@ these assets only move their results between steps and show them in the UI.
 """
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from ragspine_pipeline.decision.config import load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, Evaluation, coverage_warnings, evaluate
 from ragspine_pipeline.decision.gates import default_gates
 from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
+from ragspine_pipeline.defs.judge import JudgeResource, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles, SutResource, gates_config_path
 from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
 from ragspine_pipeline.reports.metric_table import means_by_metric, write_metric_table
 from ragspine_pipeline.sources.replay import replay
@@ -127,17 +130,20 @@ def golden_traces(
     )
 
 
-@dg.asset(group_name=GROUP)
+@dg.asset(group_name=GROUP, check_specs=[judge_check_spec("metric_table")])
 def metric_table(
     context: dg.AssetExecutionContext,
     golden_set: GoldenSet,
     golden_traces: GoldenTraces,
     eval_files: EvalFiles,
-) -> dg.Output[ScoredRun]:
+    judge: JudgeResource,
+) -> Iterator[dg.Output[ScoredRun] | dg.AssetCheckResult]:
     """Per-case × metric scores in long format (Parquet), and the run's evaluation and decision.
 
     Scoring, gates, slices and the baseline comparison are :func:`decision.evaluation.evaluate`, the
     same call as ``ragspine-eval score``; the committed gates config is the one the checks were built from.
+    When an LLM judge is configured its scores join the table and its aggregates can be gated; a judge
+    that fails fails only the ``judge_completed`` check (WARN), see ``defs.judge``.
     """
     config_path = gates_config_path()
     with user_errors():
@@ -147,6 +153,12 @@ def metric_table(
             load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
         )
         entries = baselines.load_baseline(eval_files.baseline_path)
+    judged = judge_step(
+        judge,
+        judge_items(golden_traces.table, golden_set.table, evidence),
+        case_tags(golden_traces.table, golden_set.table),
+        context.log,
+    )
     evaluation = evaluate(
         golden_set.table,
         golden_traces.table,
@@ -157,20 +169,25 @@ def metric_table(
         baseline=entries.get(eval_files.baseline_mode),
         compare_baseline=True,
         lock=golden_set.lock,
+        judged=judged.metrics,
     )
     warnings = [*golden_set.warnings, *coverage_warnings(evaluation.grounded.counts)]
     for warning in warnings:
         context.log.warning(warning)
     inputs = ReportInputs(golden_set.path, golden_traces.path, evidence_path if evidence else None, warnings)
     run_dir, latest = eval_files.run_dir(context.run.run_id), eval_files.latest_dir()
-    table = write_metric_table(evaluation, run_dir / "metric_table.parquet")
+    judgments = [] if judged.run is None else judged.run.judgments
+    table = write_metric_table(evaluation, run_dir / "metric_table.parquet", judgments)
+    if judged.report is not None:
+        write_json_file(run_dir / "judge_report.json", judged.report)
+        copy_atomically(run_dir / "judge_report.json", latest / "judge_report.json")
     report_path = run_dir / "evaluation.json"
     with atomic_writer(report_path, "evaluation report") as out:
         write_json(evaluation, inputs, out)
     copy_atomically(run_dir / "metric_table.parquet", latest / "metric_table.parquet")
     report = summary(evaluation, inputs)
     means = means_by_metric(table)
-    return dg.Output(
+    yield dg.Output(
         ScoredRun(evaluation, report, str(run_dir / "metric_table.parquet"), str(report_path)),
         metadata={
             "dagster/row_count": table.num_rows,
@@ -182,13 +199,23 @@ def metric_table(
             "means_by_metric": dg.MetadataValue.md(
                 markdown_table(
                     ["metric", "mean", "applicable cases"],
-                    [(name, f"{mean:.4f}", n) for name, (mean, n) in sorted(means.items())],
+                    [
+                        (name, "n/a" if mean is None else f"{mean:.4f}", n)
+                        for name, (mean, n) in sorted(means.items())
+                    ],
                 )
             ),
             "parquet_path": dg.MetadataValue.path(str(run_dir / "metric_table.parquet")),
             "report_path": dg.MetadataValue.path(str(report_path)),
+            "judge": judged.status,
+            **(
+                {"judge_report_path": dg.MetadataValue.path(str(run_dir / "judge_report.json"))}
+                if judged.report is not None
+                else {}
+            ),
         },
     )
+    yield judge_check(judged, "metric_table")
 
 
 def _cases_per_slice(table: pa.Table) -> list[tuple[str, str, int]]:

@@ -13,12 +13,20 @@ import dagster as dg
 from ragspine_pipeline.alerts.model import Alert, Finding, gate_alert
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
 from ragspine_pipeline.defs.golden import write_json_file
+from ragspine_pipeline.defs.judge import (
+    JudgeOutcome,
+    JudgeResource,
+    judge_check,
+    judge_check_spec,
+    judge_step,
+)
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
+from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.significance import WORSE_WHEN, significant_drops
 from ragspine_pipeline.sources.redaction import redact_line, redact_trace
-from ragspine_pipeline.sources.sampling import sample_day, write_jsonl
+from ragspine_pipeline.sources.sampling import priority, sample_day, write_jsonl
 
 GROUP = "production"
 # Far enough back for any retained trace store; partitions before the store's first day are empty.
@@ -82,6 +90,7 @@ def production_traces(
         dg.AssetCheckSpec(
             "production_alert", asset="production_metrics", description="announce drops or their recovery"
         ),
+        judge_check_spec("production_metrics"),
     ],
 )
 def production_metrics(
@@ -89,12 +98,15 @@ def production_metrics(
     production_traces: str,
     eval_files: EvalFiles,
     alerts: AlertsResource,
+    judge: JudgeResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals,
     and each rate tested against its trailing days (``scoring.significance``).
 
     The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
-    significant drop is a WARN and an alert, not a release block (SPEC §4).
+    significant drop is a WARN and an alert, not a release block (SPEC §4). When an LLM judge is
+    configured, a seeded sub-sample of ``judge.production_sample`` traces is judged too (faithfulness
+    needs the evidence registry; context recall has no reference in production and does not apply).
     """
     day = context.partition_key
     with user_errors():
@@ -104,6 +116,15 @@ def production_metrics(
             load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
         )
     result = {"day": day, **score_production(traces, evidence).to_dict()}
+    items = judge_items(traces, None, evidence)
+    items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
+        : judge.production_sample
+    ]
+    judged = judge_step(judge, items, case_tags(traces), context.log) if items else JudgeOutcome("off")
+    if judged.report is not None:
+        result["judge"] = {
+            key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
+        }
     tests = significant_drops(
         result,
         recent_production_days(eval_files, days=eval_files.drop_window + 7),
@@ -149,6 +170,7 @@ def production_metrics(
     )
     alert = _drop_alert(day, significant, context.run.run_id, alerts)
     yield alerts.alert_check(alert, context.log, check_name="production_alert")
+    yield judge_check(judged, "production_metrics")
 
 
 def production_summary_dir(eval_files: EvalFiles) -> Path:

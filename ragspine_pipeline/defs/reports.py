@@ -35,7 +35,8 @@ def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg
     production = recent_production_days(eval_files)
     extraction = _latest_json(instance, extraction_scores.key, "report_path")
     extraction = extraction if extraction and extraction.get("configured") else None
-    markdown = slice_markdown(report, production, extraction)
+    judge = _latest_json(instance, metric_table.key, "judge_report_path")
+    markdown = slice_markdown(report, production, extraction, judge)
     run_dir, latest = eval_files.run_dir(context.run.run_id), eval_files.latest_dir()
     write_text_atomically(run_dir / "slice_report.md", markdown, "slice report")
     if report is not None:
@@ -44,6 +45,7 @@ def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg
             history=history,
             production=production,
             extraction=extraction,
+            judge=judge,
             title="ragspine release evaluation",
         )
         write_text_atomically(run_dir / "slice_report.html", page, "HTML report")

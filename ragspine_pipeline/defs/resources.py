@@ -19,6 +19,7 @@ from pydantic import Field
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
 from ragspine_pipeline.alerts.slack import FlushResult, SlackSettings, flush
+from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.replay import Answer
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
@@ -207,7 +208,10 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     S3-compatible store); ``RAGSPINE_SUT`` selects ``reference`` / ``http`` (``RAGSPINE_SUT_URL``) /
     ``recorded`` (``RAGSPINE_SUT_RECORDED``). ``RAGSPINE_ALERTS_OUTBOX`` (default
     ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_WEBSERVER_URL`` the Dagster UI the
-    alerts link to; Slack's own settings are read at delivery (``alerts.slack.SlackSettings``).
+    alerts link to; Slack's own settings are read at delivery (``alerts.slack.SlackSettings``). The LLM
+    judge's endpoint is read when a run starts (``judge.client.JudgeEndpoint.from_env``); how it is used
+    comes from ``RAGSPINE_JUDGE_REPEAT``, ``_THRESHOLDS``, ``_MAX_CALLS``, ``_MAX_TOKENS``, ``_CACHE`` and
+    ``_PRODUCTION_SAMPLE``.
     """
     home = Path(env.get("RAGSPINE_HOME", "var/demo")).absolute()
 
@@ -240,6 +244,17 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
         "alerts": AlertsResource(
             outbox_path=path("RAGSPINE_ALERTS_OUTBOX", DEFAULT_OUTBOX),
             webserver_base_url=env.get("RAGSPINE_WEBSERVER_URL") or "http://127.0.0.1:3000",
+        ),
+        "judge": JudgeResource(
+            repeat=int(env.get("RAGSPINE_JUDGE_REPEAT", "1")),
+            thresholds=env.get("RAGSPINE_JUDGE_THRESHOLDS", ""),
+            max_calls=int(env["RAGSPINE_JUDGE_MAX_CALLS"]) if env.get("RAGSPINE_JUDGE_MAX_CALLS") else None,
+            max_tokens=int(env["RAGSPINE_JUDGE_MAX_TOKENS"])
+            if env.get("RAGSPINE_JUDGE_MAX_TOKENS")
+            else None,
+            cache_uri=path("RAGSPINE_JUDGE_CACHE", Path(path("RAGSPINE_WORK", "var/work")) / "judge-cache"),
+            cache_endpoint_url=endpoint,
+            production_sample=int(env.get("RAGSPINE_JUDGE_PRODUCTION_SAMPLE", "50")),
         ),
         "sut": SutResource(
             kind=env.get("RAGSPINE_SUT", "reference"),  # type: ignore[arg-type]

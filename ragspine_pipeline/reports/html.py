@@ -30,6 +30,7 @@ from ragspine_pipeline.reports.charts import (
     plain,
     row_chart,
 )
+from ragspine_pipeline.reports.html_judge import judge_section
 from ragspine_pipeline.reports.html_parts import (
     STATUS_ORDER,
     count,
@@ -73,6 +74,7 @@ def render_html(
     title: str = "Release evaluation",
     slice_gate: float = DEFAULT_SLICE_GATE,
     extraction: Mapping | None = None,
+    judge: Mapping | None = None,
 ) -> str:
     """The whole page as a string.
 
@@ -81,13 +83,16 @@ def render_html(
     ``production``: daily summaries, oldest first; the production section appears only when given.
     ``slice_gate``: the slice threshold (``min_rate``) drawn when the report carries none.
     ``extraction``: an extraction result (``ExtractionResult.to_dict``); its section appears only when given.
-    The QA-gates section appears only when the report has ``qa_gates``.
+    The QA-gates section appears only when the report has ``qa_gates``; the LLM-judge section only when
+    ``judge`` (a ``judge.report.judge_report``) is given.
     """
     release = mapping(report.get("release"))
     sections = [_header(report, release, history, title), _reasons(release), _gates_section(report, release)]
     if report.get("qa_gates"):
         sections.append(qa_section(report))
     sections += [_slices_section(report, release, slice_gate), _stages_section(report, release)]
+    if judge is not None:
+        sections.append(judge_section(judge))
     if extraction is not None:
         sections.append(extraction_section(extraction))
     sections.append(_trend_section(history, release.get("run_id")))
@@ -145,6 +150,11 @@ def _reasons(release: Mapping) -> str:
         f"gate <b>{esc(g.get('metric'))}</b> = {fixed(g.get('value'))}, needs {op(g.get('op'))} "
         f"{fixed(g.get('threshold'))} (Δ {signed(g.get('delta'))})"
         for g in map(mapping, release.get("failed_gates") or [])
+    ]
+    items += [
+        f"{esc(g.get('severity'))} gate <b>{esc(g.get('metric'))}</b> was not measured, needs "
+        f"{op(g.get('op'))} {fixed(g.get('threshold'))}: it fails"
+        for g in map(mapping, release.get("unmeasured_gates") or [])
     ]
     items += [
         f"slice <b>{esc(s.get('dimension'))}={esc(s.get('value'))}</b>: releasable "

@@ -25,11 +25,15 @@ QA_FAILURES = 20
 
 
 def slice_markdown(
-    report: dict | None, production: Sequence[dict] = (), extraction: dict | None = None
+    report: dict | None,
+    production: Sequence[dict] = (),
+    extraction: dict | None = None,
+    judge: dict | None = None,
 ) -> str:
     """Markdown for the Dagster UI and ``slice_report.md``; ``report`` None when no golden run exists yet.
 
     ``extraction``: an extraction result (``ExtractionResult.to_dict``), shown as a channel table.
+    ``judge``: the golden run's LLM-judge report (``judge.report.judge_report``), shown with intervals.
     """
     parts = ["# Slice report\n"]
     if report is None:
@@ -39,6 +43,8 @@ def slice_markdown(
         if report.get("qa_gates"):
             parts.append(_qa_gates(report))
         parts.append(_slices(report))
+    if judge is not None:
+        parts.append(judge_markdown(judge))
     if extraction is not None:
         parts.append(_extraction(extraction))
     if production:
@@ -57,6 +63,11 @@ def _decision(report: dict) -> str:
         lines.append(
             f"- failed gate **{gate['metric']}** = {gate['value']:.4f}, needs {gate['op']} "
             f"{gate['threshold']} (Δ {gate['delta']:+.4f})"
+        )
+    for gate in release.get("unmeasured_gates", []):
+        lines.append(
+            f"- {gate['severity']} gate **{gate['metric']}** was not measured (needs {gate['op']} "
+            f"{gate['threshold']}): it fails"
         )
     for gate in release.get("warned_gates", []):
         lines.append(
@@ -155,6 +166,32 @@ def _slices(report: dict) -> str:
         cells += [_num(s.get(m)) for m in SLICE_METRICS]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def judge_markdown(judge: dict) -> str:
+    """The judged metrics (combined over the judge models): mean score and pass rate with their bootstrap
+    95 % intervals, overall and per slice, with the n behind each figure."""
+    rows = [f"## LLM judge ({', '.join(judge['models'])}; {judge['prompt_version']})\n"]
+    if judge.get("failed"):
+        rows.append(f"**The judge step failed:** {_escape(judge['failed'])}\n")
+    head = ["metric", "slice", "n", "errors", "mean score", "95% CI", "pass rate", "95% CI"]
+    rows += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for metric, summary in judge["metrics"].items():
+        rows.append(_judged_row(metric, "all", summary["combined"]))
+        for dimension, values in sorted((judge.get("slices") or {}).items()):
+            for value, by_metric in sorted(values.items()):
+                if metric in by_metric:
+                    rows.append(_judged_row(metric, f"{dimension}={value}", by_metric[metric]))
+    return "\n".join(rows) + "\n"
+
+
+def _judged_row(metric: str, name: str, s: dict) -> str:
+    def ci(pair: list | None) -> str:
+        return "n/a" if pair is None else f"{pair[0]:.2f}–{pair[1]:.2f}"
+
+    cells = [metric, _escape(name), s["n"], s["excluded"], _num(s["mean"]), ci(s["mean_ci"])]
+    cells += [_num(s["pass_rate"]), ci(s["pass_rate_ci"])]
+    return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
 def _production(day: dict) -> str:
