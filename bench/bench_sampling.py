@@ -9,7 +9,7 @@ citations, latency, tokens and non-repeating text (~250 bytes each after gzip), 
 
 * ``parse-only``: decompress and ``json.loads`` every line of the same files (the yardstick);
 * ``sample``: ``ragspine-eval sample --source <dir> --date D --n N --seed 7 --stratify channel``;
-* with ``--s3``: the same through a moto S3 server on loopback (``ThreadedMotoServer``).
+* with ``--s3``: the same through a moto S3 server on loopback (``moto_server``, its own process).
 
 Targets (issue 7, 2-core machine): peak RSS ≤ 300 MB and growing ≤ 20 % from 1M to 4M traces; wall
 ≤ 1.5 × parse-only; through S3 within 2 × the local figure. Results: bench/RESULTS.md.
@@ -137,40 +137,53 @@ def main() -> None:
 
 
 def s3_runs(folder: Path, sample: list[str], repeat: int) -> list[tuple[float, float]]:
-    """The same sample through a moto S3 server on loopback (the upload is not timed)."""
-    import logging
+    """The same sample through a moto S3 server on loopback (the upload is not timed).
+
+    The server runs in its own process: a child's ``ru_maxrss`` starts from the size of the process it
+    was forked from, and a server holding the day's objects would inflate every figure.
+    """
+    import socket
 
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     env = {
         **os.environ,
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench",
-    )
-    client.create_bucket(Bucket="traces")
-    for path in sorted(folder.rglob("*.jsonl.gz")):
-        client.upload_file(str(path), "traces", f"prod/{path.relative_to(folder).as_posix()}")
-    command = [*sample]
-    command[command.index("--source") + 1] = "s3://traces/prod"
-    command += ["--endpoint-url", endpoint]
     try:
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+        )
+        for _ in range(100):  # the server takes a moment to listen
+            try:
+                client.create_bucket(Bucket="traces")
+                break
+            except Exception:
+                time.sleep(0.1)
+        for path in sorted(folder.rglob("*.jsonl.gz")):
+            client.upload_file(str(path), "traces", f"prod/{path.relative_to(folder).as_posix()}")
+        command = [*sample]
+        command[command.index("--source") + 1] = "s3://traces/prod"
+        command += ["--endpoint-url", endpoint]
         return [timed(command, env) for _ in range(repeat)]
     finally:
-        server.stop()
+        server.terminate()
+        server.wait()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ragspine_pipeline import __version__
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
+from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.cli_extraction import add_extraction_parser
 from ragspine_pipeline.cli_judge import add_judge_parser
 from ragspine_pipeline.cli_sample import add_sample_parser
@@ -38,6 +39,8 @@ from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
 
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE = 0, 1, 2
+
+_POSITIVE = whole_number(1)
 
 
 class UsageError(Exception):
@@ -75,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--gold", required=True, help="golden set (JSONL or JSON array, any SPEC dialect)")
     score.add_argument("--trace", required=True, help="traces of the system under test (JSONL)")
-    score.add_argument("--k", type=_positive_int, help="cut-off for recall@k (default: config, else 5)")
+    score.add_argument("--k", type=_POSITIVE, help="cut-off for recall@k (default: config, else 5)")
     score.add_argument(
         "--gates",
         help="complete gate set, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10; overrides the config's "
@@ -117,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     init = demo_commands.add_parser("init", help="write the demo environment (idempotent)")
     init.add_argument("--root", default=DEMO_ROOT, help=f"demo folder (default: {DEMO_ROOT})")
     init.add_argument("--today", type=date.fromisoformat, help="the traces cover the 7 days before this")
-    init.add_argument("--traces-per-day", type=_positive_int, default=300)
+    init.add_argument("--traces-per-day", type=_POSITIVE, default=300)
     init.set_defaults(run=_demo_init)
     rebuild = demo_commands.add_parser("rebuild-index", help="publish a new demo index version")
     rebuild.add_argument("--root", default=DEMO_ROOT, help=f"demo folder (default: {DEMO_ROOT})")
@@ -146,16 +149,6 @@ def _parser() -> argparse.ArgumentParser:
     flushing.add_argument("--outbox", help=outbox_help)
     flushing.set_defaults(run=_alerts_flush)
     return parser
-
-
-def _positive_int(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{raw}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 # -- score -----------------------------------------------------------------------------------------

@@ -15,24 +15,16 @@ import json
 import sys
 from typing import Any
 
+from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
-from ragspine_pipeline.judge.cache import open_judgment_cache
-from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
-from ragspine_pipeline.judge.items import case_tags, judge_items
-from ragspine_pipeline.judge.prompts import METRICS
-from ragspine_pipeline.judge.report import (
-    JUDGED_METRICS,
-    judge_report,
-    judged_metrics,
-    load_labels,
-    render_markdown,
-)
-from ragspine_pipeline.judge.run import JudgeSettings, parse_thresholds, run_judge
+from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS
 
 EXIT_OK, EXIT_FAILED = 0, 1
+
+_POSITIVE = whole_number(1)
 
 
 def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
@@ -52,12 +44,12 @@ def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"comma-separated (default: {','.join(METRICS)})",
     )
     parser.add_argument("--labels", help="human labels, JSONL {qid, metric, score}: Krippendorff's alpha")
-    parser.add_argument("--repeat", type=_positive, default=1, help="judgments per model; the median is kept")
+    parser.add_argument("--repeat", type=_POSITIVE, default=1, help="judgments per model; the median is kept")
     parser.add_argument(
         "--threshold", default="", help="pass thresholds, metric=score,... (default 3 for every metric)"
     )
-    parser.add_argument("--max-calls", type=_positive, help="budget: at most this many judge calls")
-    parser.add_argument("--max-tokens", type=_positive, help="budget: at most this many tokens")
+    parser.add_argument("--max-calls", type=_POSITIVE, help="budget: at most this many judge calls")
+    parser.add_argument("--max-tokens", type=_POSITIVE, help="budget: at most this many tokens")
     parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
     parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals")
@@ -72,6 +64,14 @@ def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def run_judge_command(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: scipy, krippendorff and the openai SDK cost every other subcommand
+    # ~60 MB and half a second of start-up.
+    from ragspine_pipeline.judge.cache import open_judgment_cache
+    from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
+    from ragspine_pipeline.judge.items import case_tags, judge_items
+    from ragspine_pipeline.judge.report import judge_report, judged_metrics, load_labels, render_markdown
+    from ragspine_pipeline.judge.run import JudgeSettings, parse_thresholds, run_judge
+
     try:
         endpoint = JudgeEndpoint.from_env()
     except ValueError as exc:
@@ -133,13 +133,3 @@ def _metrics(raw: str) -> tuple[str, ...]:
             f"unknown metric(s) {', '.join(unknown) or '(none)'}; known: {', '.join(METRICS)}"
         )
     return names
-
-
-def _positive(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{raw}' is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.redaction import redact_line, redact_trace
@@ -22,6 +23,8 @@ from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
 
 EXIT_SAMPLED = 0
+
+_COUNT = whole_number(0)
 
 
 def add_sample_parser(commands: Any) -> argparse.ArgumentParser:
@@ -33,12 +36,12 @@ def add_sample_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--source", required=True, help="trace store: a directory or s3://bucket/prefix")
     parser.add_argument("--date", required=True, help="the day to sample, YYYY-MM-DD")
-    parser.add_argument("--n", required=True, type=_count, help="sample size")
+    parser.add_argument("--n", required=True, type=_COUNT, help="sample size")
     parser.add_argument("--seed", required=True, type=int, help="sampling seed (same seed, same sample)")
     parser.add_argument("--stratify", metavar="DIM", help="stratify on this tag dimension (tags[DIM])")
     parser.add_argument(
         "--floor",
-        type=_count,
+        type=_COUNT,
         default=DEFAULT_FLOOR,
         help=f"traces owed to each stratum when stratifying (default: {DEFAULT_FLOOR})",
     )
@@ -94,13 +97,3 @@ def run_sample(args: argparse.Namespace) -> int:
         summary["quarantine"] = str(sample.quarantine_path)
     print(json.dumps(summary, ensure_ascii=False), file=sys.stderr)
     return EXIT_SAMPLED
-
-
-def _count(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{raw}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be at least 0")
-    return value

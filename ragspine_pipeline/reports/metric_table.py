@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ragspine_pipeline.decision.evaluation import Evaluation
-from ragspine_pipeline.judge.run import Judgment
 from ragspine_pipeline.scoring.layered import RATIO_METRICS
 from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
+
+if TYPE_CHECKING:
+    from ragspine_pipeline.judge.run import Judgment
 
 GROUNDED_FLAGS = ("answered", "contained", "citation_hit", "recall_hit")
 LAYERED_FLAGS = ("admissible", "releasable")

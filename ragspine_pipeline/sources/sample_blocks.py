@@ -8,17 +8,21 @@ reader (``sampling._parse``) stays the authority: a line this path cannot vouch 
 time, never correctness; when a block fails, its halves are tried again so that one bad line sends
 only a few dozen neighbours to the record reader, not the whole block.
 
-A line is read here only when, after stripping ASCII whitespace, it starts with ``{`` and ends with ``}``
-and holds no ``NaN`` / ``Infinity`` (pyarrow reads them; JSON does not), and only when the parsed block
-has exactly one row per such line (pyarrow would read ``{..}{..}`` on one line as two rows). Of a parsed
-block, rows with no request id (or a blank one) are leftovers too: the record reader names the reason.
+A line is read here only when, after stripping ASCII whitespace, it starts with ``{`` and ends with
+``}``, and only when the parsed lines give exactly one row each (pyarrow would read ``{..}{..}`` on one
+line as two rows) with no NaN or infinity anywhere (pyarrow reads ``NaN`` and ``Infinity``; JSON does
+not). Of a parsed block, rows with no request id (or a blank one) are leftovers too: the record reader
+names the reason. The common case — every line a plain ``{…}`` — is checked on the raw bytes with numpy
+and the block is parsed as it came, without splitting it into Python lines.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -34,24 +38,47 @@ __all__ = ["BlockReader", "BlockTraces"]
 # Below this many lines a failing group goes to the record reader whole: halving further costs more
 # parses than the record reader spends on the lines.
 _SMALLEST_GROUP = 32
-_NOT_JSON_NUMBERS = (b"NaN", b"Infinity")
+_OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
 
 
 @dataclass
 class BlockTraces:
     """What a block holds: the traces vouched for as columns, and the lines left to the record reader.
 
-    ``lines[i]`` (stripped bytes, on line ``line_nos[i]``) is a valid trace with request id
-    ``request_ids[i]`` and, when stratifying, tag value ``strata[i]`` (None: the tag is absent).
-    ``leftovers`` are in line order.
+    ``lines[i]`` (the stripped line) is a valid trace with request id ``request_ids[i]`` and, when
+    stratifying, tag value ``strata[i]`` (null: the trace has no such tag). ``leftovers`` are in line
+    order.
     """
 
     source: str
-    line_nos: list[int] = field(default_factory=list)
+    lines: Sequence[bytes] = ()
+    request_ids: list[str] = field(default_factory=list)
+    strata: pa.Array | None = None
+    leftovers: list[RawLine] = field(default_factory=list)
+
+
+@dataclass
+class _Collected:
+    """What the line-by-line path gathers from one block."""
+
+    source: str
     lines: list[bytes] = field(default_factory=list)
     request_ids: list[str] = field(default_factory=list)
-    strata: list[str | None] = field(default_factory=list)
+    strata: list[pa.Array] = field(default_factory=list)
     leftovers: list[RawLine] = field(default_factory=list)
+
+
+class _Spans(Sequence):
+    """The lines of a block as slices of its bytes, made only when asked for (a few per block)."""
+
+    def __init__(self, data: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.data, self.starts, self.ends = data, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.data[self.starts[i] : self.ends[i]]
 
 
 class BlockReader:
@@ -63,23 +90,64 @@ class BlockReader:
         self._schema: pa.Schema | None = None
 
     def read(self, block: RawBlock) -> BlockTraces:
+        return self._read_plain(block) or self._read_lines(block)
+
+    def _read_plain(self, block: RawBlock) -> BlockTraces | None:
+        """The whole block as one table when every non-empty line is a bare ``{…}``; else None."""
+        data = block.data
+        buf = np.frombuffer(data, dtype=np.uint8)
+        breaks = np.flatnonzero(buf == _NEWLINE)
+        starts = np.concatenate(([0], breaks + 1))
+        ends = np.concatenate((breaks, [len(buf)]))
+        present = np.flatnonzero(ends > starts)
+        starts, ends = starts[present], ends[present]
+        if not len(starts) or not (np.all(buf[starts] == _OPEN) and np.all(buf[ends - 1] == _CLOSE)):
+            return None
+        table = self._conforming_table(data, len(starts))
+        if table is None:
+            return None
+        request_ids = aliased_column(table, TRACE_QID_ALIASES, pa.string()).to_pylist()
+        blank = [i for i, rid in enumerate(request_ids) if rid is None or not rid.strip()]
+        strata = self._strata(table)
         out = BlockTraces(block.source)
-        suspect = any(token in block.data for token in _NOT_JSON_NUMBERS)
+        if blank:
+            keep = np.ones(len(request_ids), dtype=bool)
+            keep[blank] = False
+            out.leftovers = [
+                RawLine(
+                    block.source, block.first_line + int(present[i]), line_text(data[starts[i] : ends[i]])
+                )
+                for i in blank
+            ]
+            request_ids = [rid for i, rid in enumerate(request_ids) if keep[i]]
+            starts, ends = starts[keep], ends[keep]
+            strata = None if strata is None else strata.filter(pa.array(keep))
+        out.lines, out.request_ids, out.strata = _Spans(data, starts, ends), request_ids, strata
+        return out
+
+    def _read_lines(self, block: RawBlock) -> BlockTraces:
+        """Line by line: bare ``{…}`` lines are parsed in groups (halved on failure), the rest left over."""
+        out = _Collected(block.source)
         candidates: list[tuple[int, bytes, bytes]] = []  # (line number, stripped line, line as read)
         for offset, raw in enumerate(block.data.split(b"\n")):
             line = raw.strip()
             if not line:
                 continue
             line_no = block.first_line + offset
-            if line[:1] == b"{" and line[-1:] == b"}" and not (suspect and _has_non_json_number(line)):
+            if line[:1] == b"{" and line[-1:] == b"}":
                 candidates.append((line_no, line, raw))
             else:
                 out.leftovers.append(RawLine(block.source, line_no, line_text(raw)))
         self._vouch(candidates, out)
         out.leftovers.sort(key=lambda line: line.line_no)
-        return out
+        strata = None
+        if self.dimension is not None:
+            strata = pa.concat_arrays(out.strata) if out.strata else pa.array([], pa.string())
+        return BlockTraces(block.source, out.lines, out.request_ids, strata, out.leftovers)
 
-    def _vouch(self, group: list[tuple[int, bytes, bytes]], out: BlockTraces) -> None:
+    def _vouch(self, group: list[tuple[int, bytes, bytes]], out: _Collected) -> None:
+        # A method, not a closure calling itself: such a closure is a reference cycle that keeps every
+        # block's lines alive until the cyclic collector happens to run (memory grew with the day).
         if not group:
             return
         table = self._conforming_table(b"\n".join(line for _, line, _ in group), len(group))
@@ -87,22 +155,20 @@ class BlockReader:
             if len(group) <= _SMALLEST_GROUP:
                 out.leftovers.extend(RawLine(out.source, no, line_text(raw)) for no, _, raw in group)
                 return
-            half = len(group) // 2
-            self._vouch(group[:half], out)
-            self._vouch(group[half:], out)
+            self._vouch(group[: len(group) // 2], out)
+            self._vouch(group[len(group) // 2 :], out)
             return
-        request_ids = aliased_column(table, TRACE_QID_ALIASES, pa.string()).to_pylist()
-        strata = self._strata(table)
-        for i, (line_no, line, raw) in enumerate(group):
-            request_id = request_ids[i]
-            if request_id is None or not request_id.strip():
+        ids = aliased_column(table, TRACE_QID_ALIASES, pa.string()).to_pylist()
+        keep = [rid is not None and bool(rid.strip()) for rid in ids]
+        for (line_no, line, raw), rid, kept in zip(group, ids, keep, strict=True):
+            if kept:
+                out.lines.append(line)
+                out.request_ids.append(rid)
+            else:
                 out.leftovers.append(RawLine(out.source, line_no, line_text(raw)))
-                continue
-            out.line_nos.append(line_no)
-            out.lines.append(line)
-            out.request_ids.append(request_id)
-            if strata is not None:
-                out.strata.append(strata[i])
+        strata = self._strata(table)
+        if strata is not None:
+            out.strata.append(strata.filter(pa.array(keep)))
 
     def _conforming_table(self, data: bytes, rows: int) -> pa.Table | None:
         """The lines as a table whose every known column validates as ``Trace``; None if not sure."""
@@ -112,25 +178,37 @@ class BlockReader:
             if table is not None and as_strings(table.schema) != table.schema:
                 # pyarrow read ISO-looking strings as timestamps; the contract wants the text.
                 table = _parse(data, as_strings(table.schema))
-            if table is None or table.num_rows != rows:
+            if table is None or table.num_rows != rows or not _all_finite(table):
                 continue
             if table_conforms(table, Trace):
                 self._schema = table.schema
                 return table
         return None
 
-    def _strata(self, table: pa.Table) -> list[str | None] | None:
+    def _strata(self, table: pa.Table) -> pa.Array | None:
+        """The stratifying tag of each row (string, null where absent); None when not stratifying."""
         if self.dimension is None:
             return None
         tags = table.column("tags").combine_chunks() if "tags" in table.column_names else None
         if tags is None or not pa.types.is_struct(tags.type) or tags.type.get_field_index(self.dimension) < 0:
-            return [None] * table.num_rows
+            return pa.nulls(table.num_rows, pa.string())
         # struct_field honours the parent's nulls (a trace whose tags are null has no stratum value).
-        return pc.struct_field(tags, self.dimension).cast(pa.string()).to_pylist()
+        return pc.struct_field(tags, self.dimension).cast(pa.string())
 
 
-def _has_non_json_number(line: bytes) -> bool:
-    return any(token in line for token in _NOT_JSON_NUMBERS)
+def _all_finite(table: pa.Table) -> bool:
+    """No NaN or infinity in any floating-point value, however deeply nested (extra fields included)."""
+    return all(_finite(column.combine_chunks()) for column in table.columns)
+
+
+def _finite(arr: pa.Array) -> bool:
+    if pa.types.is_floating(arr.type):
+        return pc.all(pc.is_finite(arr)).as_py() is not False
+    if pa.types.is_struct(arr.type):
+        return all(_finite(arr.field(i)) for i in range(arr.type.num_fields))
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return _finite(arr.flatten())
+    return True
 
 
 def _parse(data: bytes, schema: pa.Schema | None) -> pa.Table | None:

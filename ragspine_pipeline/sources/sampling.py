@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+import pyarrow as pa
 from pydantic import ValidationError
 
 from ragspine_pipeline.contracts.columns import explain_validation_error
@@ -328,6 +329,7 @@ class _Sampler:
         self.seed = seed
         self._kept: dict[str, _Smallest] = {}
         self._codes: dict[str, int] = {}
+        self._by_code: list[_Smallest] = []
         self._distinct = DistinctIds()
         self._pending: list[tuple[bytes, int]] = []  # record-reader traces of this block
 
@@ -343,24 +345,37 @@ class _Sampler:
         if kept is None:
             kept = self._kept[stratum] = _Smallest(self.capacity)
             self._codes[stratum] = len(self._codes)
+            self._by_code.append(kept)
         return kept, self._codes[stratum]
 
     def offer_columns(self, traces: BlockTraces) -> None:
-        """Offer the traces the columnar reader vouched for. Only a trace whose priority is within its
-        stratum's bound is hashed and parsed into a record, a few thousand per day."""
+        """Offer the traces the columnar reader vouched for. A trace is compared, hashed and parsed into a
+        record only when its priority is within its stratum's bound (a few thousand per day): the bound
+        test runs over the block's 64-bit priority prefixes at once."""
         prios = [priority(self.seed, request_id) for request_id in traces.request_ids]
-        strata = traces.strata if self.dimension is not None else [None] * len(prios)
-        codes = np.empty(len(prios), dtype=np.uint32)
-        for i, (prio, value) in enumerate(zip(prios, strata, strict=True)):
-            kept, codes[i] = self._stratum(value)
-            bound = kept.bound()
-            if bound is None or prio <= bound:
-                line = traces.lines[i]
-                content = hashlib.blake2b(line, digest_size=16).digest()
-                kept.offer(
-                    traces.request_ids[i], prio, content, json.loads(line, parse_constant=_reject_constant)
-                )
-        self._distinct.add(_digests(prios), codes)
+        if not prios:
+            return
+        prefixes = _digests(prios)
+        codes = self._codes_of(traces.strata, len(prios))
+        bounds = np.array([_prefix(kept.bound()) for kept in self._by_code], dtype=np.uint64)
+        for i in np.flatnonzero(prefixes <= bounds[codes]).tolist():
+            kept, line = self._by_code[codes[i]], traces.lines[i]
+            content = hashlib.blake2b(line, digest_size=16).digest()
+            record = json.loads(line, parse_constant=_reject_constant)
+            kept.offer(traces.request_ids[i], prios[i], content, record)
+        self._distinct.add(prefixes, codes)
+
+    def _codes_of(self, strata: pa.Array | None, n: int) -> np.ndarray:
+        """The stratum code of each trace (one dictionary lookup per distinct tag value of the block)."""
+        if self.dimension is None or strata is None:
+            return np.full(n, self._stratum(None)[1], dtype=np.uint32)
+        encoded = strata.dictionary_encode()
+        values = [*encoded.dictionary.to_pylist(), None]  # the last code: no tag
+        indices = encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
+        local = np.zeros(len(values), dtype=np.uint32)
+        for index in np.unique(indices).tolist():  # only the values present: a stratum is never empty
+            local[index] = self._stratum(values[index])[1]
+        return local[indices]
 
     def offer_record(
         self, request_id: str, content: bytes, record: dict, tags: dict[str, str] | None
@@ -424,3 +439,10 @@ class _Sampler:
 def _digests(prios: list[bytes]) -> np.ndarray:
     """The 64-bit digest of each request id for the distinct counts: the first 8 bytes of its priority."""
     return np.frombuffer(b"".join(prios), dtype=">u8")[::2].astype(np.uint64)
+
+
+def _prefix(bound: bytes | None) -> int:
+    """A stratum's bound as a 64-bit prefix: every priority ``<=`` the bound has a prefix ``<=`` this."""
+    if bound is None:
+        return (1 << 64) - 1
+    return int.from_bytes(bound[:8].ljust(8, b"\0"), "big")

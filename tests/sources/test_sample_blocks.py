@@ -86,7 +86,7 @@ class RecordsOnly(BlockReader):
 
 
 @pytest.mark.parametrize("stratify", [None, "topic"])
-@pytest.mark.parametrize("block_size", [300, 1 << 20])
+@pytest.mark.parametrize("block_size", [300, 4096, 1 << 20])
 def test_columnar_and_record_readers_give_the_same_sample(tmp_path, monkeypatch, stratify, block_size):
     store = write_day(tmp_path / "store", {"a.jsonl": corpus(1)[:400], "b.jsonl.gz": corpus(1)[400:]})
     monkeypatch.setattr(trace_store, "BLOCK_SIZE", block_size)
@@ -114,7 +114,8 @@ def test_clean_blocks_need_no_record_reader():
     reader = BlockReader("topic")
     traces = reader.read(RawBlock("s", 1, "\n".join(lines).encode()))
     assert traces.leftovers == [] and len(traces.request_ids) == 2000
-    assert traces.strata[:3] == ["billing", "access", "oncall"]
+    assert traces.strata[:3].to_pylist() == ["billing", "access", "oncall"]
+    assert [traces.lines[i] for i in (0, 1999)] == [lines[0].encode(), lines[1999].encode()]
 
 
 def test_one_bad_line_sends_only_its_neighbours_to_the_record_reader(monkeypatch):
@@ -174,3 +175,11 @@ def test_read_ahead_keeps_order_raises_the_readers_error_and_stops_early():
     assert next(reader).first_line == 0
     reader.close()  # the consumer stops: the reader thread stops and closes its generator
     assert closed == [None, 3, 99]
+
+
+def test_only_strata_that_occur_are_reported(tmp_path):
+    lines = [json.dumps(trace(i)) for i in range(300)]  # every trace tagged: no "(none)" stratum
+    store = write_day(tmp_path, {"a.jsonl": lines})
+    sample = sampling.sample_day(store, DAY, n=30, seed=1, quarantine=None, stratify="topic", floor=5)
+    assert set(sample.allocation["strata"]) == {"billing", "access", "oncall"}
+    assert all(s["population"] == 100 for s in sample.allocation["strata"].values())
