@@ -21,6 +21,7 @@ from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS
+from ragspine_pipeline.sources.errors import SourceError
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -95,7 +96,10 @@ def run_judge_command(args: argparse.Namespace) -> int:
     labels = load_labels(args.labels) if args.labels else None
     cache = open_judgment_cache(args.cache, endpoint_url=args.endpoint_url) if args.cache else None
     client = JudgeClient(endpoint, Budget(max_calls=args.max_calls, max_tokens=args.max_tokens))
-    run = run_judge(judge_items(traces, gold, evidence), settings, client, cache)
+    try:
+        run = run_judge(judge_items(traces, gold, evidence), settings, client, cache)
+    except SourceError as exc:  # the judgment cache (a folder or S3) cannot be read or written
+        raise InputError(exc.location, exc.cause) from None
     report = judge_report(run, labels=labels, tags=case_tags(traces, gold))
     measured = judged_metrics(run)
     report["gates"] = [

@@ -106,3 +106,11 @@ def test_bad_labels_are_one_line_errors(capsys, judge_env, tmp_path, line, messa
     labels.write_text(line + "\n")
     code, out, err = judge(capsys, "--labels", str(labels))
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unusable_cache_is_one_line(capsys, judge_env, tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder should be")
+    code, out, err = judge(capsys, "--metrics", "answer_relevancy", "--cache", str(blocked))
+    assert code == 2 and out == "" and "cannot" in err and "judgment cache" in err
+    assert len(err.strip().splitlines()) == 1
