@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import dagster as dg
 from pydantic import Field
-from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
 
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.judge.cache import open_judgment_cache
+from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
 from ragspine_pipeline.judge.prompts import JudgeItem
 from ragspine_pipeline.judge.report import judge_report, judged_metrics
 from ragspine_pipeline.judge.run import JudgeRun, JudgeSettings, parse_thresholds, run_judge
