@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import Counter
 
 import pytest
 
@@ -49,8 +51,16 @@ def by(run, metric, model=COMBINED):
 
 
 def test_scores_repeats_median_and_not_applicable(fake_judge):
-    replies = iter([2, 5, 4] * 100)
-    fake_judge.reply_for = lambda request: json.dumps({"score": next(replies), "reason": "ok"})
+    asked = Counter()  # per prompt, the repeats answer 2, 5, 4 in turn (whatever order requests arrive in)
+    lock = threading.Lock()
+
+    def reply(request: dict) -> str:
+        with lock:
+            turn = asked[request["messages"][1]["content"]]
+            asked[request["messages"][1]["content"]] += 1
+        return json.dumps({"score": (2, 5, 4)[turn % 3], "reason": "ok"})
+
+    fake_judge.reply_for = reply
     run = run_judge(items(2), JudgeSettings(metrics=("faithfulness",), repeat=3), client(fake_judge))
     judged = by(run, "faithfulness", "judge-a")
     for judgment in judged.values():
