@@ -95,12 +95,11 @@ def test_closed_port_is_unreachable_quickly() -> None:
 
 
 def test_timeout_is_an_error(fake_judge: FakeJudge) -> None:
-    fake_judge.script(FakeReply(delay=1.5))
-    start = time.perf_counter()
+    fake_judge.script(FakeReply(delay=5.0))
     [result] = JudgeClient(endpoint(fake_judge.url, timeout_s=0.2, max_retries=0)).complete_all(reqs(1))
-    assert time.perf_counter() - start < 1.2
     assert (result.status, result.attempts) == ("error", 1)
-    assert "timed out" in result.error and result.latency_s < 1.2
+    # The call gave up long before the reply (5 s) would have come: the timeout fired, not the server.
+    assert "timed out" in result.error and result.latency_s < 3
 
 
 def test_malformed_replies(fake_judge: FakeJudge) -> None:
