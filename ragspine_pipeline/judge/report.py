@@ -22,7 +22,7 @@ __all__ = ["JUDGED_METRICS", "judge_report", "judged_metrics", "load_labels", "r
 def judged_metrics(run: JudgeRun) -> dict[str, float]:
     """The gateable aggregates of ``run`` (see the module docstring); unmeasured metrics are absent."""
     out: dict[str, float] = {}
-    for metric, summary in run.summary().items():
+    for metric, summary in run.summary.items():
         combined = summary[COMBINED]
         if combined["n"]:
             out[f"judge_{metric}"] = combined["mean"]
@@ -80,7 +80,7 @@ def judge_report(
     tags: Mapping[str, list[tuple[str, str]]] | None = None,
 ) -> dict:
     """The whole report as JSON-ready data (no secrets: the endpoint's key is never part of a run)."""
-    summary = run.summary()
+    summary = run.summary
     report: dict = {
         "prompt_version": PROMPT_VERSION,
         "models": list(run.models),

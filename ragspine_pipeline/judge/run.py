@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ragspine_pipeline.judge.cache import JudgmentCache
 from ragspine_pipeline.judge.client import ChatRequest, ChatResult, JudgeClient
@@ -107,6 +108,7 @@ class JudgeRun:
         """Per applicable case, the score (None: an error), in case order."""
         return [j.score for j in self.judgments if j.metric == metric and j.model == model and j.applicable]
 
+    @cached_property
     def summary(self) -> dict:
         """Per metric: every model's and the combined summary (n, excluded, mean and pass rate with
         bootstrap 95 % intervals), not-applicable count, errors by kind, repeat self-consistency."""
@@ -190,12 +192,17 @@ class _Ask:
         }
 
 
+def _ask_of(asks: dict[str, _Ask], request_key: str) -> _Ask:
+    """The judgment a request belongs to: request keys are ``<judgment key>#<repeat>``."""
+    return asks[request_key.split("#")[0]]
+
+
 def _ask_all(asks: dict[str, _Ask], settings: JudgeSettings, client: JudgeClient) -> str | None:
     """Send every missing repeat; retry unparseable replies once, strictly. The reason the endpoint
     could not be reached, or None."""
 
     def request(request_key: str, unreadable_reply: str | None = None) -> ChatRequest:
-        ask = asks[request_key.split("#")[0]]
+        ask = _ask_of(asks, request_key)
         messages = build_messages(ask.metric, ask.inputs, unreadable_reply)
         return ChatRequest(request_key, ask.model, messages, temperature=settings.temperature)
 
@@ -206,12 +213,10 @@ def _ask_all(asks: dict[str, _Ask], settings: JudgeSettings, client: JudgeClient
     if unreadable and _unreachable(asks) is None:
         retries = [request(request_key, reply) for request_key, (reply, _) in unreadable.items()]
         for request_key, (_, why) in _collect(client.complete_all(retries), asks).items():
-            asks[request_key.split("#")[0]].errors.append(
-                f"unparseable judge output after a strict retry: {why}"
-            )
+            _ask_of(asks, request_key).errors.append(f"unparseable judge output after a strict retry: {why}")
     else:
         for request_key, (_, why) in unreadable.items():
-            asks[request_key.split("#")[0]].errors.append(f"unparseable judge output: {why}")
+            _ask_of(asks, request_key).errors.append(f"unparseable judge output: {why}")
     return _unreachable(asks)
 
 
@@ -219,7 +224,7 @@ def _collect(results: list[ChatResult], asks: dict[str, _Ask]) -> dict[str, tupl
     """Record parsed scores and errors; the requests whose reply could not be parsed: (reply, why)."""
     unreadable: dict[str, tuple[str, str]] = {}
     for result in results:
-        ask = asks[result.key.split("#")[0]]
+        ask = _ask_of(asks, result.key)
         if result.status != "ok":
             ask.errors.append(f"{result.status}: {result.error}" if result.error else result.status)
             continue

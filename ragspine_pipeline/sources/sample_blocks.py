@@ -106,24 +106,19 @@ class BlockReader:
         table = self._conforming_table(data, len(starts))
         if table is None:
             return None
-        request_ids = aliased_column(table, TRACE_QID_ALIASES, pa.string()).to_pylist()
-        blank = [i for i, rid in enumerate(request_ids) if rid is None or not rid.strip()]
-        strata = self._strata(table)
-        out = BlockTraces(block.source)
-        if blank:
-            keep = np.ones(len(request_ids), dtype=bool)
-            keep[blank] = False
-            out.leftovers = [
+        request_ids, keep, strata = self._usable_rows(table)
+        leftovers = []
+        if not all(keep):
+            leftovers = [
                 RawLine(
                     block.source, block.first_line + int(present[i]), line_text(data[starts[i] : ends[i]])
                 )
-                for i in blank
+                for i, usable in enumerate(keep)
+                if not usable
             ]
-            request_ids = [rid for i, rid in enumerate(request_ids) if keep[i]]
+            request_ids = [rid for rid, usable in zip(request_ids, keep, strict=True) if usable]
             starts, ends = starts[keep], ends[keep]
-            strata = None if strata is None else strata.filter(pa.array(keep))
-        out.lines, out.request_ids, out.strata = _Spans(data, starts, ends), request_ids, strata
-        return out
+        return BlockTraces(block.source, _Spans(data, starts, ends), request_ids, strata, leftovers)
 
     def _read_lines(self, block: RawBlock) -> BlockTraces:
         """Line by line: bare ``{…}`` lines are parsed in groups (halved on failure), the rest left over."""
@@ -158,17 +153,15 @@ class BlockReader:
             self._vouch(group[: len(group) // 2], out)
             self._vouch(group[len(group) // 2 :], out)
             return
-        ids = aliased_column(table, TRACE_QID_ALIASES, pa.string()).to_pylist()
-        keep = [rid is not None and bool(rid.strip()) for rid in ids]
-        for (line_no, line, raw), rid, kept in zip(group, ids, keep, strict=True):
-            if kept:
+        ids, keep, strata = self._usable_rows(table)
+        for (line_no, line, raw), rid, usable in zip(group, ids, keep, strict=True):
+            if usable:
                 out.lines.append(line)
                 out.request_ids.append(rid)
             else:
                 out.leftovers.append(RawLine(out.source, line_no, line_text(raw)))
-        strata = self._strata(table)
         if strata is not None:
-            out.strata.append(strata.filter(pa.array(keep)))
+            out.strata.append(strata)
 
     def _conforming_table(self, data: bytes, rows: int) -> pa.Table | None:
         """The lines as a table whose every known column validates as ``Trace``; None if not sure."""
@@ -184,6 +177,16 @@ class BlockReader:
                 self._schema = table.schema
                 return table
         return None
+
+    def _usable_rows(self, table: pa.Table) -> tuple[list[str | None], list[bool], pa.Array | None]:
+        """Each row's request id; whether it is usable (a missing or blank id is the record reader's to
+        name); and the stratifying tag of the usable rows (None when not stratifying)."""
+        ids = aliased_column(table, TRACE_QID_ALIASES, pa.string()).to_pylist()
+        keep = [rid is not None and bool(rid.strip()) for rid in ids]
+        strata = self._strata(table)
+        if strata is not None and not all(keep):
+            strata = strata.filter(pa.array(keep))
+        return ids, keep, strata
 
     def _strata(self, table: pa.Table) -> pa.Array | None:
         """The stratifying tag of each row (string, null where absent); None when not stratifying."""

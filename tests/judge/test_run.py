@@ -71,7 +71,7 @@ def test_scores_repeats_median_and_not_applicable(fake_judge):
     recall = by(run, "context_recall")
     assert {q: j.applicable for q, j in recall.items()} == {"q0": True, "q1": False, "q2": True, "q3": False}
     assert recall["q1"].score is None and recall["q1"].error is None  # not applicable is not an error
-    assert run.summary()["context_recall"]["not_applicable"] == 2
+    assert run.summary["context_recall"]["not_applicable"] == 2
 
 
 def test_an_ensemble_is_reported_per_model_and_combined(fake_judge):
@@ -79,7 +79,7 @@ def test_an_ensemble_is_reported_per_model_and_combined(fake_judge):
     run = run_judge(
         items(6), JudgeSettings(metrics=("faithfulness",)), client(fake_judge, ("judge-a", "judge-b"))
     )
-    summary = run.summary()["faithfulness"]
+    summary = run.summary["faithfulness"]
     # q0 and q3 say BAD: both models give 2. The others: 5 and 3, combined 4.
     assert summary["models"]["judge-a"]["mean"] == pytest.approx((4 * 5 + 2 * 2) / 6, abs=1e-4)
     assert summary["models"]["judge-b"]["mean"] == pytest.approx((4 * 3 + 2 * 2) / 6, abs=1e-4)
@@ -103,13 +103,13 @@ def test_unparseable_output_is_retried_strictly_then_counted_never_scored(fake_j
         "role": "assistant",
         "content": "I would say 4 out of 5.",
     }
-    summary = run.summary()["faithfulness"]
+    summary = run.summary["faithfulness"]
     assert summary["errors"] == {"unparseable": 1} and summary[COMBINED]["n"] == 0
     assert summary[COMBINED]["excluded"] == 1 and summary[COMBINED]["mean"] is None
 
     fake_judge.script(FakeReply(content="not json"))  # the strict retry succeeds
     run = run_judge(items(1), JudgeSettings(metrics=("faithfulness",)), client(fake_judge))
-    assert by(run, "faithfulness")["q0"].score == 2.0 and run.summary()["faithfulness"]["errors"] == {}
+    assert by(run, "faithfulness")["q0"].score == 2.0 and run.summary["faithfulness"]["errors"] == {}
 
 
 def test_http_errors_and_rate_limits(fake_judge):
@@ -119,7 +119,7 @@ def test_http_errors_and_rate_limits(fake_judge):
     judged = by(run, "answer_relevancy", "judge-a")
     # one call got 429 then an answer; the other 500 twice (max_retries=1): an error, counted
     assert sorted(j.error is None for j in judged.values()) == [False, True]
-    assert run.summary()["answer_relevancy"]["errors"] == {"error": 1}
+    assert run.summary["answer_relevancy"]["errors"] == {"error": 1}
     assert run.failed is None
 
 
@@ -138,7 +138,7 @@ def test_the_budget_stops_judging_cleanly(fake_judge):
     )
     judged = by(run, "faithfulness", "judge-a")
     assert sum(j.score is not None for j in judged.values()) == 4 and len(fake_judge.requests) == 4
-    assert run.summary()["faithfulness"]["errors"] == {"budget": 2} and run.usage["budget_exhausted"]
+    assert run.summary["faithfulness"]["errors"] == {"budget": 2} and run.usage["budget_exhausted"]
     assert run.failed is None
 
 
