@@ -16,8 +16,8 @@ from typing import Any
 
 from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.sampling import jsonl_lines, sample_day, write_jsonl
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 from ragspine_pipeline.sources.trace_store import check_day, open_trace_store

@@ -23,9 +23,9 @@ from ragspine_pipeline.defs.judge import (
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
 from ragspine_pipeline.judge.items import case_tags, judge_items
+from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.significance import WORSE_WHEN, significant_drops
-from ragspine_pipeline.sources.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.sampling import priority, sample_day, write_jsonl
 
 GROUP = "production"

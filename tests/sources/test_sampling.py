@@ -340,7 +340,7 @@ def test_a_conflicting_id_does_not_shrink_a_stratum_with_more_to_give(tmp_path):
 
 
 def test_a_quarantined_line_is_persisted_redacted(tmp_path):
-    from ragspine_pipeline.sources.redaction import redact_line
+    from ragspine_pipeline.redaction import redact_line
 
     store = write_day(
         tmp_path, {"part-0.jsonl": ['{"request_id": "r1", "question": "mail ann@example.com', "{}"]}

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from ragspine_pipeline.sources.redaction import redact_text, redact_trace
+from ragspine_pipeline.redaction import redact_text, redact_trace
 
 
 @pytest.mark.parametrize(
