@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from ragspine_pipeline.cli import main
+from ragspine_pipeline.decision.causes import cause_sentence
+from ragspine_pipeline.demo.build import init_demo, rebuild_index, replay_golden
 
 REGISTRY = [
     {"chunk_id": "pol-1#1", "version": "v1", "permitted": True, "current": True,
@@ -84,6 +87,9 @@ def test_a_healthy_release_ships_with_layered_output(tmp_path, capsys):
     assert report["slices"]["workflow"]["access"]["n"] == 2
     assert report["slices"]["workflow"]["access"]["releasable_rate"] == 1.0
     assert report["release"]["index_version"] == "ix-2026-11-20"
+    assert report["release"]["causes"] == {
+        "cases": 5, "failing": 0, "first_failed_stage": {}, "inadmissible_rules": {}, "worst_cases": []
+    }  # fmt: skip
 
 
 def test_one_failing_workflow_blocks_even_when_the_aggregate_is_high(tmp_path, capsys):
@@ -107,10 +113,51 @@ def test_markdown_shows_stages_and_slices_worst_first(tmp_path, capsys):
     code, out, _ = score(capsys, gold, traces, evidence, "--format", "markdown")
     assert code == 1 and "## Release decision: **block**" in out
     assert "- slice **workflow=access**: releasable 0.0% of 1" in out
+    why = (
+        "## Release decision: **block**\n\n"
+        "**Why:** 1 of 3 cases fails first at admissibility (1 restricted).\n\n"
+        "**Worst cases:**\n\n"
+        "1. `access-00` (admissibility: restricted) — Question access-00?\n\n- "
+    )
+    assert why in out  # the cause first, then the failed gates and slices
     assert "| admissibility | 1 |" in out
     slices = out[out.index("## Slices") :]
     assert slices.index("workflow=access") < slices.index("workflow=release-freeze")
     assert "| access-00 | yes | yes | yes | yes | yes | OK | admissibility |" in out
+
+
+def test_a_shipping_release_in_markdown_says_nothing_more(tmp_path, capsys):
+    gold, traces, evidence = build(tmp_path, {"release-freeze": 2})
+    code, out, _ = score(capsys, gold, traces, evidence, "--format", "markdown")
+    assert code == 0 and "**Why:**" not in out and "Worst cases" not in out
+
+
+def test_the_degraded_demo_is_blocked_first_at_admissibility_by_stale_and_restricted_chunks(tmp_path):
+    root = tmp_path / "demo"
+    init_demo(root, today=date(2026, 11, 22), traces_per_day=20)
+    rebuild_index(root, degraded=True)
+    traces = write_jsonl(tmp_path / "golden-traces.jsonl", replay_golden(root))
+    out = tmp_path / "report.json"
+    code = main(["score", "--gold", str(root / "golden" / "gold.jsonl"), "--trace", traces,
+                 "--evidence", str(root / "evidence.jsonl"), "--config", str(root / "gates.yaml"),
+                 "--format", "json", "--out", str(out)])  # fmt: skip
+    report = json.loads(out.read_text())
+    causes = report["release"]["causes"]
+    assert code == 1 and report["release"]["decision"] == "block"
+    assert causes["cases"] == report["n_cases"]
+    assert causes["failing"] == sum(not case["releasable"] for case in report["cases"])
+    stages = causes["first_failed_stage"]
+    assert next(iter(stages)) == "admissibility" and max(stages.values()) == stages["admissibility"]
+    assert stages == {s: n for s, n in report["first_failed_stage_histogram"].items() if s != "pass" and n}
+    rules = causes["inadmissible_rules"]
+    assert set(rules) == {"stale", "restricted"} and list(rules.values()) == sorted(rules.values())[::-1]
+    assert sum(rules.values()) >= stages["admissibility"]
+    assert cause_sentence(causes).startswith(
+        f"{stages['admissibility']} of {causes['cases']} cases fail first at admissibility ("
+    )
+    worst = causes["worst_cases"]
+    assert len(worst) == 3 and all(c["first_failed_stage"] == "admissibility" for c in worst)
+    assert all(set(c["rules"]) <= {"stale", "restricted"} and c["question"] for c in worst)
 
 
 def test_golden_freeze_verify_and_score_refuses_a_changed_golden_set(tmp_path, capsys):

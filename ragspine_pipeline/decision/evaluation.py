@@ -4,7 +4,7 @@ The CLI and the Dagster assets load files their own way, then call :func:`evalua
 metrics, the layered evaluation and slices when an evidence registry is given, the QA gates and
 fabrication count when the golden set carries RAGSpine expectations, gates, the baseline comparison
 (the fabrication count against the baseline's ``fabrication_count``) and the ``ship`` / ``block``
-decision.
+decision with its causes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.decision.baseline import BaselineEntry, Comparison, compare
+from ragspine_pipeline.decision.causes import release_causes
 from ragspine_pipeline.decision.config import EvalConfig
 from ragspine_pipeline.decision.gates import Gate, GateResult, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.golden import GoldenLock
@@ -107,6 +108,7 @@ def evaluate(
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
         unmeasured=unmeasured(gates, metrics),
+        causes=release_causes(gold, grounded.cases, layered),
     )
     return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison, qa)
 

@@ -2,7 +2,8 @@
 
 A release is blocked when any gate fails, any eligible slice falls below the slice gate (even when the
 aggregate passes), or any baselined metric regressed. Gates are kept separate in the decision: each
-failure is listed with its value, threshold and delta so an engineer knows what to repair first.
+failure is listed with its value, threshold and delta so an engineer knows what to repair first; the
+``causes`` say where the failing cases stop in the pipeline.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class ReleaseDecision:
     slice_gate: dict | None = None  # {min_rate, min_n} the slices were judged by (None: no slices)
     # Gates whose metric was not measured ({metric, op, threshold, severity}): a hard one blocks.
     unmeasured_gates: list[dict] = field(default_factory=list)
+    # Where the failing cases stop and the worst of them (``decision.causes.release_causes``).
+    causes: dict | None = None
 
     @property
     def ships(self) -> bool:
@@ -84,12 +87,14 @@ def decide(
     run_id: str,
     slice_gate: SliceGate | None = None,
     unmeasured: Sequence[Gate] = (),
+    causes: dict | None = None,
 ) -> ReleaseDecision:
     """Block on any failed hard gate (an unmeasured one included), failed slice or regression;
     otherwise ship.
 
     Failed soft gates are listed in ``warned_gates`` and do not block. ``index_versions`` counts the
-    traces per index version; the most common one is the run's.
+    traces per index version; the most common one is the run's. ``causes`` (``decision.causes``) is
+    stored as given: it explains the decision, it never changes it.
     """
     failing = [
         FailedGate(r.gate.metric, r.value, r.gate.op, r.gate.threshold, r.value - r.gate.threshold,
@@ -119,4 +124,5 @@ def decide(
             {"metric": g.metric, "op": g.op, "threshold": g.threshold, "severity": g.severity}
             for g in unmeasured
         ],
+        causes=causes,
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_pipeline.decision import baseline as baselines
+from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
 from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates
@@ -74,10 +75,12 @@ def release_decision(
         )
         for s in release.failed_slices
     ]
+    why = cause_sentence(release.causes) if not release.ships else None
     return dg.Output(
         metric_table,
         metadata={
             "decision": release.decision,
+            **({"why": why} if why else {}),
             "index_version": release.index_version or "unknown",
             "golden_version": release.golden_version or "unfrozen",
             "failed_gates": len(release.failed_gates),

@@ -24,6 +24,7 @@ from ragspine_pipeline.reports.columns import (
     render_states,
     write_column,
 )
+from ragspine_pipeline.reports.why import why_markdown
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES
 from ragspine_pipeline.scoring.slices import Slice, worst_first
@@ -253,6 +254,9 @@ def _cell(value) -> str:
 
 def _write_release(release: ReleaseDecision, out: TextIO) -> None:
     out.write(f"## Release decision: **{release.decision}**\n\n")
+    why = "" if release.ships else why_markdown(release.causes)
+    if why:
+        out.write(why + "\n")
     for gate in release.warned_gates:
         out.write(
             f"- soft gate **{gate.metric}** = {gate.value:.4f}, wants {gate.op} {gate.threshold:.4f} "

@@ -59,6 +59,7 @@ from ragspine_pipeline.reports.html_parts import (
 )
 from ragspine_pipeline.reports.html_production import production_section
 from ragspine_pipeline.reports.html_qa import extraction_section, qa_section
+from ragspine_pipeline.reports.why import why_html
 
 KEY_METRICS = ("releasable_rate", "precision", "admissible_rate", "context_recall", "faithfulness")
 TREND_TABLE_RUNS = 10
@@ -145,7 +146,8 @@ def _header(report: Mapping, release: Mapping, history: Sequence[Mapping], title
 
 
 def _reasons(release: Mapping) -> str:
-    """Why the release is blocked, one line per failed gate, slice and regression; then soft warnings."""
+    """Why the release is blocked: where the failing cases stop and the worst of them (when the decision
+    carries ``causes``), then one line per failed gate, slice and regression; then soft warnings."""
     items = [
         f"gate <b>{esc(g.get('metric'))}</b> = {fixed(g.get('value'))}, needs {op(g.get('op'))} "
         f"{fixed(g.get('threshold'))} (Δ {signed(g.get('delta'))})"
@@ -174,7 +176,8 @@ def _reasons(release: Mapping) -> str:
     ]
     warned = '<ul class="soft">' + "".join(f"<li>{item}</li>" for item in soft) + "</ul>" if soft else ""
     if items:
-        return '<ul class="reasons">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>" + warned
+        why = why_html(mapping(release.get("causes"))) if release.get("decision") == "block" else ""
+        return why + '<ul class="reasons">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>" + warned
     if not release:
         return note("This report carries no release decision.", "decision")
     return '<p class="verdict">Every gate, slice and baselined metric holds.</p>' + warned

@@ -256,6 +256,8 @@ dl.facts dt { color: #57606a; }
 dl.facts dd { margin: 0; font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   overflow-wrap: anywhere; }
 ul.warnings { color: #9a6700; }
+p.why { margin: 12px 0 4px; }
+ol.worst { margin: 0 0 8px; }
 ul.reasons li { color: #a40e26; }
 ul.soft li { color: #9a6700; }
 p.verdict { color: #1a7f37; font-weight: 600; }

@@ -1,7 +1,8 @@
 """The slice report in Markdown, from the JSON summary of a golden run and the daily production summaries.
 
 The same inputs as the HTML report (:mod:`reports.html`), so the two never disagree. A reader learns, in
-order: the decision and why, every gate, the QA gates (when the golden set has RAGSpine cases), each slice
+order: the decision and why (where the failing cases stop, the worst of them, then every failed gate,
+slice and regression), every gate, the QA gates (when the golden set has RAGSpine cases), each slice
 worst first with its interval, the extraction channels (when given), and the latest production day per
 slice.
 """
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from ragspine_pipeline.reports.html_parts import compact
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
+from ragspine_pipeline.reports.why import code_span, why_markdown
 
 SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
 PRODUCTION_METRICS = (
@@ -59,6 +61,9 @@ def _decision(report: dict) -> str:
         f"index `{release.get('index_version')}` · golden `{release.get('golden_version')}` · "
         f"run `{release.get('run_id')}`\n",
     ]
+    why = why_markdown(release.get("causes")) if release["decision"] == "block" else ""
+    if why:
+        lines.append(why)
     for gate in release["failed_gates"]:
         lines.append(
             f"- failed gate **{gate['metric']}** = {gate['value']:.4f}, needs {gate['op']} "
@@ -222,7 +227,4 @@ def _escape(text: str) -> str:
 
 def _code(value: object) -> str:
     """A JSON value of any shape as an inline code span that is safe in a table cell (one line)."""
-    text = _escape(compact(value))
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return code_span(_escape(compact(value)))

@@ -14,6 +14,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
+from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import index_rebuild_sensor, run_key
 from ragspine_pipeline.defs.release import SLICE_CHECK, check_name, committed_gates
@@ -130,6 +131,10 @@ def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healt
     assert decision["index_version"] == manifest["index_version"]
     assert "admissible_rate" in {g["metric"] for g in decision["failed_gates"]}
     assert decision["failed_slices"]
+    # ... with its causes, which the asset's metadata states in one sentence.
+    assert next(iter(decision["causes"]["first_failed_stage"])) == "admissibility"
+    event = instance.get_latest_materialization_event(dg.AssetKey("release_decision"))
+    assert event.asset_materialization.metadata["why"].value == cause_sentence(decision["causes"])
     failed_checks = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
     assert check_name("admissible_rate") in failed_checks
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}

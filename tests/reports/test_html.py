@@ -242,6 +242,17 @@ def test_a_failing_slice_is_highlighted_in_chart_and_table(blocked):
     assert "slice workflow=access: releasable 75.0% of 4" in reasons
 
 
+def test_a_blocked_release_says_why_first_and_names_its_worst_cases(blocked, shipped):
+    page = render_html(blocked)
+    root = parse(page)
+    why = root.all("p", **{"class": "why"})[0].content()
+    assert why == "Why: 1 of 14 cases fails first at admissibility (1 restricted)."
+    (worst,) = root.all("ol", **{"class": "worst"})[0].all("li")
+    assert worst.content() == "ACC-01 (admissibility: restricted) — What does production access require?"
+    assert page.index('class="why"') < page.index('class="reasons"')  # the cause before the symptoms
+    assert not parse(render_html(shipped)).all("p", **{"class": "why"})
+
+
 def test_the_slice_gate_line_comes_from_the_report_or_is_said_to_be_assumed(shipped, blocked):
     def rule(report: dict, **kwargs) -> str:
         root = parse(render_html(report, **kwargs))
@@ -358,6 +369,7 @@ def test_every_text_from_the_data_is_escaped(blocked):
     report["slices"][XSS] = report["slices"].pop("workflow")
     report["slices"][XSS][XSS] = report["slices"][XSS].pop("access")
     report["warnings"] = [XSS]
+    report["release"]["causes"]["worst_cases"][0].update(qid=XSS, question=XSS)
     history = _history(3)
     history[0]["run_id"] = history[1]["index_version"] = XSS
     production = _production(2)
@@ -368,6 +380,7 @@ def test_every_text_from_the_data_is_escaped(blocked):
     assert not root.all("script")
     assert f"slices-{XSS}" in figures(root)
     assert XSS in root.all("title")[0].content() and XSS in root.content()
+    assert root.all("ol", **{"class": "worst"})[0].content() == f"{XSS} (admissibility: restricted) — {XSS}"
 
 
 def test_no_nan_or_infinity_anywhere(shipped):

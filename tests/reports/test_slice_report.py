@@ -85,6 +85,42 @@ index `ix-7` · golden `g-3` · run `r-1`
 """  # noqa: E501
 
 
+CAUSES = {
+    "cases": 84,
+    "failing": 41,
+    "first_failed_stage": {"admissibility": 36, "candidate retrieval": 3, "answer faithfulness": 2},
+    "inadmissible_rules": {"stale": 27, "restricted": 9, "missing_trace": 1},
+    "worst_cases": [
+        {"qid": "q017", "question": "How long are <script>alert(1)</script> **logs** kept?",
+         "first_failed_stage": "admissibility", "rules": ["restricted", "stale"], "label": "ANS_NO_HIT"},
+        {"qid": "q`9", "question": "", "first_failed_stage": "admissibility", "rules": ["stale"],
+         "label": "OK"},
+    ],
+}  # fmt: skip
+
+
+def test_a_blocked_release_says_why_before_the_failed_gates():
+    report = copy.deepcopy(REPORT)
+    report["release"]["causes"] = CAUSES
+    text = slice_markdown(report, PRODUCTION)
+    why = (
+        "index `ix-7` · golden `g-3` · run `r-1`\n\n"
+        "**Why:** 36 of 84 cases fail first at admissibility (27 stale, 9 restricted, 1 missing trace); "
+        "3 at candidate retrieval; 2 at answer faithfulness.\n\n"
+        "**Worst cases:**\n\n"
+        "1. `q017` (admissibility: restricted, stale) — How long are \\<script\\>alert(1)\\</script\\> "
+        "\\*\\*logs\\*\\* kept?\n"
+        "2. `` q`9 `` (admissibility: stale)\n\n"
+        "- failed gate **precision**"
+    )
+    assert why in text
+    assert "<script>" not in text  # a question is text, never markup
+    # Without causes, or when the release ships, nothing is added.
+    assert slice_markdown(REPORT, PRODUCTION) == PLAIN
+    report["release"]["decision"] = "ship"
+    assert "**Why:**" not in slice_markdown(report)
+
+
 def _gate(total: int, passed: int, failures: list[dict] | None = None) -> dict:
     rate = round(passed / total, 4) if total else 1.0
     return {"total": total, "passed": passed, "pass_rate": rate, "failures": failures or [], "by_tag": {}}
