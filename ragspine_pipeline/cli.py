@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     alerts = commands.add_parser("alerts", help="the alert outbox: what is pending, and delivering it")
     alerts_commands = alerts.add_subparsers(dest="alerts_command", required=True)
     outbox_help = f"the outbox (default: $RAGSPINE_ALERTS_OUTBOX, else {DEFAULT_OUTBOX})"
-    listing = alerts_commands.add_parser("list", help="pending and delivered alerts, oldest first")
+    listing = alerts_commands.add_parser("list", help="pending, delivered and expired alerts, oldest first")
     listing.add_argument("--outbox", help=outbox_help)
     listing.add_argument("--format", choices=["text", "json"], default="text")
     listing.set_defaults(run=_alerts_list)
@@ -147,6 +147,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Exit 0 when nothing is left pending, 1 when some alerts could not be delivered.",
     )
     flushing.add_argument("--outbox", help=outbox_help)
+    flushing.add_argument(
+        "--ttl-hours",
+        type=float,
+        help="alerts older than this are marked expired, never posted "
+        "(default: $RAGSPINE_ALERT_TTL_HOURS, else 24)",
+    )
     flushing.set_defaults(run=_alerts_flush)
     return parser
 
@@ -279,11 +285,13 @@ def _alerts_list(args: argparse.Namespace) -> int:
         rows = [
             {
                 "id": e.alert.id,
-                "status": "pending" if e.pending else "delivered",
+                "status": e.status,
                 "kind": e.alert.kind,
                 "title": e.alert.title,
+                "run_id": e.alert.run_id,
                 "created_at": e.alert.created_at,
                 "delivered_at": e.delivered_at,
+                "expired_at": e.expired_at,
                 "attempts": e.attempts,
                 "last_error": e.last_error,
             }
@@ -291,9 +299,16 @@ def _alerts_list(args: argparse.Namespace) -> int:
         ]
         print(json.dumps({"outbox": str(outbox.path), "alerts": rows, "set_aside": view.set_aside}, indent=2))
         return EXIT_PASS
-    print(f"{outbox.path}: {len(view.pending)} pending, {len(view.delivered)} delivered")
+    print(
+        f"{outbox.path}: {len(view.pending)} pending, {len(view.delivered)} delivered, "
+        f"{len(view.expired)} expired"
+    )
     for e in view.entries:
-        status = f"delivered {e.delivered_at}" if not e.pending else f"PENDING ({e.attempts} attempt(s))"
+        status = {
+            "delivered": f"delivered {e.delivered_at}",
+            "expired": f"expired {e.expired_at}",
+            "pending": f"PENDING ({e.attempts} attempt(s))",
+        }[e.status]
         print(f"  {e.alert.created_at}  {status:<32}  {e.alert.kind:<11}  {e.alert.title}")
         if e.pending and e.last_error:
             print(f"      last error: {e.last_error}")
@@ -303,11 +318,21 @@ def _alerts_list(args: argparse.Namespace) -> int:
 
 
 def _alerts_flush(args: argparse.Namespace) -> int:
-    from ragspine_pipeline.alerts.slack import flush
+    from ragspine_pipeline.alerts.slack import flush, ttl_hours_from_env
 
     outbox = _outbox(args)
-    result = flush(outbox)
-    print(f"{len(result.delivered)} delivered, {result.pending} pending ({outbox.path})")
+    if args.ttl_hours is not None and not args.ttl_hours > 0:
+        raise UsageError("--ttl-hours must be positive")
+    try:
+        ttl = args.ttl_hours or ttl_hours_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    result = flush(outbox, ttl_hours=ttl)
+    expired = f", {len(result.expired)} expired" if result.expired else ""
+    print(
+        f"{len(result.delivered)} delivered, {result.pending} pending{expired} "
+        f"({result.messages} Slack message(s); {outbox.path})"
+    )
     if result.skipped:
         print(f"not attempted: {result.skipped}", file=sys.stderr)
     for alert_id, error in result.failed.items():

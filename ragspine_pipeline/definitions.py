@@ -12,6 +12,7 @@ import dagster as dg
 from ragspine_pipeline.defs.alerts import (
     alert_outbox_flushed,
     evaluation_run_failure_sensor,
+    evaluation_run_success_sensor,
     regression_alert,
 )
 from ragspine_pipeline.defs.automation import (
@@ -58,7 +59,7 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         ],
         jobs=[reeval_on_index_rebuild, nightly_eval],
         schedules=[nightly_eval_schedule],
-        sensors=[index_rebuild_sensor, evaluation_run_failure_sensor],
+        sensors=[index_rebuild_sensor, evaluation_run_success_sensor, evaluation_run_failure_sensor],
         # The judge is optional everywhere: a resource set without one gets the unconfigured default.
         resources={"judge": JudgeResource(), **(resources if resources is not None else default_resources())},
     )

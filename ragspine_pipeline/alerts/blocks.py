@@ -1,55 +1,244 @@
-"""An alert as a Slack message: Block Kit blocks and the plain-text fallback (notifications, old clients).
+"""Alerts as one Slack message: Block Kit blocks and the plain-text fallback (notifications, old clients).
 
-Header, a few fields (index, golden set, run, what failed), a compact monospace table of the worst
-regressions (Block Kit has no table that every client renders), the failed slices, and a button to
-the Dagster run. Slack's limits are respected: header ≤ 150 characters, section text ≤ 3000.
+A regression leads with its cause (the first failed stages and the admissibility rules broken, the worst
+cases), then one row per metric (a failed gate and a baseline regression of the same metric are one row
+with both bars; failed gates first), the failed slices, the runbook line and a button to the Dagster run.
+A production alert gives, per rate and slice, tonight's value with its n, the trailing value with its n
+and nights, how much worse, and the p- and q-values — a trailing value is an estimate, never shown as a
+threshold. The alerts one run raised are one message (:func:`message`): the most severe leads.
+
+Everything that comes from data (index versions, slice names, questions, errors) is escaped, so nothing
+can mention a channel or smuggle a link; Slack's limits are kept (header ≤ 150 characters, section text
+≤ 3000, at most 50 blocks).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Sequence
 
-from ragspine_pipeline.alerts.model import Alert, Finding
+from ragspine_pipeline.alerts.model import Alert, Drop, MetricRow
+from ragspine_pipeline.decision.causes import cause_sentence, worst_case_line
 
-TABLE_ROWS = 8
-COUNTS = frozenset({"fabrication", "fabrication_count"})  # findings that count answers, not rates
+TABLE_ROWS = 12
+TEXT_ROWS = 3
 SLICES_SHOWN = 6
-_KIND_LABEL = {"gate": "gate", "baseline": "baseline", "channel": "channel", "slice": "slice"}
+MAX_BLOCKS = 50
+COUNTS = frozenset({"fabrication", "fabrication_count"})  # metrics that count answers, not rates
+SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2}
+STREAMS = ("release", "extraction", "production")  # within a kind, the release leads
+
+
+def _lead_order(alert: Alert) -> tuple:
+    stream = alert.stream.split(":", 1)[0]
+    return (
+        SEVERITY[alert.kind],
+        STREAMS.index(stream) if stream in STREAMS else len(STREAMS),
+        alert.created_at,
+    )
+
+
+# -- one run, one message --------------------------------------------------------------------------
+
+
+def message(alerts: Sequence[Alert]) -> tuple[str, list[dict]]:
+    """The fallback text and blocks of one message covering ``alerts`` (those of one run), the most
+    severe first: a failed run, then regressions, then recoveries; the release before the extraction
+    channels before production."""
+    ordered = sorted(alerts, key=_lead_order)
+    lead, rest = ordered[0], ordered[1:]
+    text = fallback_text(lead)
+    if rest:
+        text += " Also: " + "; ".join(_escape(a.title) for a in rest) + "."
+    out = [_header(lead.title), *_body(lead)]
+    for alert in rest:
+        out += [{"type": "divider"}, _section(f"*{_escape(alert.title)}*"), *_body(alert)]
+    url = next((a.run_url for a in ordered if a.run_url), None)
+    out = out[: MAX_BLOCKS - 2] + _footer(url, lead)
+    return text, out
 
 
 def fallback_text(alert: Alert) -> str:
-    """One line for notifications and clients without Block Kit."""
+    """One line for notifications and clients without Block Kit (escaped like the blocks)."""
+    parts = [alert.title]
     if alert.kind == "run_failure":
         where = f" at step {alert.step}" if alert.step else ""
-        return f"{alert.title}{where}: {alert.error or 'no error message'}"
-    if alert.kind == "recovered":
-        return alert.title
-    worst = alert.worst_first()
-    shown = "; ".join(_finding_text(f) for f in worst[:3])
-    more = f" (+{len(worst) - 3} more)" if len(worst) > 3 else ""
-    return f"{alert.title}: {shown}{more}"
+        parts = [f"{alert.title}{where}: {alert.error or 'no error message'}"]
+    elif alert.kind == "regression":
+        why = cause_sentence(alert.causes) if alert.causes else None
+        if why:
+            parts.append(f"Why: {why}.")
+        rows = alert.metric_rows()
+        if rows:
+            shown = "; ".join(_row_text(row) for row in rows[:TEXT_ROWS])
+            parts.append(shown + _more(len(rows), TEXT_ROWS, "metric") + ".")
+        slices = alert.failed_slices
+        if slices:
+            parts.append(f"{len(slices)} failed slice{'s' if len(slices) > 1 else ''}.")
+        if alert.drops:
+            shown = "; ".join(_drop_text(d) for d in alert.drops[:TEXT_ROWS])
+            parts.append(shown + _more(len(alert.drops), TEXT_ROWS, "drop") + ".")
+    if alert.runbook and alert.kind != "recovered":
+        parts.append(f"Runbook: {alert.runbook}")
+    return _escape(" ".join(" ".join(parts).split()))
 
 
 def blocks(alert: Alert) -> list[dict]:
-    """The Block Kit message of ``alert``."""
-    out: list[dict] = [{"type": "header", "text": {"type": "plain_text", "text": _clip(alert.title, 150)}}]
+    """The Block Kit message of one alert on its own."""
+    return message([alert])[1]
+
+
+# -- the body of one alert -------------------------------------------------------------------------
+
+
+def _body(alert: Alert) -> list[dict]:
     if alert.kind == "run_failure":
-        out.append(_fields({"Job": alert.job, "Step": alert.step or "—", "Run": alert.run_id}))
-        out.append(_section(f"```{_escape(_clip(alert.error or 'no error message', 2500))}```"))
+        out = [
+            _fields({"Job": alert.job, "Step": alert.step or "—", "Run": alert.run_id}),
+            _section(f"```{_escape(_clip(alert.error or 'no error message', 2500))}```"),
+        ]
     elif alert.kind == "recovered":
-        out.append(
-            _fields(
-                {
-                    "Index version": alert.index_version,
-                    "Golden set": alert.golden_version,
-                    "Run": alert.run_id,
-                }
+        out = [_fields(_where(alert)), _section(_recovered_text(alert))]
+    else:
+        out = _regression_blocks(alert)
+    if alert.runbook and alert.kind != "recovered":
+        out.append(_section(f"*Runbook*: {_escape(_clip(alert.runbook, 2800))}"))
+    return out
+
+
+def _recovered_text(alert: Alert) -> str:
+    if alert.stream == "production":
+        return "No production rate is significantly worse than its trailing nights any more."
+    return "Every gate, slice and baselined metric holds again."
+
+
+def _where(alert: Alert) -> dict[str, str | None]:
+    fields = {"Index version": alert.index_version, "Golden set": alert.golden_version, "Run": alert.run_id}
+    return {name: value for name, value in fields.items() if value or name == "Run"}
+
+
+def _regression_blocks(alert: Alert) -> list[dict]:
+    out: list[dict] = []
+    causes = alert.causes or {}
+    why = cause_sentence(causes) if causes else None
+    if why:
+        out.append(_section(f"*Why*: {_escape(why)}"))
+    worst = [worst_case_line(case) for case in causes.get("worst_cases") or []]
+    if worst:
+        out.append(_section("*Worst cases*\n" + "\n".join(f"• {_escape(line)}" for line in worst)))
+    rows, slices = alert.metric_rows(), alert.failed_slices
+    failed = [
+        f"{len(rows)} metric{'s' if len(rows) != 1 else ''}" if rows else None,
+        f"{len(slices)} slice{'s' if len(slices) != 1 else ''}" if slices else None,
+        f"{len(alert.drops)} rate{'s' if len(alert.drops) != 1 else ''}" if alert.drops else None,
+    ]
+    out.append(_fields({**_where(alert), "Failed": ", ".join(f for f in failed if f) or "—"}))
+    if rows:
+        out.append(_section(f"*{_rows_label(rows)}*\n" + _metric_table(rows)))
+    if slices:
+        shown = ", ".join(f"`{_escape(s.name)}` {s.value:.3f} (n={s.n})" for s in slices[:SLICES_SHOWN])
+        more = _more(len(slices), SLICES_SHOWN, "slice")
+        out.append(_section(f"*Failed slices* (need ≥ {slices[0].reference:g}): {shown}{more}"))
+    if alert.drops:
+        out.append(_section("*Significant drops*\n" + _drop_table(alert.drops)))
+    return out
+
+
+def _rows_label(rows: list[MetricRow]) -> str:
+    return "Channels below their thresholds" if all(r.kind == "channel" for r in rows) else "Failed metrics"
+
+
+def _metric_table(rows: list[MetricRow]) -> str:
+    table = [("metric", "value", "gate", "baseline")]
+    for row in rows[:TABLE_ROWS]:
+        table.append(
+            (
+                row.name,
+                _number(row.name, row.value),
+                _bar(row.name, row.gate),
+                _bar(row.name, row.baseline),
             )
         )
-        out.append(_section("Every gate, slice and baselined metric holds again."))
-    else:
-        out.extend(_regression_blocks(alert))
-    if alert.run_url:
+    return _code(table) + _more(len(rows), TABLE_ROWS, "metric", prose=True)
+
+
+def _drop_table(drops: list[Drop]) -> str:
+    table = [("rate @ slice", "tonight (n)", "trailing (n, nights)", "worse by", "p", "q")]
+    for d in drops[:TABLE_ROWS]:
+        tonight = f"{d.current:.4f} ({d.current_n})" + (f" over {d.nights} nights" if d.nights > 1 else "")
+        table.append(
+            (
+                f"{d.metric} @ {d.slice}",
+                tonight,
+                f"{d.trailing:.4f} ({d.trailing_n}, {d.trailing_days})",
+                f"{100 * d.worse_by:.1f} pts",
+                _p(d.p_value),
+                _p(d.q_value),
+            )
+        )
+    return _code(table) + _more(len(drops), TABLE_ROWS, "drop", prose=True)
+
+
+def _code(table: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
+    return "```" + _escape(_clip("\n".join(lines), 2500)) + "```"
+
+
+# -- text pieces -----------------------------------------------------------------------------------
+
+
+def _row_text(row: MetricRow) -> str:
+    bars = []
+    if row.gate:
+        bars.append(f"needs {_bar(row.name, row.gate)}")
+    if row.baseline:
+        bars.append(f"baseline {_bar(row.name, row.baseline)}")
+    return f"{row.name} {_number(row.name, row.value)} ({'; '.join(bars)})"
+
+
+def _drop_text(d: Drop) -> str:
+    window = "tonight" if d.nights == 1 else f"last {d.nights} nights"
+    return (
+        f"{d.metric} @ {d.slice} {d.current:.4f} ({window}, n={d.current_n}) vs {d.trailing:.4f} over "
+        f"{d.trailing_days} trailing nights (n={d.trailing_n}): {100 * d.worse_by:.1f} points worse, "
+        f"p {_p(d.p_value)}, q {_p(d.q_value)}"
+    )
+
+
+def _more(total: int, shown: int, what: str, prose: bool = False) -> str:
+    """The one wording of "and N more" for every list, so the counts agree everywhere."""
+    if total <= shown:
+        return ""
+    rest = total - shown
+    noun = f"{what}{'s' if rest > 1 else ''}"
+    return f"\n… and {rest} more {noun}" if prose else f" (+{rest} more {noun})"
+
+
+def _bar(name: str, bar: tuple[str, float] | None) -> str:
+    return "—" if bar is None else f"{bar[0]} {_number(name, bar[1])}"
+
+
+def _number(name: str, value: float) -> str:
+    """Rates with 4 decimals; counts (the fabrication count) as whole numbers."""
+    if name in COUNTS and float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4f}"
+
+
+def _p(value: float) -> str:
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"
+
+
+# -- blocks ----------------------------------------------------------------------------------------
+
+
+def _header(title: str) -> dict:
+    return {"type": "header", "text": {"type": "plain_text", "text": _clip(title, 150)}}
+
+
+def _footer(url: str | None, lead: Alert) -> list[dict]:
+    out = []
+    if url:
         out.append(
             {
                 "type": "actions",
@@ -57,7 +246,7 @@ def blocks(alert: Alert) -> list[dict]:
                     {
                         "type": "button",
                         "text": {"type": "plain_text", "text": "Open the run in Dagster"},
-                        "url": alert.run_url,
+                        "url": url,
                     }
                 ],
             }
@@ -66,71 +255,19 @@ def blocks(alert: Alert) -> list[dict]:
         {
             "type": "context",
             "elements": [
-                {"type": "mrkdwn", "text": _escape(f"ragspine-pipeline · {alert.created_at} · {alert.id}")}
+                {"type": "mrkdwn", "text": _escape(f"ragspine-pipeline · {lead.created_at} · {lead.id}")}
             ],
         }
     )
     return out
 
 
-def _regression_blocks(alert: Alert) -> list[dict]:
-    counts = Counter(f.kind for f in alert.findings)
-    failed = ", ".join(f"{n} {_KIND_LABEL[kind]}{'s' if n > 1 else ''}" for kind, n in sorted(counts.items()))
-    out = [
-        _fields(
-            {
-                "Index version": alert.index_version,
-                "Golden set": alert.golden_version,
-                "Run": alert.run_id,
-                "Failed": failed or "—",
-            }
-        )
-    ]
-    named = [f"`{_escape(f.name)}`" for f in alert.findings if f.kind in ("gate", "channel")]
-    if named:
-        label = "Failed gates" if any(f.kind == "gate" for f in alert.findings) else "Failed channels"
-        out.append(_section(f"*{label}*: {', '.join(named)}"))
-    worst = [f for f in alert.worst_first() if f.kind != "slice"]
-    if worst:
-        out.append(_section("*Worst regressions*\n" + _table(worst[:TABLE_ROWS], len(worst))))
-    slices = [f for f in alert.worst_first() if f.kind == "slice"]
-    if slices:
-        shown = ", ".join(f"`{_escape(s.name)}` {s.value:.3f} (n={s.n})" for s in slices[:SLICES_SHOWN])
-        more = f" and {len(slices) - SLICES_SHOWN} more" if len(slices) > SLICES_SHOWN else ""
-        bar = slices[0].reference
-        out.append(_section(f"*Failed slices* (need ≥ {bar:g}): {shown}{more}"))
-    return out
-
-
-def _table(findings: list[Finding], total: int) -> str:
-    rows = [("what", "value", "needs", "delta")]
-    for f in findings:
-        bar = f"{f.op} {_number(f, f.reference)}" + (" (baseline)" if f.reference_kind == "baseline" else "")
-        rows.append((f"{f.kind} {f.name}", _number(f, f.value), bar, _number(f, f.delta, signed=True)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    more = f"\n… and {total - len(findings)} more" if total > len(findings) else ""
-    return "```" + _escape(_clip("\n".join(lines), 2500)) + "```" + more
-
-
-def _finding_text(f: Finding) -> str:
-    versus = "baseline" if f.reference_kind == "baseline" else "needs"
-    return f"{f.name} {_number(f, f.value)} ({versus} {f.op} {_number(f, f.reference)})"
-
-
-def _number(f: Finding, value: float, signed: bool = False) -> str:
-    """Rates with 4 decimals; counts (the fabrication count) as whole numbers."""
-    sign = "+" if signed else ""
-    if f.name in COUNTS and float(value).is_integer():
-        return f"{int(value):{sign}d}"
-    return f"{value:{sign}.4f}"
-
-
 def _fields(values: dict[str, str | None]) -> dict:
     return {
         "type": "section",
         "fields": [
-            {"type": "mrkdwn", "text": f"*{name}*\n{_escape(value or '—')}"} for name, value in values.items()
+            {"type": "mrkdwn", "text": f"*{name}*\n{_escape(_clip(value or '—', 1900))}"}
+            for name, value in list(values.items())[:10]
         ],
     }
 
@@ -140,7 +277,7 @@ def _section(text: str) -> dict:
 
 
 def _escape(text: str) -> str:
-    """Slack's mrkdwn control characters (``&``, ``<``, ``>``) as entities."""
+    """Slack's mrkdwn control characters (``&``, ``<``, ``>``) as entities: no ``<!channel>``, no links."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -1,8 +1,10 @@
-"""What an alert says (SPEC §6): which gates, baselines, channels or slices failed, for which index,
-golden set and run — built from a release decision, a set of gate results, or a failed run.
+"""What an alert says: which gates, baselines, channels, slices or production rates failed, why, for
+which index, golden set and run, and what to do (a runbook line) — built from a release decision, a set
+of gate results, a night's drop tests, or a failed run.
 
 An alert is plain data (pydantic, JSON in the outbox); rendering is ``alerts.blocks``, delivery
-``alerts.slack``, de-duplication and persistence ``alerts.outbox``.
+``alerts.slack``, de-duplication and persistence ``alerts.outbox``. The alerts one run raises are
+delivered together, as one message.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragspine_pipeline.scoring.significance import DropTest
+
 # Frozen; unknown keys ignored so that an outbox written by a newer version still reads.
 MODEL_CONFIG = ConfigDict(frozen=True, extra="ignore")
 
 AlertKind = Literal["regression", "recovered", "run_failure"]
 FindingKind = Literal["gate", "baseline", "channel", "slice"]
+# The baseline of the fabrication gate's count is recorded as its own entry; both are one metric.
+SAME_METRIC = {"fabrication_count": "fabrication"}
 
 
 class Finding(BaseModel):
@@ -46,6 +52,47 @@ class Finding(BaseModel):
         return -self.delta if self.op == ">=" else self.delta
 
 
+class Drop(BaseModel):
+    """A production rate significantly worse tonight than over its trailing nights (never a threshold:
+    the trailing value is an estimate with its own n)."""
+
+    model_config = MODEL_CONFIG
+
+    metric: str
+    slice: str  # "all traffic" or "dimension=value"
+    nights: int  # tonight alone (1) or the last few nights pooled
+    current: float
+    current_n: int
+    trailing: float
+    trailing_n: int
+    trailing_days: int
+    worse_by: float  # rate points, in the metric's own direction
+    p_value: float
+    q_value: float  # adjusted over the night's tests
+
+    @property
+    def key(self) -> str:
+        return f"drop:{self.metric}@{self.slice}"
+
+    @classmethod
+    def of(cls, test: DropTest) -> Drop:
+        """What an alert says about an alerting drop test."""
+        return cls(**{name: getattr(test, name) for name in cls.model_fields})
+
+
+class MetricRow(BaseModel):
+    """One metric of a regression: its value against its gate, its baseline, or both."""
+
+    model_config = MODEL_CONFIG
+
+    name: str
+    kind: Literal["metric", "channel"]
+    value: float
+    gate: tuple[str, float] | None = None  # (op, threshold) of a failed gate
+    baseline: tuple[str, float] | None = None  # (op, baseline) when worse than its baseline
+    shortfall: float  # the larger of the two, in the metric's own direction
+
+
 class Alert(BaseModel):
     """One message to post. ``stream`` is what de-duplication tracks (one evaluation of one thing)."""
 
@@ -61,17 +108,45 @@ class Alert(BaseModel):
     run_id: str | None = None
     run_url: str | None = None
     findings: list[Finding] = Field(default_factory=list)
+    drops: list[Drop] = Field(default_factory=list)
+    causes: dict | None = None  # a release decision's causes (first failed stages, rules, worst cases)
+    runbook: str | None = None  # what to do, one line
     job: str | None = None
     step: str | None = None
     error: str | None = None  # a failed run's error summary, one line
 
     @property
     def failure_keys(self) -> list[str]:
-        return sorted({finding.key for finding in self.findings})
+        return sorted({finding.key for finding in self.findings} | {drop.key for drop in self.drops})
 
     def worst_first(self) -> list[Finding]:
         """Gates, baselines and channels by how far they fell, then slices by how far they fell."""
         return sorted(self.findings, key=lambda f: (f.kind == "slice", -f.shortfall, f.name))
+
+    def metric_rows(self) -> list[MetricRow]:
+        """One row per metric or channel: a failed gate and a regression of the same metric are one row
+        with both bars. Rows with a failed gate come first, then the rest; each by shortfall."""
+        rows: dict[str, dict] = {}
+        for f in self.findings:
+            if f.kind == "slice":
+                continue
+            name = SAME_METRIC.get(f.name, f.name)
+            row = rows.setdefault(
+                name,
+                {"name": name, "kind": "channel" if f.kind == "channel" else "metric", "value": f.value,
+                 "shortfall": f.shortfall},
+            )  # fmt: skip
+            row["shortfall"] = max(row["shortfall"], f.shortfall)
+            if f.kind == "gate":
+                row["gate"], row["value"] = (f.op, f.reference), f.value
+            else:
+                row["baseline"] = (f.op, f.reference)
+        ordered = sorted(rows.values(), key=lambda r: ("gate" not in r, -r["shortfall"], r["name"]))
+        return [MetricRow(**row) for row in ordered]
+
+    @property
+    def failed_slices(self) -> list[Finding]:
+        return [f for f in self.worst_first() if f.kind == "slice"]
 
 
 def run_url(webserver_base_url: str | None, run_id: str | None) -> str | None:
@@ -124,8 +199,20 @@ def release_findings(decision: dict) -> list[Finding]:
     return findings
 
 
-def release_alert(decision: dict, stream: str, webserver_base_url: str | None = None) -> Alert:
-    """The alert of one release decision: a regression when it blocks, a recovery when it ships.
+def runbook_line(stream: str, runbooks: dict[str, str] | None = None, url: str | None = None) -> str | None:
+    """What to do when ``stream`` (``release``, ``extraction``, ``production`` or ``run_failure``) alerts:
+    its configured text, the runbook URL, or both; None when neither is configured."""
+    text = (runbooks or {}).get(stream)
+    if text and url:
+        return f"{text} ({url})"
+    return text or url or None
+
+
+def release_alert(
+    decision: dict, stream: str, webserver_base_url: str | None = None, runbook: str | None = None
+) -> Alert:
+    """The alert of one release decision: a regression when it blocks (with the decision's causes),
+    a recovery when it ships.
 
     Whether it is posted at all is the outbox's call (``Outbox.observe``): a recovery only follows a
     regression, and a regression already announced is not announced again.
@@ -143,6 +230,8 @@ def release_alert(decision: dict, stream: str, webserver_base_url: str | None = 
         run_id=decision.get("run_id"),
         run_url=run_url(webserver_base_url, decision.get("run_id")),
         findings=findings if blocked else [],
+        causes=decision.get("causes") if blocked else None,
+        runbook=runbook if blocked else None,
     )
 
 
@@ -154,6 +243,7 @@ def gate_alert(
     index_version: str | None = None,
     webserver_base_url: str | None = None,
     problem: str = "below baseline",
+    runbook: str | None = None,
 ) -> Alert:
     """A regression (some findings) or recovery (none) alert for any set of gates or channels;
     ``problem`` names what went wrong in the title."""
@@ -166,11 +256,39 @@ def gate_alert(
         run_id=run_id,
         run_url=run_url(webserver_base_url, run_id),
         findings=findings,
+        runbook=runbook if findings else None,
+    )
+
+
+def drop_alert(
+    day: str,
+    drops: Iterable[Drop],
+    stream: str = "production",
+    run_id: str | None = None,
+    webserver_base_url: str | None = None,
+    runbook: str | None = None,
+) -> Alert:
+    """The night's significant production drops as one alert (a recovery when there are none)."""
+    drops = list(drops)
+    count = f"{len(drops)} significant drop{'s' if len(drops) != 1 else ''}"
+    return Alert(
+        kind="regression" if drops else "recovered",
+        stream=stream,
+        title=f"Production metrics of {day}: {count}" if drops else f"Recovered: production metrics of {day}",
+        run_id=run_id,
+        run_url=run_url(webserver_base_url, run_id),
+        drops=drops,
+        runbook=runbook if drops else None,
     )
 
 
 def run_failure_alert(
-    job: str, run_id: str, step: str | None, error: str, webserver_base_url: str | None = None
+    job: str,
+    run_id: str,
+    step: str | None,
+    error: str,
+    webserver_base_url: str | None = None,
+    runbook: str | None = None,
 ) -> Alert:
     """A run that failed for another reason than a gate (a crash, an unreachable SUT, …)."""
     summary = " ".join(error.split())
@@ -183,4 +301,5 @@ def run_failure_alert(
         job=job,
         step=step,
         error=summary[:500] + ("…" if len(summary) > 500 else ""),
+        runbook=runbook,
     )

@@ -2,7 +2,9 @@
 
 Every alert is appended to ``outbox.jsonl`` *before* anyone tries to deliver it, and its delivery (or
 each failed attempt, with the error) is appended after, so an alert is never lost: whatever is not
-marked delivered is pending, and the next run or ``ragspine-eval alerts flush`` sends it.
+marked delivered is pending, and the next run or ``ragspine-eval alerts flush`` sends it — unless it
+waited longer than its time to live: then it is marked ``expired`` (kept and listed, never posted), so
+connecting Slack to an old outbox does not page anyone about last week.
 
 ``alert_state.json`` (same folder) remembers, per stream, whether the last evaluation was failing and
 with which failures, so the same regression is announced once, a new failure or a new failing index
@@ -74,10 +76,15 @@ class Entry:
     ts: str | None = None
     attempts: int = 0
     last_error: str | None = None
+    expired_at: str | None = None
 
     @property
     def pending(self) -> bool:
-        return self.delivered_at is None
+        return self.delivered_at is None and self.expired_at is None
+
+    @property
+    def status(self) -> str:
+        return "delivered" if self.delivered_at else "expired" if self.expired_at else "pending"
 
 
 @dataclass
@@ -93,7 +100,11 @@ class OutboxView:
 
     @property
     def delivered(self) -> list[Entry]:
-        return [entry for entry in self.entries if not entry.pending]
+        return [entry for entry in self.entries if entry.delivered_at]
+
+    @property
+    def expired(self) -> list[Entry]:
+        return [entry for entry in self.entries if entry.expired_at]
 
 
 class Outbox:
@@ -141,6 +152,10 @@ class Outbox:
     def record_failure(self, alert_id: str, error: str) -> None:
         with _flock(self._lock_path):
             self._append({"event": "failed", "id": alert_id, "error": error})
+
+    def record_expiry(self, alert_id: str, ttl_hours: float) -> None:
+        with _flock(self._lock_path):
+            self._append({"event": "expired", "id": alert_id, "ttl_hours": ttl_hours})
 
     @contextmanager
     def delivering(self) -> Iterator[None]:
@@ -230,10 +245,12 @@ def _apply(text: str, number: int, entries: dict[str, Entry]) -> str | None:
         entries.setdefault(alert.id, Entry(alert, number))
         return None
     entry = entries.get(event.get("id")) if isinstance(event.get("id"), str) else None
-    if kind not in ("delivered", "failed") or entry is None:
+    if kind not in ("delivered", "failed", "expired") or entry is None:
         return f"unknown event {kind!r} or alert id {event.get('id')!r}"
     if kind == "delivered":
         entry.delivered_at, entry.channel, entry.ts = event.get("at"), event.get("channel"), event.get("ts")
+    elif kind == "expired":
+        entry.expired_at = event.get("at")
     else:
         entry.attempts += 1
         entry.last_error = str(event.get("error"))

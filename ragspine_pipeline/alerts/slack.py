@@ -5,6 +5,11 @@ optionally, ``SLACK_API_BASE_URL`` (slack-sdk's ``base_url``: a proxy, or a test
 slack-sdk's own handlers: HTTP 429 waits for ``Retry-After`` (up to a bound, beyond which the alert
 simply stays pending for the next run), 5xx answers back off, connection errors are retried.
 
+The alerts one run raised are posted as one message (``alerts.blocks.message``); a run still in
+progress is left for the flush after it ends (the caller says which runs are finished). An alert that
+waited longer than its time to live (``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired
+instead of posted.
+
 Nothing here raises because Slack is absent or failing: :func:`flush` records each failed attempt
 with its error in the outbox and leaves the alert pending. The token is never part of an error
 message, a log line or the outbox.
@@ -13,8 +18,9 @@ message, a log line or the outbox.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -25,11 +31,26 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 
-from ragspine_pipeline.alerts.blocks import blocks, fallback_text
+from ragspine_pipeline.alerts.blocks import message
 from ragspine_pipeline.alerts.model import Alert
-from ragspine_pipeline.alerts.outbox import Outbox
+from ragspine_pipeline.alerts.outbox import Entry, Outbox
 
 DEFAULT_BASE_URL = WebClient.BASE_URL
+DEFAULT_TTL_HOURS = 24.0
+
+
+def ttl_hours_from_env(env: Mapping[str, str] = os.environ) -> float:
+    """``RAGSPINE_ALERT_TTL_HOURS`` (default 24): how long an undelivered alert is still worth posting."""
+    raw = env.get("RAGSPINE_ALERT_TTL_HOURS")
+    if not raw:
+        return DEFAULT_TTL_HOURS
+    try:
+        hours = float(raw)
+    except ValueError:
+        raise ValueError(f"RAGSPINE_ALERT_TTL_HOURS must be a number of hours (got {raw!r})") from None
+    if not hours > 0:
+        raise ValueError(f"RAGSPINE_ALERT_TTL_HOURS must be positive (got {raw!r})")
+    return hours
 
 
 @dataclass(frozen=True)
@@ -112,23 +133,21 @@ class SlackSender:
             ],
         )
 
-    def post(self, alert: Alert) -> str | None:
-        """Post ``alert``; the message's ``ts``. Raises :class:`DeliveryError` when Slack did not take it."""
+    def post(self, alerts: Alert | Sequence[Alert]) -> str | None:
+        """Post one message covering ``alerts`` (one run's); the message's ``ts``. Raises
+        :class:`DeliveryError` when Slack did not take it."""
+        text, blocks = message([alerts] if isinstance(alerts, Alert) else list(alerts))
         try:
-            response = self.client.chat_postMessage(
-                channel=self.settings.channel, text=fallback_text(alert), blocks=blocks(alert)
-            )
+            response = self.client.chat_postMessage(channel=self.settings.channel, text=text, blocks=blocks)
         except SlackApiError as exc:
             status = exc.response.status_code
             error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
             raise DeliveryError(
                 self._scrub(f"Slack answered HTTP {status}: {error or 'no error code'}")
             ) from None
-        except (
-            Exception
-        ) as exc:  # urllib's URLError, timeouts, an answer that is not JSON: all "not delivered"
-            message = f"cannot post to {self.settings.base_url}: {_reason(exc)}"
-            raise DeliveryError(self._scrub(message), unreachable=True) from None
+        except Exception as exc:  # urllib's URLError, timeouts, an answer that is not JSON: not delivered
+            problem = f"cannot post to {self.settings.base_url}: {_reason(exc)}"
+            raise DeliveryError(self._scrub(problem), unreachable=True) from None
         return response.get("ts")
 
     def _scrub(self, message: str) -> str:
@@ -140,42 +159,88 @@ class SlackSender:
 class FlushResult:
     delivered: list[str] = field(default_factory=list)  # alert ids
     failed: dict[str, str] = field(default_factory=dict)  # alert id -> error of this attempt
-    pending: int = 0  # still pending after this pass (failed, or not attempted)
+    expired: list[str] = field(default_factory=list)  # alert ids past their time to live
+    pending: int = 0  # still pending after this pass (failed, not attempted, or their run not finished)
+    waiting: int = 0  # of those, alerts of runs still in progress
+    messages: int = 0  # Slack messages posted
     set_aside: int = 0  # corrupt outbox lines moved aside during this pass
     skipped: str | None = None  # why nothing was attempted
 
 
 def flush(
-    outbox: Outbox, settings: SlackSettings | None = None, sender: SlackSender | None = None
+    outbox: Outbox,
+    settings: SlackSettings | None = None,
+    sender: SlackSender | None = None,
+    *,
+    finished: Callable[[str], bool] | None = None,
+    ttl_hours: float = DEFAULT_TTL_HOURS,
+    now: datetime | None = None,
 ) -> FlushResult:
-    """Deliver every pending alert, oldest first; record each delivery or failed attempt.
+    """Deliver every pending alert, oldest first, one message per run; record each delivery, failed
+    attempt or expiry.
 
-    Without a token or channel nothing is attempted (``skipped`` says why) and every alert stays
-    pending. After the first connection failure the rest are not attempted in this pass: Slack is
-    down, and each would only wait for its own timeouts.
+    ``finished(run_id)`` says whether a run has ended (None: every run has); the alerts of a run still
+    in progress wait, so that the run's alerts go out together once it ends. Alerts older than
+    ``ttl_hours`` are marked expired, never posted. Without a token or channel nothing is attempted
+    (``skipped`` says why) and every alert stays pending. After the first connection failure the rest
+    are not attempted in this pass: Slack is down, and each would only wait for its own timeouts.
     """
     settings = settings or SlackSettings.from_env()
+    deadline = (now or datetime.now(UTC)) - timedelta(hours=ttl_hours)
     with outbox.delivering():
         view = outbox.read()
         result = FlushResult(set_aside=view.set_aside)
-        pending = view.pending
+        pending = []
+        for entry in view.pending:
+            if _created(entry) < deadline:
+                outbox.record_expiry(entry.alert.id, ttl_hours)
+                result.expired.append(entry.alert.id)
+            else:
+                pending.append(entry)
+        groups = _by_run(pending)
+        ready = [
+            g for g in groups if g[0].alert.run_id is None or finished is None or finished(g[0].alert.run_id)
+        ]
+        result.waiting = sum(len(g) for g in groups) - sum(len(g) for g in ready)
+        result.pending = len(pending)
         if settings.missing and sender is None:
-            result.skipped, result.pending = settings.missing, len(pending)
+            result.skipped = settings.missing
             return result
         sender = sender or SlackSender(settings)
-        for entry in pending:
+        for group in ready:
+            ids = [entry.alert.id for entry in group]
             try:
-                ts = sender.post(entry.alert)
+                ts = sender.post([entry.alert for entry in group])
             except DeliveryError as exc:
-                outbox.record_failure(entry.alert.id, str(exc))
-                result.failed[entry.alert.id] = str(exc)
+                for alert_id in ids:
+                    outbox.record_failure(alert_id, str(exc))
+                    result.failed[alert_id] = str(exc)
                 if exc.unreachable:
                     break
                 continue
-            outbox.record_delivery(entry.alert.id, sender.settings.channel or "", ts)
-            result.delivered.append(entry.alert.id)
+            for alert_id in ids:
+                outbox.record_delivery(alert_id, sender.settings.channel or "", ts)
+            result.delivered += ids
+            result.messages += 1
         result.pending = len(pending) - len(result.delivered)
         return result
+
+
+def _by_run(entries: list[Entry]) -> list[list[Entry]]:
+    """Pending entries grouped by run (an alert without a run is a group of its own), in the order each
+    group's first alert was queued."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.alert.run_id or f"alert:{entry.alert.id}", []).append(entry)
+    return list(groups.values())
+
+
+def _created(entry: Entry) -> datetime:
+    try:
+        created = datetime.fromisoformat(entry.alert.created_at)
+    except ValueError:
+        return datetime.now(UTC)  # unreadable: treat as new rather than drop it
+    return created if created.tzinfo else created.replace(tzinfo=UTC)
 
 
 def _reason(exc: Exception) -> str:

@@ -8,6 +8,12 @@ gates:                                        # any metric by name; min or max
   under_refusal: {max: 0.05}
   point_coverage: {min: 0.80, severity: soft}  # soft: reported as a warning, never blocks
 slice_gate: {min_rate: 0.95, min_n: 1}        # releasable rate per slice
+production:                                   # the nightly drop tests (scoring.significance)
+  fdr: 0.03                                   # false-discovery rate over one night's tests
+  min_drop: 0.02                              # smallest worsening that alerts, in rate points
+alerts:
+  runbook:                                    # one line per stream, shown in every alert of it
+    release: "Open the slice report; fix the first failed stage first."
 ```
 
 A ``gates`` mapping is the complete gate set (it replaces the defaults). Unknown keys, unknown metric
@@ -27,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragspine_pipeline.decision.gates import Gate, canonical_metric
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.scoring.qa_gates import PERIOD_PATTERN, check_period_pattern
+from ragspine_pipeline.scoring.significance import DropSettings
 
 
 class GateSpec(BaseModel):
@@ -57,6 +64,18 @@ class SliceGate(BaseModel):
     min_n: int = Field(default=1, ge=1)
 
 
+RUNBOOK_STREAMS = ("release", "extraction", "production", "run_failure")
+
+
+class AlertConfig(BaseModel):
+    """What alerts say beyond the figures: a runbook line per stream (release, extraction, production,
+    run_failure)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runbook: dict[Literal[RUNBOOK_STREAMS], str] = Field(default_factory=dict)
+
+
 class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -66,6 +85,8 @@ class EvalConfig(BaseModel):
     slice_gate: SliceGate = Field(default_factory=SliceGate)
     # SPEC §3.3: period tokens (FY2025, 2025H1, …) removed from refusal answers before numbers are counted.
     period_pattern: str = PERIOD_PATTERN
+    production: DropSettings = Field(default_factory=DropSettings)
+    alerts: AlertConfig = Field(default_factory=AlertConfig)
 
     @field_validator("period_pattern")
     @classmethod

@@ -1,5 +1,10 @@
-"""Alerts in the code location (SPEC §6): the release decision's regression alert, the outbox flush at
-the end of every evaluation run, and the run-failure sensor.
+"""Alerts in the code location: the release decision's regression alert, the delivery of what earlier
+runs left pending, and the run-status sensors that post a run's alerts when it ends.
+
+One run, one message: the alert checks of a run (release, extraction, production) only queue their
+alerts in the outbox; when the run ends — successfully, blocked, or crashed — its alerts are posted
+together as one Slack message by ``evaluation_run_success_sensor`` / ``evaluation_run_failure_sensor``
+(the daemon ticks them; ``make run`` and ``make demo-regression`` do the same without one).
 
 The Slack token, channel and API base URL are read from the environment (``SLACK_BOT_TOKEN``,
 ``SLACK_CHANNEL``, ``SLACK_API_BASE_URL``) at delivery time and are never resource config, so they
@@ -10,6 +15,7 @@ a blocked release fails through ``release_gates``, not because Slack is absent o
 import dagster as dg
 
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
+from ragspine_pipeline.alerts.slack import FlushResult
 from ragspine_pipeline.defs.golden import ScoredRun
 from ragspine_pipeline.defs.release import decision_record, release_decision
 from ragspine_pipeline.defs.reports import slice_report
@@ -29,36 +35,58 @@ def regression_alert(
 ) -> dg.AssetCheckResult:
     decision = decision_record(release_decision)  # its run_id is the run that decided
     stream = f"release:{eval_files.baseline_mode}"
-    return alerts.alert_check(release_alert(decision, stream, alerts.webserver_base_url), context.log)
+    alert = release_alert(decision, stream, alerts.webserver_base_url, alerts.runbook("release"))
+    return alerts.alert_check(alert, context.log)
 
 
-@dg.asset_check(asset=slice_report, description="deliver alerts still pending in the outbox")
+@dg.asset_check(asset=slice_report, description="deliver alerts that earlier, finished runs left pending")
 def alert_outbox_flushed(
     context: dg.AssetCheckExecutionContext, alerts: AlertsResource
 ) -> dg.AssetCheckResult:
-    return alerts.alert_check(None, context.log)
+    return alerts.check_result(alerts.deliver(context.log, context.instance))
 
 
 # No monitored_jobs: every job of this code location is an evaluation run (the two jobs, and the
 # whole-graph runs of `make run` and the UI's "Materialize all").
 @dg.run_failure_sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Post to Slack when an evaluation run fails for another reason than a blocked release.",
+    description="Post a failed evaluation run's alerts to Slack, with the crash itself unless only "
+    "release gates failed.",
 )
 def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext, alerts: AlertsResource) -> None:
-    alert = step_failure_alert(
-        context.dagster_run, context.get_step_failure_events(), alerts.webserver_base_url
+    finish_failed_run(
+        alerts, context.dagster_run, context.get_step_failure_events(), context.instance, context.log
     )
-    if alert is None:
-        context.log.info(
-            f"run {context.dagster_run.run_id} failed on its release gates: announced as a regression"
-        )
-        return
-    alerts.announce(alert, context.log)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Post a finished evaluation run's alerts to Slack, as one message.",
+)
+def evaluation_run_success_sensor(context: dg.RunStatusSensorContext, alerts: AlertsResource) -> None:
+    alerts.deliver(context.log, context.instance)
+
+
+def finish_failed_run(
+    alerts: AlertsResource,
+    run: dg.DagsterRun,
+    step_failures: list[dg.DagsterEvent],
+    instance: dg.DagsterInstance,
+    log=None,
+) -> tuple[Alert | None, FlushResult]:
+    """Queue the crash of a failed run (unless only its release gates failed: that is the regression
+    its release alert announces), then deliver the run's alerts as one message."""
+    alert = step_failure_alert(run, step_failures, alerts.webserver_base_url, alerts.runbook("run_failure"))
+    queued = None if alert is None else alerts.queue(alert, log)
+    return queued, alerts.deliver(log, instance)
 
 
 def step_failure_alert(
-    run: dg.DagsterRun, step_failures: list[dg.DagsterEvent], webserver_base_url: str | None
+    run: dg.DagsterRun,
+    step_failures: list[dg.DagsterEvent],
+    webserver_base_url: str | None,
+    runbook: str | None = None,
 ) -> Alert | None:
     """The run-failure alert of ``run`` from its step failures; None when only gate checks failed."""
     crashes = [e for e in step_failures if _error_class(e) != GATE_FAILURE]
@@ -71,6 +99,7 @@ def step_failure_alert(
         first.step_key if first else None,
         _error_text(first) if first else "the run failed before any step (see the run's logs)",
         webserver_base_url,
+        runbook,
     )
 
 

@@ -169,6 +169,7 @@ def extraction_alert(
         run_id=extraction_scores.data.get("run_id"),
         index_version=extraction_scores.data.get("index_version"),
         webserver_base_url=alerts.webserver_base_url,
+        runbook=alerts.runbook("extraction"),
     )
     return alerts.alert_check(alert, context.log)
 

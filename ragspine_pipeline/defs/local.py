@@ -4,7 +4,8 @@
 ``python -m ragspine_pipeline.defs.local run`` scores the production days of the past week not yet on
 the instance (one small run per partition), then materialises the whole graph in one run (yesterday's
 production partition included) and prints the decision; ``reeval`` evaluates ``index_rebuild_sensor``
-once, as the daemon would, and executes exactly the run it requests (same run key and tags).
+once, as the daemon would, and executes exactly the run it requests (same run key and tags). After
+each run, its alerts are delivered as one message, as the run-status sensors do under the daemon.
 Exit codes: 0 when the command did what it was asked, 1 when ``run`` ends blocked or a run crashed.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_pipeline.alerts.slack import FlushResult
-from ragspine_pipeline.defs.alerts import alert_outbox_flushed, regression_alert, step_failure_alert
+from ragspine_pipeline.defs.alerts import finish_failed_run, regression_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
 from ragspine_pipeline.defs.extraction import extraction_alert, extraction_scores
 from ragspine_pipeline.defs.production import production_metrics, production_traces
@@ -31,7 +32,7 @@ from ragspine_pipeline.scoring.extraction import CHANNELS
 RUN_KEY_TAG = "dagster/run_key"
 DAY = timedelta(days=1)
 ALERT_CHECKS = {
-    *(check.check_key.name for check in (regression_alert, extraction_alert, alert_outbox_flushed)),
+    *(check.check_key.name for check in (regression_alert, extraction_alert)),
     "production_alert",  # evaluated inside the production_metrics step (a partitioned asset)
 }
 # The run's event log belongs in the UI (`make dev`); the terminal shows the decision, the failed steps,
@@ -66,23 +67,42 @@ def backfill_production(
 ) -> list[dg.ExecuteInProcessResult]:
     """Materialise the production assets for every day in ``days`` not yet on the instance.
 
-    One run per partition, as a Dagster backfill would launch them; the slice report's production
-    trend then covers the demo's whole week from the first ``make run``.
+    One run per partition, as a Dagster backfill would launch them, each run's alerts delivered when it
+    ends; the slice report's production trend then covers the demo's whole week from the first
+    ``make run``.
     """
     done = instance.get_materialized_partitions(production_metrics.key)
     job = defs.resolve_implicit_global_asset_job_def()
     selection = [production_traces.key, production_metrics.key]
-    return [
-        job.execute_in_process(
+    results = []
+    for day in days:
+        if day in done:
+            continue
+        result = job.execute_in_process(
             instance=instance,
             partition_key=day,
             asset_selection=selection,
             run_config=QUIET,
             raise_on_error=False,
         )
-        for day in days
-        if day not in done
-    ]
+        finish(defs, instance, result)
+        results.append(result)
+    return results
+
+
+def finish(
+    defs: dg.Definitions, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult
+) -> FlushResult:
+    """What the run-status sensors do when a run ends, without a daemon to tick them: queue a crash's
+    alert, then deliver the run's alerts as one message."""
+    alerts: AlertsResource = defs.resources["alerts"]
+    if result.success:
+        return alerts.deliver(None, instance)
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    queued, flushed = finish_failed_run(alerts, result.dagster_run, failures, instance)
+    if queued is not None:
+        print(f"alert: {queued.kind}: {queued.title}")
+    return flushed
 
 
 def reeval_as_sensor_requests(
@@ -141,23 +161,9 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
     return decision
 
 
-def announce_crash(defs: dg.Definitions, result: dg.ExecuteInProcessResult) -> None:
-    """What ``evaluation_run_failure_sensor`` does for a failed run, without a daemon to tick it."""
-    if result.success:
-        return
-    alerts: AlertsResource = defs.resources["alerts"]
-    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    alert = step_failure_alert(result.dagster_run, failures, alerts.webserver_base_url)
-    if alert is not None:
-        queued, flushed = alerts.announce(alert)
-        if queued is not None:
-            print(f"alert: {queued.title} ({_delivery(flushed)})")
-
-
-def print_run_notes(result: dg.ExecuteInProcessResult, pending_line: bool = True) -> None:
+def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
     """What the run's own log would say and a terminal user needs: quarantined input lines, the
-    extraction channels (and any below its threshold), the alert announced (and whether Slack has it),
-    and alerts still waiting in the outbox."""
+    extraction channels (and any below its threshold), and the alerts the run queued."""
     for event in result.get_asset_materialization_events():
         metadata = event.materialization.metadata
         quarantined = metadata.get("quarantined")
@@ -178,24 +184,29 @@ def print_run_notes(result: dg.ExecuteInProcessResult, pending_line: bool = True
                     f"  failed channel {evaluation.check_name.removeprefix('channel_')} = "
                     f"{values['accuracy']:.4f}, needs >= {values['threshold']:.4f}"
                 )
-    pending, reason, outbox = 0, None, None
     for evaluation in result.get_asset_check_evaluations():
         if evaluation.check_name not in ALERT_CHECKS:
             continue
-        metadata = {key: value.value for key, value in evaluation.metadata.items()}
-        pending, outbox = max(pending, metadata.get("pending", 0)), metadata.get("outbox")
-        if metadata.get("new_alert", "none") != "none":
-            print(f"alert: {metadata['new_alert']}")
-        if not evaluation.passed:
-            reason = evaluation.description
-    if pending and pending_line:
-        print(f"alerts: {pending} pending in {outbox} ({reason}); see `ragspine-eval alerts list`")
+        new_alert = evaluation.metadata.get("new_alert")
+        if new_alert is not None and not str(new_alert.value).startswith("none"):
+            print(f"alert: {new_alert.value}")
+
+
+def print_delivery(flushed: FlushResult, outbox: str) -> None:
+    """What became of the run's alerts (and anything older still waiting)."""
+    if flushed.messages:
+        print(f"alerts: {flushed.messages} message(s) posted to Slack")
+    if flushed.expired:
+        print(f"alerts: {len(flushed.expired)} undelivered alert(s) expired unposted (older than their TTL)")
+    if flushed.pending:
+        print(
+            f"alerts: {flushed.pending} pending in {outbox} ({_delivery(flushed)}); "
+            "see `ragspine-eval alerts list`"
+        )
 
 
 def _delivery(flushed: FlushResult) -> str:
-    if flushed.pending == 0:
-        return "delivered"
-    return f"pending: {flushed.skipped or next(iter(flushed.failed.values()), 'not attempted')}"
+    return flushed.skipped or next(iter(flushed.failed.values()), "not attempted")
 
 
 def _failed_steps(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -227,17 +238,18 @@ def main(argv: list[str] | None = None) -> int:
 
     defs = build_definitions()
     eval_files: EvalFiles = defs.resources["eval_files"]
+    outbox = defs.resources["alerts"].outbox_path
     if args.command == "run":
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
         earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]
         for backfill in backfill_production(defs, instance, earlier):
-            print_run_notes(backfill, pending_line=False)  # the main run says what is pending
+            print_run_notes(backfill)
             for failure in _failed_steps(backfill):
                 print(f"  step failed  {failure}", file=sys.stderr)
         result = run_everything(defs, instance, day.isoformat())
         decision = print_decision(eval_files, result.run_id)
         print_run_notes(result)
-        announce_crash(defs, result)
+        print_delivery(finish(defs, instance, result), outbox)
         for failure in _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)
         return 0 if decision is not None and decision["decision"] == "ship" and result.success else 1
@@ -247,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     decision = print_decision(eval_files, result.run_id)
     print_run_notes(result)
-    announce_crash(defs, result)
+    print_delivery(finish(defs, instance, result), outbox)
     if decision is None:
         for failure in _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)

@@ -1,7 +1,9 @@
-"""The nightly path: one day of production traces → a seeded sample → reference-free metrics (SPEC §3.5).
+"""The nightly path: one day of production traces → a seeded sample → reference-free metrics → drop tests.
 
 Daily partitions; the nightly schedule materialises the previous day. Malformed trace lines are
 quarantined by the sampler (file and line named) and counted in metadata, never dropped silently.
+Each night's rates are tested against their trailing nights (``scoring.significance``); a significant
+drop is a WARN check and one alert, never a failed run.
 """
 
 import json
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_pipeline.alerts.model import Alert, Finding, gate_alert
+from ragspine_pipeline.alerts.model import Drop, drop_alert
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
 from ragspine_pipeline.defs.golden import write_json_file
 from ragspine_pipeline.defs.judge import (
@@ -21,11 +23,16 @@ from ragspine_pipeline.defs.judge import (
     judge_step,
 )
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
-from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles, TraceStoreResource
+from ragspine_pipeline.defs.resources import (
+    AlertsResource,
+    EvalFiles,
+    TraceStoreResource,
+    committed_config,
+)
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.production import production_metrics as score_production
-from ragspine_pipeline.scoring.significance import WORSE_WHEN, significant_drops
+from ragspine_pipeline.scoring.significance import NightTests, drop_tests
 from ragspine_pipeline.sources.sampling import priority, sample_day, write_jsonl
 
 GROUP = "production"
@@ -85,7 +92,8 @@ def production_traces(
         dg.AssetCheckSpec(
             "no_significant_drop",
             asset="production_metrics",
-            description="no rate dropped significantly against its trailing days (WARN, never blocks)",
+            description="no rate is significantly worse than over its trailing nights, by at least "
+            "min_drop, with false discoveries controlled over the night's tests (WARN, never blocks)",
         ),
         dg.AssetCheckSpec(
             "production_alert", asset="production_metrics", description="announce drops or their recovery"
@@ -101,15 +109,17 @@ def production_metrics(
     judge: JudgeResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals,
-    and each rate tested against its trailing days (``scoring.significance``).
+    and each rate tested against its trailing nights (``scoring.significance``; settings in the gates
+    config's ``production:`` section). Every test is recorded with its p- and q-value.
 
     The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
-    significant drop is a WARN and an alert, not a release block (SPEC §4). When an LLM judge is
-    configured, a seeded sub-sample of ``judge.production_sample`` traces is judged too (faithfulness
-    needs the evidence registry; context recall has no reference in production and does not apply).
+    significant drop is a WARN and an alert, not a release block. When an LLM judge is configured, a
+    seeded sub-sample of ``judge.production_sample`` traces is judged too (faithfulness needs the
+    evidence registry; context recall has no reference in production and does not apply).
     """
     day = context.partition_key
     with user_errors():
+        settings = committed_config().production
         traces = load_traces(production_traces).table
         evidence_path = eval_files.evidence_path
         evidence = (
@@ -125,52 +135,76 @@ def production_metrics(
         result["judge"] = {
             key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
         }
-    tests = significant_drops(
-        result,
-        recent_production_days(eval_files, days=eval_files.drop_window + 7),
-        alpha=eval_files.drop_alpha,
-        min_n=eval_files.drop_min_n,
-        window=eval_files.drop_window,
+    history = recent_production_days(
+        eval_files, days=settings.variance_window + settings.recent_nights, before=day
     )
-    result["drop_tests"] = {
-        "alpha": eval_files.drop_alpha,
-        "min_n": eval_files.drop_min_n,
-        "window": eval_files.drop_window,
-        "tested": sum(t.reason == "tested" for t in tests),
-        "untested": sum(t.reason != "tested" for t in tests),
-        "significant": [t.to_dict() for t in tests if t.significant],
-    }
+    night = drop_tests(result, history, settings)
+    result["drop_tests"] = night.to_dict()
     path = production_summary_dir(eval_files) / f"{day}.json"
     write_json_file(path, result)
     rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
-    drops = [
-        (d["metric"], d["slice"], d["current"], d["baseline"], d["p_value"])
-        for d in result["drop_tests"]["significant"]
-    ]
     yield dg.Output(
         result,
         metadata={
             "n": result["n"],
-            "significant_drops": len(drops),
-            "drops": dg.MetadataValue.md(
-                markdown_table(["metric", "slice", "today", "trailing baseline", "p"], drops)
-            ),
+            "drop_tests": len(night.tested),
+            "alerting_drops": len(night.alerts),
+            "drops": dg.MetadataValue.md(drop_table(night)),
             "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
             "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
             "summary_path": dg.MetadataValue.path(str(path)),
         },
     )
-    significant = result["drop_tests"]["significant"]
+    alerting = [t.to_dict() for t in night.alerts]
     yield dg.AssetCheckResult(
         check_name="no_significant_drop",
-        passed=not significant,
+        passed=not alerting,
         severity=dg.AssetCheckSeverity.WARN,
-        description=f"{len(significant)} significant drop(s) on {day}" if significant else None,
-        metadata={"drops": dg.MetadataValue.json(significant)},
+        description=f"{len(alerting)} significant drop(s) on {day}" if alerting else None,
+        metadata={
+            "drops": dg.MetadataValue.json(alerting),
+            "tested": len(night.tested),
+            "fdr": settings.fdr,
+            "min_drop": settings.min_drop,
+        },
     )
-    alert = _drop_alert(day, significant, context.run.run_id, alerts)
+    alert = drop_alert(
+        day,
+        [Drop.of(t) for t in night.alerts],
+        run_id=context.run.run_id,
+        webserver_base_url=alerts.webserver_base_url,
+        runbook=alerts.runbook("production"),
+    )
     yield alerts.alert_check(alert, context.log, check_name="production_alert")
     yield judge_check(judged, "production_metrics")
+
+
+def drop_table(night: NightTests) -> str:
+    """Every drop test of the night that ran (most significant first) and how many could not run."""
+    rows = [
+        (
+            t.metric,
+            t.slice,
+            t.nights,
+            f"{t.current:.4f} ({t.current_n})",
+            f"{t.trailing:.4f} ({t.trailing_n}, {t.trailing_days} nights)",
+            f"{100 * t.worse_by:+.1f}",
+            f"{t.z:.2f}",
+            f"{t.p_value:.2g}",
+            f"{t.q_value:.2g}",
+            "ALERT" if t.alert else "significant" if t.significant else "",
+        )
+        for t in sorted(night.tested, key=lambda t: (t.q_value, t.p_value, t.key, t.nights))
+    ]
+    header = ["rate", "slice", "nights", "tonight (n)", "trailing (n)", "worse by (pts)", "z", "p", "q", ""]
+    untested = len(night.tests) - len(rows)
+    settings = night.settings
+    note = (
+        f"\n\n{len(rows)} tests, false-discovery rate {settings.fdr:g} over all of them, alerts from "
+        f"{100 * settings.min_drop:g} points worse; {untested} rate(s) not tested (the summary JSON says "
+        "why)."
+    )
+    return markdown_table(header, rows) + note
 
 
 def production_summary_dir(eval_files: EvalFiles) -> Path:
@@ -179,9 +213,11 @@ def production_summary_dir(eval_files: EvalFiles) -> Path:
     return path
 
 
-def recent_production_days(eval_files: EvalFiles, days: int = 14) -> list[dict]:
-    """The latest daily summaries, oldest first (what the slice report's production trend shows)."""
-    files = sorted(production_summary_dir(eval_files).glob("????-??-??.json"))[-days:]
+def recent_production_days(eval_files: EvalFiles, days: int = 14, before: str | None = None) -> list[dict]:
+    """The latest ``days`` daily summaries (those before day ``before`` when given), oldest first: what
+    the slice report's production trend shows and a night's drop tests compare with."""
+    files = sorted(production_summary_dir(eval_files).glob("????-??-??.json"))
+    files = [path for path in files if before is None or path.stem < before][-days:]
     return [json.loads(path.read_text(encoding="utf-8")) for path in files]
 
 
@@ -196,29 +232,3 @@ def _interval(metric: dict) -> str:
     if metric.get("low") is None:
         return ""
     return f"{metric['low']:.4f}–{metric['high']:.4f}"
-
-
-def _drop_alert(day: str, significant: list[dict], run_id: str, alerts: AlertsResource) -> Alert:
-    """The night's drops as one alert of the ``production`` stream (a recovery when there are none)."""
-    findings = [
-        Finding(
-            kind="baseline",
-            name=f"{d['metric']} @ {d['slice']}",
-            value=d["current"],
-            reference=d["baseline"],
-            reference_kind="baseline",
-            op=">=" if WORSE_WHEN[d["metric"]] == "lower" else "<=",
-            delta=d["current"] - d["baseline"],
-            n=d["current_n"],
-        )
-        for d in significant
-    ]
-    subject = f"Production metrics of {day}"
-    return gate_alert(
-        findings,
-        "production",
-        subject,
-        run_id=run_id,
-        webserver_base_url=alerts.webserver_base_url,
-        problem="significant regression against the trailing days",
-    )

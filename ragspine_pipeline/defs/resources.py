@@ -16,9 +16,16 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
-from ragspine_pipeline.alerts.model import Alert
+from ragspine_pipeline.alerts.model import Alert, runbook_line
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
-from ragspine_pipeline.alerts.slack import FlushResult, SlackSettings, flush
+from ragspine_pipeline.alerts.slack import (
+    DEFAULT_TTL_HOURS,
+    FlushResult,
+    SlackSettings,
+    flush,
+    ttl_hours_from_env,
+)
+from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.replay import Answer
@@ -38,6 +45,13 @@ def gates_config_path() -> Path:
     return Path(str(package_files.files("ragspine_pipeline").joinpath(PACKAGED_GATES)))
 
 
+def committed_config() -> EvalConfig:
+    """The committed gates config (gates, the nightly drop tests' settings, alert runbooks)."""
+    from ragspine_pipeline.decision.evaluation import KNOWN_METRICS  # the scoring stack, loaded on use
+
+    return load_config(gates_config_path(), KNOWN_METRICS)
+
+
 class EvalFiles(dg.ConfigurableResource):
     """The golden set, evidence registry, baseline and the output folders of one deployment."""
 
@@ -51,9 +65,6 @@ class EvalFiles(dg.ConfigurableResource):
     extraction_truth: str | None = Field(default=None, description="extraction ground truth (JSON)")
     extraction_baseline: str | None = Field(default=None, description="channel thresholds; only ratchet up")
     production_sample_size: int = Field(default=200, ge=1)
-    drop_alpha: float = Field(default=0.05, gt=0, lt=1, description="level of the nightly drop test")
-    drop_min_n: int = Field(default=100, ge=1, description="samples a rate needs, today and in baseline")
-    drop_window: int = Field(default=7, ge=1, description="trailing days pooled as the baseline")
     production_seed: int = 7
     production_stratify: str | None = Field(
         default=None, description="tag dimension the daily sample is stratified on (None: not stratified)"
@@ -76,61 +87,105 @@ class EvalFiles(dg.ConfigurableResource):
 
 
 class AlertsResource(dg.ConfigurableResource):
-    """Where alerts are kept and how they link back to Dagster."""
+    """Where alerts are kept, what they link to, what they tell people to do, and how long they wait.
+
+    Alerts are queued while a run evaluates and delivered when it ends, one message per run: by the
+    run-status sensors under the daemon, by ``make run`` / ``make demo-regression`` without one, and
+    by any later run or ``ragspine-eval alerts flush`` for whatever is still pending.
+    """
 
     outbox_path: str = Field(default=DEFAULT_OUTBOX, description="the persistent outbox (JSONL)")
     webserver_base_url: str | None = Field(
         default="http://127.0.0.1:3000", description="Dagster UI base URL for the run links in messages"
     )
+    runbook_url: str | None = Field(default=None, description="runbook link shown in every alert")
+    runbooks: dict[str, str] = Field(
+        default_factory=dict,
+        description="runbook line per stream (release, extraction, production, run_failure)",
+    )
+    ttl_hours: float = Field(
+        default=DEFAULT_TTL_HOURS, gt=0, description="undelivered alerts expire after this"
+    )
 
     def outbox(self) -> Outbox:
         return Outbox(self.outbox_path)
 
-    def announce(self, alert: Alert, log=None) -> tuple[Alert | None, FlushResult]:
-        """Queue ``alert`` if it is news (de-duplication), then deliver everything pending; tell
-        ``log`` (a Dagster logger) what was queued, delivered and left pending."""
-        queued = self.outbox().observe(alert)
-        return queued, self.deliver(log, queued)
+    def runbook(self, stream: str) -> str | None:
+        return runbook_line(stream, self.runbooks, self.runbook_url)
 
-    def deliver(self, log=None, queued: Alert | None = None) -> FlushResult:
-        """Deliver every pending alert with the Slack settings of the environment, now."""
-        result = flush(self.outbox(), SlackSettings.from_env(os.environ))
+    def queue(self, alert: Alert, log=None) -> Alert | None:
+        """Queue ``alert`` if it is news for its stream (de-duplication); it is delivered with the rest
+        of its run's alerts when the run ends."""
+        queued = self.outbox().observe(alert)
+        if queued is not None and log is not None:
+            log.warning(f"alert queued: {queued.title} (posted when the run ends)")
+        return queued
+
+    def deliver(self, log=None, instance: dg.DagsterInstance | None = None) -> FlushResult:
+        """Deliver what is pending, one message per finished run (``instance`` says which runs have
+        finished; without it every run has), with the Slack settings of the environment."""
+        finished = None if instance is None else _finished_on(instance)
+        result = flush(
+            self.outbox(), SlackSettings.from_env(os.environ), finished=finished, ttl_hours=self.ttl_hours
+        )
         if log is not None:
-            if queued is not None:
-                log.warning(f"alert queued: {queued.title}")
             if result.delivered:
-                log.info(f"{len(result.delivered)} alert(s) delivered to Slack")
-            if result.pending:
+                log.info(
+                    f"{len(result.delivered)} alert(s) delivered to Slack in {result.messages} message(s)"
+                )
+            if result.expired:
+                log.warning(
+                    f"{len(result.expired)} alert(s) older than {self.ttl_hours:g} h expired unposted"
+                )
+            if result.pending - result.waiting:
                 reason = result.skipped or next(iter(result.failed.values()), "not attempted")
-                log.warning(f"{result.pending} alert(s) pending in the outbox: {reason}")
+                log.warning(f"{result.pending - result.waiting} alert(s) pending in the outbox: {reason}")
         return result
 
-    def alert_check(self, alert: Alert | None, log, check_name: str | None = None) -> dg.AssetCheckResult:
-        """What an alert check does: announce ``alert`` (None: only deliver what is pending) and
-        report it as :meth:`check_result`."""
-        if alert is None:
-            return self.check_result(None, self.deliver(log), check_name)
-        return self.check_result(*self.announce(alert, log), check_name)
-
-    def check_result(
-        self, queued: Alert | None, result: FlushResult, check_name: str | None = None
-    ) -> dg.AssetCheckResult:
-        """An alert check's result: passes when nothing is left undelivered; a WARN (never blocking)
-        otherwise, so Slack being absent or down never changes a run's outcome."""
-        errors = sorted(set(result.failed.values()))
+    def alert_check(self, alert: Alert, log, check_name: str | None = None) -> dg.AssetCheckResult:
+        """What an alert check does: queue ``alert`` (when it is news) and say so. It always passes:
+        a regression fails its own checks, and Slack being absent or down never changes a run."""
+        queued = self.queue(alert, log)
         return dg.AssetCheckResult(
             check_name=check_name,
-            passed=result.pending == 0,
+            passed=True,
             severity=dg.AssetCheckSeverity.WARN,
-            description=result.skipped or (errors[0] if errors else None),
             metadata={
                 "new_alert": "none" if queued is None else f"{queued.kind}: {queued.title}",
+                "outbox": dg.MetadataValue.path(str(self.outbox().path)),
+            },
+        )
+
+    def check_result(self, result: FlushResult, check_name: str | None = None) -> dg.AssetCheckResult:
+        """A delivery check's result: passes when nothing that could be delivered is left undelivered
+        (alerts of runs still in progress wait for their run); a WARN otherwise, never blocking."""
+        errors = sorted(set(result.failed.values()))
+        undelivered = result.pending - result.waiting
+        return dg.AssetCheckResult(
+            check_name=check_name,
+            passed=undelivered == 0,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=(result.skipped or (errors[0] if errors else None)) if undelivered else None,
+            metadata={
                 "delivered": len(result.delivered),
+                "messages": result.messages,
                 "pending": result.pending,
+                "waiting_for_their_run": result.waiting,
+                "expired": len(result.expired),
                 "corrupt_lines_set_aside": result.set_aside,
                 "outbox": dg.MetadataValue.path(str(self.outbox().path)),
             },
         )
+
+
+def _finished_on(instance: dg.DagsterInstance):
+    """Whether a run has ended, by the instance; a run the instance does not know is not ours to wait for."""
+
+    def finished(run_id: str) -> bool:
+        run = instance.get_run_by_id(run_id)
+        return run is None or run.is_finished
+
+    return finished
 
 
 class TraceStoreResource(dg.ConfigurableResource):
@@ -208,7 +263,10 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     S3-compatible store); ``RAGSPINE_SUT`` selects ``reference`` / ``http`` (``RAGSPINE_SUT_URL``) /
     ``recorded`` (``RAGSPINE_SUT_RECORDED``). ``RAGSPINE_ALERTS_OUTBOX`` (default
     ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_WEBSERVER_URL`` the Dagster UI the
-    alerts link to; Slack's own settings are read at delivery (``alerts.slack.SlackSettings``). The LLM
+    alerts link to, ``RAGSPINE_RUNBOOK_URL`` a runbook link for every alert (the gates config's
+    ``alerts.runbook`` gives a line per stream), ``RAGSPINE_ALERT_TTL_HOURS`` (default 24) how long an
+    undelivered alert is still posted; Slack's own settings are read at delivery
+    (``alerts.slack.SlackSettings``). The LLM
     judge's endpoint is read when a run starts (``judge.client.JudgeEndpoint.from_env``); how it is used
     comes from ``RAGSPINE_JUDGE_REPEAT``, ``_THRESHOLDS``, ``_MAX_CALLS``, ``_MAX_TOKENS``, ``_CACHE`` and
     ``_PRODUCTION_SAMPLE``.
@@ -244,6 +302,9 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
         "alerts": AlertsResource(
             outbox_path=path("RAGSPINE_ALERTS_OUTBOX", DEFAULT_OUTBOX),
             webserver_base_url=env.get("RAGSPINE_WEBSERVER_URL") or "http://127.0.0.1:3000",
+            runbook_url=env.get("RAGSPINE_RUNBOOK_URL") or None,
+            runbooks=dict(committed_config().alerts.runbook),
+            ttl_hours=ttl_hours_from_env(env),
         ),
         "judge": JudgeResource(
             repeat=int(env.get("RAGSPINE_JUDGE_REPEAT", "1")),

@@ -13,10 +13,11 @@ summary says whether anything changed)::
                                            extracted it (demo.workbook)
 
 Production traces are the healthy engine answering the demo's production question pool, with the
-texture of real traffic: volume and workflow mix vary by day, one day refuses more, one day carries
-malformed lines and a retried request (for quarantine and de-duplication), one day is gzipped. A day's
-file depends only on its date, the seed and ``traces_per_day``, so re-running on a later day rewrites
-nothing it already wrote.
+texture of real traffic: volume, workflow mix, the share of questions the knowledge base cannot answer
+(6–9 %) and latency vary by day, one day carries malformed lines and a retried request (for quarantine
+and de-duplication), one day is gzipped. Nothing in the service changes from day to day, so the nightly
+drop tests have nothing to report on the demo's own week. A day's file depends only on its date, the
+seed and ``traces_per_day``, so re-running on a later day rewrites nothing it already wrote.
 
 :func:`rebuild_index` publishes the next index version (``demo-ix-0002`` …), healthy or degraded: the
 degraded engine does not enforce the ACL (restricted and superseded chunks leak into retrieval) and
@@ -71,7 +72,7 @@ CHANNELS, CHANNEL_SHARE = ("slack", "web", "api"), (0.55, 0.30, 0.15)
 REGIONS, REGION_SHARE = ("eu", "us"), (0.6, 0.4)
 # Traffic by UTC hour: European and American working hours overlap in the afternoon.
 HOURLY = np.array([1, 1, 1, 1, 1, 2, 4, 7, 10, 11, 11, 10, 9, 11, 13, 13, 12, 10, 8, 6, 4, 3, 2, 1], float)
-UNANSWERABLE_SHARE, BUSY_UNANSWERABLE_SHARE = 0.07, 0.14
+UNANSWERABLE_SHARE = (0.06, 0.09)  # the day's share is drawn from this range
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,11 @@ def init_demo(
     live_parser = json.loads(manifest.read_text("utf-8")).get("parser", HEALTHY_PARSER)
     write_extraction_demo(root, degraded=live_parser == DEGRADED_PARSER)
 
-    # Past traffic was served by the first index, whatever has been rebuilt since.
-    engine = ReferenceEngine([Chunk.from_dict(r) for r in rows], HEALTHY, FIRST_INDEX_VERSION)
+    engine = production_engine()
     days = tuple(today - timedelta(days=n) for n in range(DAYS, 0, -1))
     counts = {}
     for day in days:
-        lines = _day_lines(engine, day, traces_per_day, seed)
+        lines = production_day_lines(engine, day, traces_per_day, seed)
         counts[day.isoformat()] = len(lines)
         changed |= _write_partition(root / "traces", day, "".join(line + "\n" for line in lines))
 
@@ -263,14 +263,20 @@ def _freeze_once(gold: Path, frozen_at: datetime) -> bool:
 # -- production traffic ----------------------------------------------------------------------------
 
 
-def _day_lines(engine: ReferenceEngine, day: date, traces_per_day: int, seed: int) -> list[str]:
+def production_engine() -> ReferenceEngine:
+    """The engine that served the demo's production traffic: the first index, whatever has been rebuilt
+    since."""
+    return ReferenceEngine([Chunk.from_dict(r) for r in chunk_rows()], HEALTHY, FIRST_INDEX_VERSION)
+
+
+def production_day_lines(engine: ReferenceEngine, day: date, traces_per_day: int, seed: int) -> list[str]:
     """One day of production traces as JSON lines, in time order (a pure function of its arguments)."""
     rng = np.random.default_rng([seed, day.toordinal()])
     n = max(1, round(traces_per_day * rng.uniform(0.8, 1.2)))
     workflows = list(WORKFLOW_SHARE)
     mix = np.array([WORKFLOW_SHARE[w] for w in workflows]) * rng.uniform(0.7, 1.3, len(workflows))
-    busy = day.toordinal() % DAYS == 2  # a day when people ask what the knowledge base cannot answer
-    unanswerable = BUSY_UNANSWERABLE_SHARE if busy else UNANSWERABLE_SHARE
+    # Its own stream, so that the day's other draws (and so its traffic) do not depend on it.
+    unanswerable = np.random.default_rng([seed, day.toordinal(), 1]).uniform(*UNANSWERABLE_SHARE)
     slowdown = rng.uniform(0.9, 1.25)  # shared load on the model endpoint that day
 
     chosen = rng.choice(len(workflows), size=n, p=mix / mix.sum())

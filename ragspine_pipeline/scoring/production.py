@@ -20,7 +20,9 @@ Each metric as value; denominator n; value when n = 0:
 * ``fabrication`` = the count |{t ∈ R : a number remains}|, with ``rate`` = count / |R|; n = |R|;
   count 0 and rate 0.0.
 * ``lexical_faithfulness`` (with a registry) = claims of S supported by a selected chunk / claims of S;
-  n = claims of S; 0.0.
+  n = claims of S; 0.0. The claims of one answer are not independent, so the entry also carries an
+  ``effective_n`` (cluster-robust: the number of independent observations the claims are worth), which
+  the nightly drop test uses instead of n.
 * ``latency_p50_ms``, ``latency_p95_ms`` = the 50th / 95th percentile of ``latency_ms``; n = traces with
   a latency; None.
 * ``prompt_tokens_mean``, ``completion_tokens_mean`` = the mean count; n = traces with that count; None.
@@ -118,25 +120,30 @@ def _rounded(value: float) -> float:
 
 @dataclass(frozen=True)
 class Rate:
-    """A proportion with its denominator and 95 % Wilson interval."""
+    """A proportion with its denominator and 95 % Wilson interval; ``effective_n`` when the n
+    observations are not independent (claims clustered in answers)."""
 
     value: float
     n: int
     low: float
     high: float
+    effective_n: float | None = None
 
     @property
     def successes(self) -> int:
         return round(self.value * self.n)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "value": _rounded(self.value),
             "n": self.n,
-            "successes": self.successes,  # exact: what a later day's significance test pools
+            "successes": self.successes,  # exact: what a later day's drop test pools
             "low": _rounded(self.low),
             "high": _rounded(self.high),
         }
+        if self.effective_n is not None:
+            out["effective_n"] = round(self.effective_n, 2)
+        return out
 
 
 @dataclass(frozen=True)
@@ -343,6 +350,12 @@ def _metric_sets(
         rates["lexical_faithfulness"] = (total("supported"), total("claims"))
     rates["fabrication"] = (total("fabricated"), refused)
     figures = {name: _rates(name, k, m) for name, (k, m) in rates.items()}
+    if with_registry:
+        effective = _clustered_effective_n(per_trace, rows, groups, n_groups)
+        figures["lexical_faithfulness"] = [
+            Rate(r.value, r.n, r.low, r.high, float(e))
+            for r, e in zip(figures["lexical_faithfulness"], effective, strict=True)
+        ]
 
     latency_rows = per_trace["has_latency"][rows]
     latency_n = np.bincount(groups[latency_rows], minlength=n_groups)
@@ -369,6 +382,34 @@ def _metric_sets(
         metrics["tokens_total"] = Statistic(int(prompt[g] + completion[g]), int(with_tokens[g]))
         sets.append(MetricSet(n=int(n[g]), metrics=metrics))
     return sets
+
+
+def _clustered_effective_n(
+    per_trace: dict, rows: np.ndarray, groups: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """Per group, how many independent observations the pooled claims of lexical faithfulness are
+    worth: R(1 − R) / Var(R) with the cluster-robust variance of the ratio R = Σs / Σm over answers with
+    claims (s supported of m claims), Var(R) = a/(a − 1) · Σ(s − R m)² / (Σm)² over the a answers.
+
+    At most the number of claims; the number of answers where the variance is 0 (R is 0 or 1, or a
+    single answer), which claims no more independence than one observation per answer.
+    """
+    m = per_trace["claims"][rows].astype(float)
+    s = per_trace["supported"][rows].astype(float)
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(groups, weights=values, minlength=n_groups)
+
+    claims, supported = total(m), total(s)
+    answers = total((m > 0).astype(float))
+    ratio = np.divide(supported, claims, out=np.zeros(n_groups), where=claims > 0)
+    residual = total((s - ratio[groups] * m) ** 2)  # per answer, not by expanding the square: no cancellation
+    variance = np.where(
+        answers > 1, answers / np.maximum(answers - 1, 1) * residual / np.maximum(claims, 1) ** 2, 0.0
+    )
+    positive = variance > 1e-15
+    effective = np.where(positive, ratio * (1 - ratio) / np.where(positive, variance, 1.0), answers)
+    return np.minimum(effective, claims)
 
 
 def _rates(name: str, successes: np.ndarray, n: np.ndarray) -> list[Metric]:

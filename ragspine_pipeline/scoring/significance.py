@@ -1,27 +1,57 @@
-"""Significance-aware regressions of the nightly production metrics (SPEC §3.5, §4).
+r"""Nightly drop tests of the production rates: which changes are real, and which are noise.
 
-Sampled production metrics differ from night to night by chance alone, so a drop is flagged only when
-it is statistically significant: a **one-sided pooled two-proportion z-test** of today's rate against a
-**trailing baseline** (the same metric and slice pooled over the previous ``window`` days, default 7),
-at level ``alpha`` (default 0.05). Only rates whose today's and baseline's denominators both reach
-``min_n`` are tested; the others are reported as untested with the reason, never flagged.
+Every night each production rate (compliance, citation validity, admissibility, lexical faithfulness,
+refusal rate, fabrication) is compared, in every slice and in all traffic, with its own recent past. Three
+things make a naive per-rate test page people on most quiet nights, and each is handled here:
 
-"Worse" depends on the metric: compliance, citation validity, admissibility and lexical faithfulness
-should not fall; the refusal rate and the fabrication rate should not rise (:data:`WORSE_WHEN`).
-Each (metric, slice) is its own test at level ``alpha``: with many slices some false alarm in a night is
-expected, which is why the flag is a WARN and an alert, never a release block.
+**Between-day variation.** A real service's rates move from day to day by more than binomial sampling
+explains (traffic mix, load, upstream changes). Each rate is put on Anscombe's variance-stabilising
+scale, ``y = asin(sqrt((x + 3/8) / (n + 3/4)))``, where a day's sampling variance is ``v = 1/(4n + 2)``
+whatever the rate (Anscombe 1948) and the normal approximation holds even for rare events — a Wald test
+on the log-odds with the observed count's variance would be ten times too confident when a rare failure
+becomes less rare. The day's value is modelled as ``y_day = μ + u_day + e_day`` with a between-day
+effect ``u_day ~ N(0, τ²)`` and sampling noise ``e_day ~ N(0, v)``. τ² is estimated by the
+DerSimonian–Laird moment estimator (DerSimonian & Laird 1986, the random-effects estimator of
+meta-analysis) over the previous ``variance_window`` nights, pooled over the slices of one dimension
+(all traffic is its own group): ``τ² = max(0, (ΣQ − Σ(k − 1)) / Σ(Σw − Σw²/Σw))`` with ``w = 1/v`` and
+``Q = Σ w (y − ȳ_w)²`` per slice.
 
-The tests in ``tests/scoring/test_significance.py`` simulate nights: with no change the false-alarm rate
-stays near ``alpha``; a 5-point drop of a 90 % rate in a slice of 400 samples a night (baseline 7 × 400)
-is detected in about 90 % of nights (measured: 5.7 % false alarms, 89.6 % detection, seed 7).
+**Tonight against the trailing level.** The trailing level is the random-effects mean of the previous
+``window`` nights, ``μ̂ = Σ w* y / Σ w*`` with ``w* = 1/(v + τ²)`` and variance ``1/Σ w*``. Tonight's
+``y`` is tested one-sided: ``z = (μ̂ − y) / sqrt(v + τ² + 1/Σ w*)`` (sign flipped for rates where higher
+is worse), ``p = 1 − Φ(z)``. A slice too small for one night to say much is also tested over its last
+``recent_nights`` nights pooled (counts added, between-day variance ``τ²/r``) against the ``window``
+nights before them: a sustained drop in a small slice shows within a few nights.
+
+**Many tests a night.** All the night's tests (metrics × slices × the one- and multi-night windows) are one
+family, controlled with the weighted Benjamini–Hochberg procedure (Genovese, Roeder & Wasserman 2006) at
+false-discovery rate ``fdr``: all-traffic tests carry ``all_traffic_weight`` times the weight of a slice
+test (weights normalised to mean 1), because all traffic is what most people watch and has the most data.
+Each test reports its adjusted p-value (``q_value``); a test is significant when ``q ≤ fdr``. With no real
+change every test is a true null, and the procedure then keeps the chance of *any* alert in a night at
+or below ``fdr`` (for independent or positively dependent tests, as a slice and all traffic are).
+
+A significant test alerts only when the rate is worse by at least ``min_drop`` (absolute, in rate points)
+— a real but tiny change pages nobody. Rates are tested only when tonight's window and the trailing window
+each hold at least ``min_n`` (effective) observations and at least ``min_days`` trailing nights exist;
+every other rate is listed as untested with the reason, never silently skipped.
+
+Lexical faithfulness counts claims, and the claims of one answer are not independent: its daily entry
+carries an ``effective_n`` (the cluster-robust design effect, ``scoring.production``), and the test uses
+``effective_n`` observations at the observed rate instead of the raw claim count.
+
+The error rates are measured by simulation through the whole nightly path in ``bench/bench_drift_alarms.py``
+(results in ``bench/RESULTS.md``) and pinned by ``tests/scoring/test_significance.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import date, timedelta
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.stats import norm
 
 WORSE_WHEN = {
@@ -32,116 +62,324 @@ WORSE_WHEN = {
     "refusal_rate": "higher",
     "fabrication": "higher",  # its rate: fabricating refusals among refusals
 }
-DEFAULT_ALPHA = 0.05
-DEFAULT_MIN_N = 100
-DEFAULT_WINDOW = 7
+ALL_TRAFFIC = "all traffic"
+METHOD = (
+    "random-effects test on the arcsine scale (DerSimonian–Laird between-day variance), "
+    "weighted Benjamini–Hochberg over the night's tests"
+)
 
 
-def drop_p_values(
-    successes: np.ndarray | int,
-    n: np.ndarray | int,
-    base_successes: np.ndarray | int,
-    base_n: np.ndarray | int,
-    worse: str = "lower",
-) -> np.ndarray:
-    """One-sided p-values that today's proportion is worse than the baseline's (pooled z-test).
+class DropSettings(BaseModel):
+    """How the nightly drop tests are run (the ``production:`` section of the gates config)."""
 
-    Vectorised over arrays of equal shape. Where the pooled proportion is 0 or 1 (no variation at all)
-    there is no evidence of a change: the p-value is 1.
-    """
-    x1, n1, x0, n0 = (np.asarray(v, dtype=float) for v in (successes, n, base_successes, base_n))
-    pooled = (x1 + x0) / (n1 + n0)
-    se = np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n0))
-    diff = x1 / n1 - x0 / n0
-    if worse == "lower":
-        diff = -diff
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(se > 0, diff / np.where(se > 0, se, 1.0), -np.inf)
-    return norm.sf(z)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fdr: float = Field(default=0.03, gt=0, lt=1, description="false-discovery rate over the night's tests")
+    min_drop: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="smallest worsening that alerts (0.02: two rate points)",
+    )
+    window: int = Field(default=14, ge=1, description="trailing nights the level is estimated from")
+    variance_window: int = Field(
+        default=28, ge=2, description="trailing nights the between-day variance is estimated from"
+    )
+    recent_nights: int = Field(
+        default=3, ge=1, description="nights pooled by the multi-night test (1: one-night tests only)"
+    )
+    min_days: int = Field(default=5, ge=2, description="trailing nights needed before a rate is tested")
+    min_n: int = Field(default=100, ge=1, description="observations needed tonight and trailing")
+    all_traffic_weight: float = Field(
+        default=4.0, gt=0, description="weight of an all-traffic test relative to a slice test"
+    )
+
+    @model_validator(mode="after")
+    def _windows(self) -> DropSettings:
+        if self.variance_window < self.window:
+            raise ValueError("variance_window must be at least window")
+        if self.min_days > self.window:
+            raise ValueError("min_days cannot exceed window")
+        return self
 
 
 @dataclass(frozen=True)
 class DropTest:
-    """Today's rate of one metric in one slice against its trailing baseline."""
+    """One rate of one slice over the last ``nights`` nights against the ``window`` nights before them.
+
+    ``current`` and ``trailing`` are proportions in the metric's own direction (the refusal rate is the
+    refusal rate); ``worse_by`` is how much worse tonight is, in rate points (negative: better).
+    """
 
     metric: str
-    dimension: str | None  # None: all traffic
-    value: str | None
+    slice: str  # "all traffic" or "dimension=value"
+    nights: int
     current: float
     current_n: int
-    baseline: float | None
-    baseline_n: int
-    baseline_days: int
-    p_value: float | None  # None when not tested
-    significant: bool
-    reason: str  # "tested", or why not
+    trailing: float | None
+    trailing_n: int
+    trailing_days: int
+    worse_by: float | None
+    tau2: float | None  # between-day variance on the variance-stabilised (arcsine) scale
+    z: float | None
+    p_value: float | None
+    q_value: float | None = None  # weighted Benjamini–Hochberg adjusted p-value
+    significant: bool = False
+    alert: bool = False
+    reason: str = "tested"  # "tested", or why not
 
     @property
-    def slice_name(self) -> str:
-        return "all traffic" if self.dimension is None else f"{self.dimension}={self.value}"
+    def tested(self) -> bool:
+        return self.p_value is not None
+
+    @property
+    def key(self) -> str:
+        """What an alert about this rate is de-duplicated by (the window does not matter)."""
+        return f"{self.metric}@{self.slice}"
 
     def to_dict(self) -> dict:
+        out = asdict(self)
+        for name in ("current", "trailing", "worse_by"):
+            out[name] = None if out[name] is None else round(out[name], 4)
+        for name in ("tau2", "z"):
+            out[name] = None if out[name] is None else round(out[name], 4)
+        for name in ("p_value", "q_value"):
+            out[name] = None if out[name] is None else float(f"{out[name]:.4g}")
+        return out
+
+
+@dataclass(frozen=True)
+class NightTests:
+    """Every drop test of one night, the settings they ran with, and which of them alert."""
+
+    day: str
+    tests: list[DropTest]
+    settings: DropSettings
+
+    @property
+    def tested(self) -> list[DropTest]:
+        return [t for t in self.tests if t.tested]
+
+    @property
+    def alerts(self) -> list[DropTest]:
+        """The alerting tests, one per rate and slice (the smallest q-value when both windows alert),
+        worst first."""
+        best: dict[str, DropTest] = {}
+        for test in self.tests:
+            if test.alert and (test.key not in best or test.q_value < best[test.key].q_value):
+                best[test.key] = test
+        return sorted(best.values(), key=lambda t: (t.q_value, -t.worse_by, t.key))
+
+    def to_dict(self) -> dict:
+        tested = self.tested
         return {
-            "metric": self.metric,
-            "slice": self.slice_name,
-            "current": round(self.current, 4),
-            "current_n": self.current_n,
-            "baseline": None if self.baseline is None else round(self.baseline, 4),
-            "baseline_n": self.baseline_n,
-            "baseline_days": self.baseline_days,
-            "p_value": None if self.p_value is None else round(self.p_value, 6),
-            "significant": self.significant,
-            "reason": self.reason,
+            "method": METHOD,
+            **self.settings.model_dump(),
+            "tested": len(tested),
+            "untested": len(self.tests) - len(tested),
+            "significant": sum(t.significant for t in tested),
+            "alerts": [t.to_dict() for t in self.alerts],
+            "tests": [t.to_dict() for t in sorted(self.tests, key=_display_order)],
         }
 
 
-def significant_drops(
-    today: dict,
-    history: Sequence[dict],
-    *,
-    alpha: float = DEFAULT_ALPHA,
-    min_n: int = DEFAULT_MIN_N,
-    window: int = DEFAULT_WINDOW,
-) -> list[DropTest]:
-    """Every rate of ``today`` (a daily summary of ``scoring.production``, overall and per slice) tested
-    against the previous ``window`` summaries of ``history`` (any order; later days than today and
-    today itself are ignored)."""
-    past = sorted((d for d in history if d.get("day", "") < today.get("day", "")), key=lambda d: d["day"])
-    past = past[-window:]
+def _display_order(test: DropTest) -> tuple:
+    return (test.p_value is None, test.q_value if test.q_value is not None else 2.0, test.key, test.nights)
+
+
+# -- the tests -------------------------------------------------------------------------------------
+
+
+def drop_tests(today: dict, history: Sequence[dict], settings: DropSettings | None = None) -> NightTests:
+    """Every rate of ``today`` (a daily summary of ``scoring.production`` with its ``day``, overall and per
+    slice) tested against the earlier summaries in ``history`` (any order; today and later days ignored),
+    with the night's error control applied. See the module docstring for the model."""
+    settings = settings or DropSettings()
+    day = date.fromisoformat(today["day"])
+    oldest = (day - timedelta(days=settings.variance_window + settings.recent_nights)).isoformat()
+    by_day = {date.fromisoformat(d["day"]): d for d in history if oldest <= d.get("day", "") < today["day"]}
+    by_day[day] = today
+    windows = [1] if settings.recent_nights == 1 else [1, settings.recent_nights]
     tests = []
+    for nights in windows:
+        recent = [day - timedelta(days=back) for back in range(nights)]
+        first = day - timedelta(days=nights)  # the last trailing night
+        level = [first - timedelta(days=back) for back in range(settings.window)]
+        spread = [first - timedelta(days=back) for back in range(settings.variance_window)]
+        tests += _window_tests(today, by_day, nights, recent, level, spread, settings)
+    tests = _control(tests, settings)
+    return NightTests(day=today["day"], tests=tests, settings=settings)
+
+
+@dataclass(frozen=True)
+class _Series:
+    metric: str
+    group: str  # what tau² is pooled over: all traffic, or one dimension
+    slice: str
+    counts: dict[date, tuple[float, float, int]]  # day -> (worse-is-lower successes, effective n, raw n)
+
+
+def _series(today: dict, by_day: dict[date, dict]) -> Iterator[_Series]:
+    """Every (metric, slice) rate of today, with its counts on every day that has it."""
     for dimension, value, metrics in _rates(today):
+        slice_name = ALL_TRAFFIC if dimension is None else f"{dimension}={value}"
         for metric, worse in WORSE_WHEN.items():
-            now = _successes(metrics.get(metric))
-            if now is None:
+            if _counts(metrics.get(metric), worse) is None:
                 continue
-            base = [_successes(_slice_metrics(day, dimension, value).get(metric)) for day in past]
-            base = [b for b in base if b is not None]
-            tests.append(_test(metric, worse, dimension, value, now, base, alpha, min_n))
-    return tests
+            counts = {}
+            for day, summary in by_day.items():
+                entry = _counts(_slice_metrics(summary, dimension, value).get(metric), worse)
+                if entry is not None:
+                    counts[day] = entry
+            yield _Series(metric, ALL_TRAFFIC if dimension is None else dimension, slice_name, counts)
 
 
-def _test(metric, worse, dimension, value, now, base, alpha, min_n) -> DropTest:
-    x1, n1 = now
-    x0, n0 = sum(b[0] for b in base), sum(b[1] for b in base)
-    current = x1 / n1 if n1 else 0.0
-    baseline = x0 / n0 if n0 else None
+def _window_tests(
+    today: dict,
+    by_day: dict[date, dict],
+    nights: int,
+    recent: list[date],
+    level: list[date],
+    spread: list[date],
+    settings: DropSettings,
+) -> list[DropTest]:
+    series = list(_series(today, by_day))
+    tau2 = _pooled_tau2(series, spread)
+    return [_test(s, nights, recent, level, tau2.get((s.metric, s.group), 0.0), settings) for s in series]
+
+
+def _pooled_tau2(series: list[_Series], days: list[date]) -> dict[tuple[str, str], float]:
+    """DerSimonian–Laird between-day variance per (metric, group), pooled over the group's slices."""
+    sums: dict[tuple[str, str], np.ndarray] = {}
+    for s in series:
+        x, n = _arrays(s, days)
+        if len(x) < 2:
+            continue
+        y, v = variance_stabilised(x, n)
+        w = 1 / v
+        mean = np.sum(w * y) / np.sum(w)
+        q = np.sum(w * (y - mean) ** 2)
+        c = np.sum(w) - np.sum(w * w) / np.sum(w)
+        sums.setdefault((s.metric, s.group), np.zeros(3))
+        sums[(s.metric, s.group)] += (q, len(x) - 1, c)
+    return {key: max(0.0, (q - df) / c) if c > 0 else 0.0 for key, (q, df, c) in sums.items()}
+
+
+def _test(
+    s: _Series, nights: int, recent: list[date], level: list[date], tau2: float, settings: DropSettings
+) -> DropTest:
+    worse = WORSE_WHEN[s.metric]
+    have = [s.counts.get(d) for d in recent]
+    x_now = sum(c[0] for c in have if c) if all(have) else 0.0
+    n_now = sum(c[1] for c in have if c) if all(have) else 0.0
+    raw_now = sum(c[2] for c in have if c)
+    x_base, n_base = _arrays(s, level)
+    raw_base = sum(s.counts[d][2] for d in level if d in s.counts)
+    current = _own_direction(x_now / n_now if n_now else 0.0, worse)
+    trailing = _own_direction(float(x_base.sum() / n_base.sum()), worse) if n_base.sum() > 0 else None
     common = dict(
-        metric=metric,
-        dimension=dimension,
-        value=value,
+        metric=s.metric,
+        slice=s.slice,
+        nights=nights,
         current=current,
-        current_n=n1,
-        baseline=baseline,
-        baseline_n=n0,
-        baseline_days=len(base),
+        current_n=raw_now,
+        trailing=trailing,
+        trailing_n=raw_base,
+        trailing_days=len(x_base),
+        worse_by=None
+        if trailing is None
+        else (trailing - current if worse == "lower" else current - trailing),
+        tau2=tau2,
     )
-    if not base:
-        return DropTest(**common, p_value=None, significant=False, reason="no baseline days")
-    if n1 < min_n or n0 < min_n:
-        reason = f"too few samples (today {n1}, baseline {n0}; at least {min_n} each)"
-        return DropTest(**common, p_value=None, significant=False, reason=reason)
-    p_value = float(drop_p_values(x1, n1, x0, n0, worse))
-    return DropTest(**common, p_value=p_value, significant=p_value < alpha, reason="tested")
+    reason = None
+    if not all(have):
+        reason = f"{sum(1 for c in have if not c)} of the last {nights} night(s) missing"
+    elif len(x_base) < settings.min_days:
+        reason = f"{len(x_base)} trailing night(s), at least {settings.min_days} needed"
+    elif n_now < settings.min_n or n_base.sum() < settings.min_n:
+        reason = (
+            f"too few observations (tonight {n_now:.0f}, trailing {n_base.sum():.0f}; "
+            f"at least {settings.min_n} each)"
+        )
+    if reason is not None:
+        return DropTest(**common, z=None, p_value=None, reason=reason)
+    y_base, v_base = variance_stabilised(x_base, n_base)
+    w = 1 / (v_base + tau2)
+    mu = float(np.sum(w * y_base) / np.sum(w))
+    y_now, v_now = variance_stabilised(np.array([x_now]), np.array([n_now]))
+    z = (mu - float(y_now[0])) / np.sqrt(float(v_now[0]) + tau2 / nights + 1 / float(np.sum(w)))
+    return DropTest(**common, z=float(z), p_value=float(norm.sf(z)))
+
+
+def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
+    """Weighted Benjamini–Hochberg over the tested ones: q-values, significance and alerts."""
+    tested = [i for i, t in enumerate(tests) if t.tested]
+    if not tested:
+        return tests
+    p = np.array([tests[i].p_value for i in tested])
+    weights = np.array(
+        [settings.all_traffic_weight if tests[i].slice == ALL_TRAFFIC else 1.0 for i in tested]
+    )
+    q = weighted_bh(p, weights)
+    out = list(tests)
+    for i, q_value in zip(tested, q, strict=True):
+        test = tests[i]
+        significant = bool(q_value <= settings.fdr)
+        big_enough = test.worse_by is not None and test.worse_by >= settings.min_drop
+        out[i] = replace(
+            test,
+            q_value=float(q_value),
+            significant=significant,
+            alert=significant and big_enough,
+            reason=test.reason
+            if big_enough or not significant
+            else f"significant, but worse by less than min_drop {settings.min_drop:g}",
+        )
+    return out
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def variance_stabilised(successes: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Anscombe's arcsine transform of binomial counts and its variance:
+    ``(asin(sqrt((x + 3/8)/(n + 3/4))), 1/(4n + 2))`` — the variance does not depend on the rate, and the
+    value is finite and nearly normal even at x = 0 or x = n (Anscombe 1948)."""
+    x, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    return np.arcsin(np.sqrt((x + 0.375) / (n + 0.75))), 1 / (4 * n + 2)
+
+
+def weighted_bh(p_values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted Benjamini–Hochberg adjusted p-values (weights normalised to mean 1; Genovese, Roeder &
+    Wasserman 2006). A test is significant at level α when its adjusted value is at most α."""
+    p = np.asarray(p_values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    w = w * len(w) / w.sum()
+    ratio = p / w
+    order = np.argsort(ratio, kind="stable")
+    m = len(p)
+    adjusted = ratio[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(adjusted[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+# -- reading daily summaries -----------------------------------------------------------------------
+
+
+def _worse_by(current: float, trailing: float, worse: str) -> float:
+    return trailing - current if worse == "lower" else current - trailing
+
+
+def _own_direction(rate: float, worse: str) -> float:
+    """Counts are kept as "lower is worse"; a higher-is-worse rate is shown as itself."""
+    return rate if worse == "lower" else 1.0 - rate
+
+
+def _arrays(s: _Series, days: list[date]) -> tuple[np.ndarray, np.ndarray]:
+    present = [s.counts[d] for d in days if d in s.counts]
+    return np.array([c[0] for c in present], dtype=float), np.array([c[1] for c in present], dtype=float)
 
 
 def _rates(summary: dict):
@@ -157,14 +395,22 @@ def _slice_metrics(summary: dict, dimension: str | None, value: str | None) -> d
     return ((summary.get("slices") or {}).get(dimension) or {}).get(value, {}).get("metrics", {})
 
 
-def _successes(entry: dict | None) -> tuple[int, int] | None:
-    """``(successes, n)`` of a rate entry: ``successes`` when recorded, else the fabrication count or
-    the rounded ``value × n`` of summaries written before ``successes`` existed."""
+def _counts(entry: dict | None, worse: str) -> tuple[float, float, int] | None:
+    """``(successes, effective n, n)`` of a rate entry, successes counted so that lower is worse.
+
+    ``successes`` is exact when recorded (the fabrication entry's ``value`` is its count); summaries
+    written before it existed give the rounded ``value × n``. With an ``effective_n`` (claims clustered
+    in answers) the successes are scaled to it: the same rate over fewer independent observations.
+    """
     if not entry or not entry.get("n"):
         return None
     n = int(entry["n"])
     if "successes" in entry:
-        return int(entry["successes"]), n
-    if "rate" in entry:  # the fabrication count: value is the count itself
-        return int(entry["value"]), n
-    return round(float(entry["value"]) * n), n
+        x = int(entry["successes"])
+    elif "rate" in entry:  # the fabrication count
+        x = int(entry["value"])
+    else:
+        x = round(float(entry["value"]) * n)
+    effective = float(entry.get("effective_n") or n)
+    x_eff = x * effective / n
+    return (x_eff if worse == "lower" else effective - x_eff), effective, n

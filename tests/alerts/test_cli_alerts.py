@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 from ragspine_pipeline import cli
 from ragspine_pipeline.alerts.model import run_failure_alert
@@ -47,3 +48,26 @@ def test_flush_without_a_token_keeps_everything_pending(tmp_path, capsys):
     assert cli.main(["alerts", "flush", "--outbox", str(outbox.path)]) == 1
     captured = capsys.readouterr()
     assert "0 delivered, 1 pending" in captured.out and "SLACK_BOT_TOKEN" in captured.err
+
+
+def test_connecting_slack_to_a_week_old_outbox_posts_nothing_old(tmp_path, monkeypatch, fake_slack, capsys):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    week_ago = (datetime.now(UTC) - timedelta(days=7)).isoformat(timespec="seconds")
+    old = run_failure_alert("nightly_eval", "run-old", None, "store unreachable").model_copy(
+        update={"created_at": week_ago}
+    )
+    outbox.observe(old)
+    fresh = outbox.observe(run_failure_alert("nightly_eval", "run-new", None, "store unreachable again"))
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("SLACK_CHANNEL", "#rag-alerts")
+    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url)
+    assert cli.main(["alerts", "flush", "--outbox", str(outbox.path)]) == 0
+    assert "1 delivered, 0 pending, 1 expired" in capsys.readouterr().out
+    [post] = fake_slack.posts
+    assert "store unreachable again" in post["text"]
+
+    assert cli.main(["alerts", "list", "--outbox", str(outbox.path), "--format", "json"]) == 0
+    statuses = {a["id"]: a["status"] for a in json.loads(capsys.readouterr().out)["alerts"]}
+    assert statuses == {old.id: "expired", fresh.id: "delivered"}  # kept and listed, never posted
+    assert cli.main(["alerts", "flush", "--outbox", str(outbox.path), "--ttl-hours", "0"]) == 2  # not a TTL
+    assert "--ttl-hours must be positive" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,7 +22,7 @@ def settings(url: str, token: str | None = TOKEN, channel: str | None = "#rag-al
     )
 
 
-def queued(outbox: Outbox, stream: str = "release:golden", index: str = "ix-1"):
+def queued(outbox: Outbox, stream: str = "release:golden", index: str = "ix-1", run_id: str = "r1"):
     finding = Finding(
         kind="gate",
         name="recall@k",
@@ -31,7 +32,7 @@ def queued(outbox: Outbox, stream: str = "release:golden", index: str = "ix-1"):
         op=">=",
         delta=-0.1,
     )
-    alert = gate_alert([finding], stream, "retrieval gates", run_id="r1", index_version=index)
+    alert = gate_alert([finding], stream, "retrieval gates", run_id=run_id, index_version=index)
     assert outbox.observe(alert) is not None
     return alert
 
@@ -94,7 +95,7 @@ def test_with_slack_down_the_alert_waits_and_a_later_flush_delivers_it_once(
     tmp_path, fake_slack, closed_port
 ):
     outbox = Outbox(tmp_path / "outbox.jsonl")
-    first, second = queued(outbox), queued(outbox, stream="release:agent")
+    first, second = queued(outbox), queued(outbox, stream="release:agent", run_id="r2")
     down = flush(outbox, settings(f"http://127.0.0.1:{closed_port}"))
     assert down.delivered == [] and down.pending == 2
     assert list(down.failed) == [first.id]  # Slack unreachable: the second is not tried in this pass
@@ -132,3 +133,41 @@ def test_the_token_never_reaches_the_log_even_at_debug_level(tmp_path, fake_slac
     assert "chat.postMessage" in caplog.text  # slack-sdk did log its requests ...
     assert TOKEN not in caplog.text  # ... without the token
     assert TOKEN not in (tmp_path / "outbox.jsonl").read_text()
+
+
+def test_the_alerts_of_one_run_are_one_message(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    release = queued(outbox, stream="release:golden", run_id="r7")
+    extraction = queued(outbox, stream="extraction", run_id="r7")
+    other = queued(outbox, stream="release:agent", run_id="r8")
+    result = flush(outbox, settings(fake_slack.url))
+    assert result.messages == 2 and result.delivered == [release.id, extraction.id, other.id]
+    first, second = fake_slack.posts
+    assert first["text"].count("retrieval gates") == 2  # the second alert of run r7 is in the same message
+    assert "divider" in [block["type"] for block in first["blocks"]]
+    assert second["text"].startswith("retrieval gates: below baseline")
+    ts = {entry.alert.id: entry.ts for entry in outbox.read().entries}
+    assert ts[release.id] == ts[extraction.id] != ts[other.id]
+
+
+def test_the_alerts_of_a_run_still_in_progress_wait_for_its_end(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    alert = queued(outbox, run_id="running")
+    waiting = flush(outbox, settings(fake_slack.url), finished=lambda run_id: run_id != "running")
+    assert waiting.delivered == [] and waiting.pending == waiting.waiting == 1 and fake_slack.posts == []
+    done = flush(outbox, settings(fake_slack.url), finished=lambda run_id: True)
+    assert done.delivered == [alert.id] and len(fake_slack.posts) == 1
+
+
+def test_an_alert_older_than_its_ttl_expires_unposted_and_stays_listed(tmp_path, fake_slack):
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    old = queued(outbox, run_id="last-week")
+    later = datetime.now(UTC) + timedelta(hours=25)
+    result = flush(outbox, settings(fake_slack.url), ttl_hours=24, now=later)
+    assert result.expired == [old.id] and result.delivered == [] and result.pending == 0
+    assert fake_slack.posts == []
+    [entry] = outbox.read().entries
+    assert entry.status == "expired" and not entry.pending
+    assert flush(outbox, settings(fake_slack.url)).delivered == []  # expired is final
+    fresh = queued(outbox, run_id="today", index="ix-2")
+    assert flush(outbox, settings(fake_slack.url), ttl_hours=24).delivered == [fresh.id]

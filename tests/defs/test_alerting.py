@@ -3,6 +3,7 @@ against a fake Slack Web API on loopback (a real HTTP server) through slack-sdk.
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
@@ -12,17 +13,16 @@ import pytest
 from ragspine_pipeline import cli
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs import local
-from ragspine_pipeline.defs.alerts import evaluation_run_failure_sensor
+from ragspine_pipeline.defs.alerts import evaluation_run_failure_sensor, evaluation_run_success_sensor
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo
 
 TOKEN = "xoxb-demo-secret-token-123"
 
 
-@pytest.fixture
-def demo_env(tmp_path, monkeypatch, fake_slack) -> dict[str, str]:
-    """The environment `make demo-regression` would see, with Slack pointed at the fake server."""
-    init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=40)
+def demo_environment(tmp_path, monkeypatch, fake_slack, traces_per_day: int) -> dict[str, str]:
+    """The environment `make demo-regression` would see on a fresh demo, with Slack at the fake server."""
+    init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=traces_per_day)
     env = {
         "DAGSTER_HOME": str(tmp_path / "dagster"),
         "RAGSPINE_HOME": str(tmp_path / "demo"),
@@ -39,8 +39,48 @@ def demo_env(tmp_path, monkeypatch, fake_slack) -> dict[str, str]:
     return env
 
 
+@pytest.fixture
+def demo_env(tmp_path, monkeypatch, fake_slack) -> dict[str, str]:
+    return demo_environment(tmp_path, monkeypatch, fake_slack, traces_per_day=40)
+
+
 def rebuild(env: dict[str, str], *flags: str) -> None:
     assert cli.main(["demo", "rebuild-index", "--root", env["RAGSPINE_HOME"], *flags]) == 0
+
+
+def test_the_make_targets_post_one_message_per_real_change_and_nothing_on_a_quiet_week(
+    tmp_path, monkeypatch, fake_slack
+):
+    """`make run` on a fresh demo (its full week of production traffic), `make demo-regression`, the next
+    `make run`, then `make demo-extraction-regression`, as the Makefile runs them, with Slack connected."""
+    env = demo_environment(tmp_path, monkeypatch, fake_slack, traces_per_day=300)  # the demo's default
+    assert local.main(["run", "--partition", "2026-11-21"]) == 0  # make run: ships, nothing to say
+    assert fake_slack.posts == []
+    summary = json.loads((tmp_path / "reports" / "production" / "2026-11-21.json").read_text())
+    assert summary["drop_tests"]["tested"] > 0 and summary["drop_tests"]["alerts"] == []
+
+    rebuild(env, "--degraded")  # make demo-regression
+    assert local.main(["reeval", "--expect", "block"]) == 0
+    rebuild(env)
+    [blocked] = fake_slack.posts
+    text = blocked["text"]
+    assert text.startswith("Release blocked: index demo-ix-0002-degraded Why: 36 of 84 cases fail first at")
+    assert (
+        "admissibility (27 stale, 9 restricted)" in text and "Runbook: Fix the earliest failed stage" in text
+    )
+    decision = json.loads((tmp_path / "reports" / "latest" / "release_decision.json").read_text())
+    assert decision["causes"]["inadmissible_rules"] == {"stale": 27, "restricted": 9}
+    for report in ("slice_report.md", "slice_report.html"):
+        assert "27 stale, 9 restricted" in (tmp_path / "reports" / "latest" / report).read_text()
+
+    assert local.main(["run", "--partition", "2026-11-21"]) == 0  # the next make run
+    assert [p["text"] for p in fake_slack.posts[1:]] == ["Recovered: release ships on index demo-ix-0003"]
+
+    rebuild(env, "--degraded-parser")  # make demo-extraction-regression
+    assert local.main(["reeval", "--expect", "ship"]) == 0
+    rebuild(env)
+    [extraction] = fake_slack.posts[2:]
+    assert extraction["text"].startswith("Extraction channels: below baseline")
 
 
 def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fake_slack, tmp_path):
@@ -107,6 +147,43 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
         assert not blocked.success
         evaluation_run_failure_sensor(run_failure_context(instance, blocked.dagster_run, defs))
     assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Evaluation run failed", "Release blocked"]
+
+
+def run_status_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: dg.Definitions, event_type):
+    [record] = instance.all_logs(run.run_id, of_type=event_type)
+    return dg.build_run_status_sensor_context(
+        sensor_name="sensor",
+        dagster_event=record.get_dagster_event(),
+        dagster_instance=instance,
+        dagster_run=run,
+        resources={"alerts": defs.resources["alerts"]},
+    )
+
+
+def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake_slack):
+    rebuild(demo_env, "--degraded", "--degraded-parser")  # the release blocks and two channels fall
+    defs = build_definitions(default_resources())
+    job = defs.resolve_job_def("reeval_on_index_rebuild")
+    with dg.instance_for_test() as instance:
+        blocked = job.execute_in_process(instance=instance, raise_on_error=False)
+        assert not blocked.success and fake_slack.posts == []  # queued during the run, not posted
+        context = run_status_context(instance, blocked.dagster_run, defs, dg.DagsterEventType.RUN_FAILURE)
+        evaluation_run_failure_sensor(context.for_run_failure())
+        [post] = fake_slack.posts
+        assert post["text"].startswith("Release blocked: index demo-ix-0002-degraded-parser")
+        assert post["text"].endswith("Also: Extraction channels: below baseline.")
+        assert "color_mapping" in str(post["blocks"]) and "27 stale, 9 restricted" in post["text"]
+
+        rebuild(demo_env)
+        healthy = job.execute_in_process(instance=instance, raise_on_error=False)
+        assert healthy.success and len(fake_slack.posts) == 1
+        evaluation_run_success_sensor(
+            run_status_context(instance, healthy.dagster_run, defs, dg.DagsterEventType.RUN_SUCCESS)
+        )
+    [recovered] = fake_slack.posts[1:]
+    assert recovered["text"] == (
+        "Recovered: release ships on index demo-ix-0003 Also: Recovered: Extraction channels."
+    )
 
 
 def test_slack_down_leaves_the_run_outcome_unchanged_and_the_alert_pending(

@@ -11,6 +11,7 @@ import pytest
 
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.extraction import channel_check, extraction_baseline, extraction_scores
+from ragspine_pipeline.defs.local import finish
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.workbook import write_extraction_demo
 
@@ -40,8 +41,11 @@ def defs_for(root: Path, out: Path, **env: str) -> dg.Definitions:
 
 
 def run(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """One run of the extraction assets, its alerts delivered when it ends (as the run-status sensors do)."""
     job = defs.resolve_implicit_global_asset_job_def()
-    return job.execute_in_process(instance=instance, asset_selection=SELECTION, raise_on_error=False)
+    result = job.execute_in_process(instance=instance, asset_selection=SELECTION, raise_on_error=False)
+    finish(defs, instance, result)
+    return result
 
 
 def failed_checks(result: dg.ExecuteInProcessResult) -> set[str]:

@@ -1,6 +1,7 @@
-"""Nightly production metrics in the code location: a significant drop against the trailing days is a
-WARN check and one Slack alert (never a failed run). Steady nights are neither; how the test behaves
-under sampling noise is simulated in tests/scoring/test_significance.py."""
+"""Nightly production metrics in the code location: a significant drop against the trailing nights is a
+WARN check and one Slack alert (never a failed run), and every test is recorded with its p-value. Steady
+nights are neither; how the test behaves under sampling noise and day-to-day variation is simulated in
+tests/scoring/test_significance.py and bench/bench_drift_alarms.py."""
 
 from __future__ import annotations
 
@@ -66,8 +67,15 @@ def test_a_significant_drop_warns_and_alerts_once_steady_nights_do_not(tmp_path,
     assert checks[-1].severity == dg.AssetCheckSeverity.WARN
     drops = {(d["metric"], d["slice"]): d for d in checks[-1].metadata["drops"].value}
     drop = drops[("compliance", "all traffic")]
-    assert drop["baseline_days"] == 7 and drop["baseline_n"] == 7 * TRACES and drop["p_value"] < 0.001
+    assert drop["nights"] == 1 and drop["trailing_days"] == 8 and drop["trailing_n"] == 8 * TRACES
+    assert drop["current"] == 0.85 and drop["p_value"] < 0.001 and drop["q_value"] < 0.02
     assert ("compliance", "channel=slack") in drops  # the one slice, tested on its own
     [post] = fake_slack.posts
-    assert post["text"].startswith(f"Production metrics of {days[8]}: significant regression")
-    assert "compliance @ all traffic" in post["text"]
+    assert post["text"].startswith(
+        f"Production metrics of {days[8]}: 4 significant drops"
+    )  # compliance and citation validity, overall and in the slice
+    assert "compliance @ all traffic 0.8500 (tonight, n=400) vs 0.9500 over 8 trailing nights" in post["text"]
+    summary = json.loads((tmp_path / "reports" / "production" / f"{days[8]}.json").read_text())
+    tests = summary["drop_tests"]["tests"]
+    assert summary["drop_tests"]["tested"] == sum(t["p_value"] is not None for t in tests) >= 4
+    assert all(t["reason"] for t in tests if t["p_value"] is None)  # an untested rate says why

@@ -49,7 +49,23 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 def rate(k: int, n: int, empty: float) -> dict:
     low, high = wilson(k, n)
-    return {"value": k / n if n else empty, "n": n, "low": low, "high": high}
+    return {"value": k / n if n else empty, "n": n, "low": low, "high": high, "effective_n": None}
+
+
+def clustered_effective_n(answers: list[tuple[int, int]]) -> float:
+    """The independent observations ``(supported, claims)`` per answer are worth, one answer at a time:
+    R(1 − R) over the cluster-robust variance of R = Σs / Σm, at most Σm; the number of answers with
+    claims when that variance is 0."""
+    answers = [(s, m) for s, m in answers if m > 0]
+    total = sum(m for _, m in answers)
+    if not answers:
+        return 0.0
+    ratio = sum(s for s, _ in answers) / total
+    a = len(answers)
+    variance = a / (a - 1) * sum((s - ratio * m) ** 2 for s, m in answers) / total**2 if a > 1 else 0.0
+    if variance <= 1e-15:
+        return float(a)
+    return min(ratio * (1 - ratio) / variance, float(total))
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -77,6 +93,7 @@ def oracle_metrics(
 ) -> dict:
     """Every metric of the traces, one trace at a time."""
     n = refused = compliant = shipped = valid = fabricated = admissible = claims = supported = 0
+    per_answer = []
     latencies, prompts, completions, with_tokens = [], [], [], 0
     for trace in traces:
         refusal = is_refusal(trace)
@@ -95,11 +112,14 @@ def oracle_metrics(
             if not refusal:
                 selected = trace.get("selected_context_ids")
                 selected = trace.get("retrieved_ids") if selected is None else selected
+                answer = [0, 0]
                 for claim in layered_oracle.claims_of(trace):
                     claims += 1
-                    supported += any(
-                        layered_oracle.supports(claim, chunk, registry) for chunk in selected or []
-                    )
+                    support = any(layered_oracle.supports(claim, chunk, registry) for chunk in selected or [])
+                    supported += support
+                    answer[0] += support
+                    answer[1] += 1
+                per_answer.append(tuple(answer))
         if trace.get("latency_ms") is not None:
             latencies.append(trace["latency_ms"])
         if trace.get("prompt_tokens") is not None:
@@ -124,7 +144,10 @@ def oracle_metrics(
         "high": high,
     }
     if registry is not None:
-        metrics["lexical_faithfulness"] = rate(supported, claims, 0.0)
+        metrics["lexical_faithfulness"] = {
+            **rate(supported, claims, 0.0),
+            "effective_n": clustered_effective_n(per_answer),
+        }
     metrics["latency_p50_ms"] = {"value": percentile(latencies, 0.5), "n": len(latencies)}
     metrics["latency_p95_ms"] = {"value": percentile(latencies, 0.95), "n": len(latencies)}
     metrics["prompt_tokens_mean"] = {

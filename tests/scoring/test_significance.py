@@ -1,72 +1,238 @@
-"""Significance-aware nightly regressions: the test's power and false-alarm rate by simulation, and the
-rules of which rates are tested at all."""
+"""Nightly drop tests: the night's false-alarm rate and the power by seeded simulation of daily summaries,
+the pieces of the model on worked examples, and the rules of which rates are tested at all.
+
+The whole nightly path (traces → sample → scoring → tests → outbox) is simulated by
+bench/bench_drift_alarms.py; here the daily summaries are drawn directly, which is fast enough to pin the
+error rates in the suite."""
 
 from __future__ import annotations
 
+from datetime import date, timedelta
+
 import numpy as np
 import pytest
+from scipy.stats import false_discovery_control
 
-from ragspine_pipeline.scoring.significance import drop_p_values, significant_drops
+from ragspine_pipeline.scoring.significance import (
+    ALL_TRAFFIC,
+    DropSettings,
+    drop_tests,
+    variance_stabilised,
+    weighted_bh,
+)
 
-NIGHTS = 4000
-N_SLICE, BASE_DAYS, RATE = 400, 7, 0.90
-
-
-def simulate(rng: np.random.Generator, today_rate: float) -> np.ndarray:
-    """p-values of NIGHTS simulated nights: a 400-sample slice today vs 7 × 400 baseline samples."""
-    today = rng.binomial(N_SLICE, today_rate, NIGHTS)
-    base = rng.binomial(N_SLICE * BASE_DAYS, RATE, NIGHTS)
-    return drop_p_values(today, N_SLICE, base, N_SLICE * BASE_DAYS, worse="lower")
-
-
-def test_with_no_real_change_false_alarms_stay_near_alpha():
-    false_alarms = (simulate(np.random.default_rng(7), RATE) < 0.05).mean()
-    assert 0.03 <= false_alarms <= 0.07, false_alarms
-
-
-def test_a_five_point_drop_in_a_slice_of_400_is_detected_in_most_nights():
-    detected = (simulate(np.random.default_rng(11), RATE - 0.05) < 0.05).mean()
-    assert detected >= 0.80, detected
-
-
-def test_a_rise_is_not_a_drop_and_no_variation_is_no_evidence():
-    assert drop_p_values(390, 400, 2500, 2800, worse="lower") > 0.5  # better than the baseline
-    assert drop_p_values(80, 400, 280, 2800, worse="higher") < 0.001  # refusals up from 10 % to 20 %
-    assert drop_p_values(400, 400, 2800, 2800) == 1.0  # everything passes on both sides
+FIRST = date(2026, 1, 1)
+# (metric, rate, share of traces it is measured on): the production rates at typical levels.
+RATES = (
+    ("compliance", 0.95, 1.0),
+    ("citation_validity", 0.90, 0.93),
+    ("admissible_rate", 0.97, 1.0),
+    ("lexical_faithfulness", 0.85, 1.8),
+    ("refusal_rate", 0.07, 1.0),
+)
+SLICES = 8
+WARMUP = 31  # nights of history before the first night that is judged
 
 
-def summary(day: str, compliance: tuple[int, int], slice_compliance: tuple[int, int] | None = None) -> dict:
+def simulate(
+    rng: np.random.Generator,
+    nights: int,
+    per_slice: int,
+    jitter: float = 0.0,
+    drop: tuple[str, int, int | None, float] | None = None,
+) -> list[dict]:
+    """Daily summaries of ``SLICES`` equal slices of ``per_slice`` traces; each rate's log-odds jitters
+    from day to day by N(0, jitter²) in each slice. ``drop``: (metric, first night, slice or None for
+    all traffic, points) makes the metric worse by that much from that night on."""
+    days = []
+    for night in range(nights):
+        slices, totals = {}, {}
+        for s in range(SLICES):
+            metrics = {}
+            for metric, rate, share in RATES:
+                logit = np.log(rate / (1 - rate)) + rng.normal(0, jitter)
+                p = 1 / (1 + np.exp(-logit))
+                if drop and drop[0] == metric and night >= drop[1] and drop[2] in (None, s):
+                    p = p + drop[3] if metric == "refusal_rate" else p - drop[3]
+                n = int(rng.poisson(per_slice * share))
+                x = int(rng.binomial(n, p))
+                metrics[metric] = {"value": x / n, "n": n, "successes": x}
+                total = totals.setdefault(metric, [0, 0])
+                total[0] += x
+                total[1] += n
+            slices[f"s{s}"] = {"n": per_slice, "metrics": metrics}
+        days.append(
+            {
+                "day": (FIRST + timedelta(days=night)).isoformat(),
+                "metrics": {m: {"value": x / n, "n": n, "successes": x} for m, (x, n) in totals.items()},
+                "slices": {"slice": slices},
+            }
+        )
+    return days
+
+
+# -- the error rates -------------------------------------------------------------------------------
+
+
+def test_with_no_change_at_most_one_night_in_thirty_alerts_although_each_night_runs_dozens_of_tests():
+    days = simulate(np.random.default_rng(20261123), WARMUP + 300, per_slice=125, jitter=0.1)
+    nights = [drop_tests(day, days[:i]) for i, day in enumerate(days) if i >= WARMUP]
+    assert min(len(night.tested) for night in nights) >= 80  # metrics × slices × one- and three-night windows
+    alarms = [night.day for night in nights if night.alerts]
+    assert len(alarms) <= 10, alarms  # ≤ 1 in 30 (measured on this seed: see the assertion message)
+    # Without the night's multiple-comparison control the same tests would alarm on most nights.
+    level, min_drop = DropSettings().fdr, DropSettings().min_drop
+    unadjusted = sum(any(t.p_value <= level and t.worse_by >= min_drop for t in n.tested) for n in nights)
+    assert unadjusted >= 150, unadjusted
+
+
+def test_a_five_point_drop_of_a_ninety_percent_rate_in_all_traffic_alerts_the_same_night():
+    rng = np.random.default_rng(7)
+    detected = 0
+    for _ in range(40):
+        days = simulate(rng, WARMUP + 1, per_slice=125, drop=("citation_validity", WARMUP, None, 0.05))
+        alerts = drop_tests(days[-1], days[:-1]).alerts
+        detected += any(t.metric == "citation_validity" and t.slice == ALL_TRAFFIC for t in alerts)
+    assert detected >= 32, detected  # ≥ 0.8
+
+
+def test_a_ten_point_drop_in_one_small_slice_alerts_within_three_nights():
+    rng = np.random.default_rng(11)
+    detected = 0
+    for _ in range(40):
+        days = simulate(rng, WARMUP + 3, per_slice=125, drop=("citation_validity", WARMUP, 3, 0.10))
+        detected += any(
+            any(t.slice == "slice=s3" for t in drop_tests(days[i], days[:i]).alerts)
+            for i in (WARMUP, WARMUP + 1, WARMUP + 2)
+        )
+    assert detected >= 32, detected
+
+
+# -- the pieces ------------------------------------------------------------------------------------
+
+
+def test_weighted_bh_with_equal_weights_is_benjamini_hochberg():
+    p = np.random.default_rng(3).uniform(0, 0.2, 50) ** 2
+    assert np.allclose(weighted_bh(p, np.ones(50)), false_discovery_control(p, method="bh"))
+
+
+def test_a_heavier_weight_lowers_a_tests_adjusted_p_value():
+    p = np.array([0.001, 0.002, 0.5, 0.6])
+    even = weighted_bh(p, np.ones(4))
+    heavy = weighted_bh(p, np.array([4.0, 1, 1, 1]))
+    assert heavy[0] < even[0] and heavy[1] >= even[1]
+
+
+def test_the_between_day_variance_is_recovered_from_jittered_days():
+    rng = np.random.default_rng(5)
+    days = simulate(rng, 200, per_slice=2000, jitter=0.3)
+    night = drop_tests(days[-1], days[:-1], DropSettings(window=100, variance_window=199, min_days=5))
+    tau2 = {t.slice: t.tau2 for t in night.tests if t.metric == "compliance" and t.nights == 1}
+    # A log-odds jitter σ is σ·sqrt(p(1 − p))/2 on the arcsine scale (delta method): 0.0327² at p = 0.95,
+    # estimated from the eight slices pooled.
+    assert 0.0007 <= tau2["slice=s0"] <= 0.0015
+    # All traffic averages eight independent jitters: a much smaller variance of its own.
+    assert tau2[ALL_TRAFFIC] < 0.0004
+
+
+def test_the_variance_stabilised_scale_is_finite_at_zero_and_all_and_does_not_depend_on_the_rate():
+    y, v = variance_stabilised(np.array([0, 5, 10]), np.array([10, 10, 10]))
+    assert np.all(np.isfinite(y)) and y[0] + y[2] == pytest.approx(np.pi / 2) and np.all(v == 1 / 42)
+
+
+def test_a_rare_failure_becoming_less_rare_is_not_overstated():
+    # 12 failures of 125 where 3 % fail: the exact binomial tail is 4.1e-4; the test must not claim more.
+    history = [summary(TODAY - timedelta(days=d), (1940, 2000)) for d in range(1, 29)]
+    today = summary(TODAY, (113, 125))
+    [test] = [t for t in drop_tests(today, history, DropSettings(min_n=100)).tests if t.nights == 1]
+    assert 4.1e-4 <= test.p_value <= 2e-3
+
+
+# -- which rates are tested, and how ---------------------------------------------------------------
+
+
+def summary(day: date, compliance: tuple[int, int], slice_compliance: tuple[int, int] | None = None) -> dict:
     def rate(x: int, n: int) -> dict:
         return {"value": x / n, "n": n, "successes": x}
 
-    out = {"day": day, "metrics": {"compliance": rate(*compliance)}, "slices": {}}
+    out = {"day": day.isoformat(), "metrics": {"compliance": rate(*compliance)}, "slices": {}}
     if slice_compliance:
         out["slices"] = {"channel": {"api": {"metrics": {"compliance": rate(*slice_compliance)}}}}
     return out
 
 
-HISTORY = [summary(f"2026-11-{d:02d}", (1800, 2000), (360, 400)) for d in range(10, 20)]
+TODAY = date(2026, 11, 20)
+HISTORY = [summary(TODAY - timedelta(days=d), (1800 + d % 3, 2000), (360, 400)) for d in range(1, 29)]
 
 
-def test_a_significant_drop_is_flagged_for_its_slice_only():
-    today = summary("2026-11-20", (1790, 2000), (320, 400))  # overall flat, api from 90 % to 80 %
-    tests = {t.slice_name: t for t in significant_drops(today, HISTORY)}
-    assert not tests["all traffic"].significant
-    api = tests["channel=api"]
-    assert api.significant and api.baseline_days == 7 and api.baseline_n == 7 * 400
-    assert api.p_value < 1e-6 and api.to_dict()["reason"] == "tested"
+def test_a_significant_drop_alerts_for_its_slice_only_with_every_figure_a_reader_needs():
+    night = drop_tests(summary(TODAY, (1790, 2000), (320, 400)), HISTORY)  # api from 90 % to 80 %
+    [alert] = night.alerts
+    assert (alert.metric, alert.slice, alert.nights) == ("compliance", "channel=api", 1)
+    assert alert.current == 0.8 and alert.current_n == 400
+    assert alert.trailing == 0.9 and alert.trailing_n == 14 * 400 and alert.trailing_days == 14
+    assert alert.worse_by == pytest.approx(0.1) and alert.p_value < 1e-6 and alert.q_value < 1e-5
+    shown = night.to_dict()
+    assert shown["tested"] == len(shown["tests"]) == 4  # both rates, both windows: every test is listed
+    assert all(t["p_value"] is not None and t["z"] is not None for t in shown["tests"])
 
 
-def test_small_slices_and_days_without_history_are_not_tested():
-    today = summary("2026-11-20", (1700, 2000), (30, 60))
-    tests = {t.slice_name: t for t in significant_drops(today, HISTORY, min_n=100)}
-    assert not tests["channel=api"].significant and tests["channel=api"].reason.startswith("too few samples")
-    first = significant_drops(summary("2026-11-01", (10, 2000)), HISTORY)
-    assert [t.reason for t in first] == ["no baseline days"]  # later days are not a baseline
+def test_a_rate_where_higher_is_worse_alerts_when_it_rises():
+    def refusals(day: date, x: int) -> dict:
+        return {
+            "day": day.isoformat(),
+            "metrics": {"refusal_rate": {"value": x / 1000, "n": 1000, "successes": x}},
+        }
+
+    history = [refusals(TODAY - timedelta(days=d), 70 + d % 5) for d in range(1, 29)]
+    [alert] = drop_tests(refusals(TODAY, 130), history).alerts
+    assert (
+        alert.metric == "refusal_rate"
+        and alert.current == 0.13
+        and alert.worse_by == pytest.approx(0.13 - 1010 / 14_000)
+    )
+    assert drop_tests(refusals(TODAY, 30), history).alerts == []  # fewer refusals are not a drop
 
 
-@pytest.mark.parametrize("window", [1, 3, 7])
-def test_the_baseline_is_the_trailing_window(window):
-    today = summary("2026-11-20", (1800, 2000))
-    [test] = significant_drops(today, HISTORY, window=window)
-    assert test.baseline_days == window and test.baseline_n == 2000 * window
+def test_a_significant_change_smaller_than_min_drop_does_not_alert():
+    history = [summary(TODAY - timedelta(days=d), (900_000, 1_000_000)) for d in range(1, 29)]
+    night = drop_tests(summary(TODAY, (890_000, 1_000_000)), history, DropSettings(min_drop=0.02))
+    [one_night] = [t for t in night.tests if t.nights == 1]
+    assert one_night.significant and not one_night.alert and "min_drop" in one_night.reason
+    assert drop_tests(summary(TODAY, (890_000, 1_000_000)), history, DropSettings(min_drop=0.005)).alerts
+
+
+def test_rates_without_enough_history_or_observations_are_listed_with_the_reason():
+    today = summary(TODAY, (1700, 2000), (30, 60))
+    tests = {(t.slice, t.nights): t for t in drop_tests(today, HISTORY[:3]).tests}
+    assert tests[(ALL_TRAFFIC, 1)].reason == "3 trailing night(s), at least 5 needed"
+    assert not tests[(ALL_TRAFFIC, 1)].tested and not tests[(ALL_TRAFFIC, 1)].alert
+    tests = {(t.slice, t.nights): t for t in drop_tests(today, HISTORY).tests}
+    assert tests[("channel=api", 1)].reason.startswith("too few observations (tonight 60")
+    assert tests[(ALL_TRAFFIC, 3)].tested  # three nights of 2000: tested
+    gap = [d for d in HISTORY if d["day"] != (TODAY - timedelta(days=1)).isoformat()]
+    tests = {(t.slice, t.nights): t for t in drop_tests(today, gap).tests}
+    assert tests[(ALL_TRAFFIC, 3)].reason == "1 of the last 3 night(s) missing"
+    assert drop_tests(summary(date(2026, 1, 1), (10, 2000)), HISTORY).tested == []  # later days: no history
+
+
+def test_clustered_claims_weigh_less_than_as_many_independent_ones():
+    def faithfulness(day: date, x: int, effective: float | None) -> dict:
+        entry = {"value": x / 2000, "n": 2000, "successes": x}
+        if effective is not None:
+            entry["effective_n"] = effective
+        return {"day": day.isoformat(), "metrics": {"lexical_faithfulness": entry}}
+
+    def p_value(effective: float | None) -> float:
+        history = [faithfulness(TODAY - timedelta(days=d), 1700 + d % 7, effective) for d in range(1, 29)]
+        [test] = [t for t in drop_tests(faithfulness(TODAY, 1640, effective), history).tests if t.nights == 1]
+        return test.p_value
+
+    assert p_value(None) < 0.001 < p_value(500.0)
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="variance_window"):
+        DropSettings(window=14, variance_window=7)
+    with pytest.raises(ValueError):
+        DropSettings(fdr=0)
