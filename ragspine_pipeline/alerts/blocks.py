@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragspine_pipeline.alerts.model import Alert, Drop, MetricRow
+from ragspine_pipeline.alerts.model import COUNT_METRICS, Alert, Drop, MetricRow
 from ragspine_pipeline.decision.causes import cause_sentence, worst_case_line
 
 TABLE_ROWS = 12
 TEXT_ROWS = 3
 SLICES_SHOWN = 6
 MAX_BLOCKS = 50
-COUNTS = frozenset({"fabrication", "fabrication_count"})  # metrics that count answers, not rates
 SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2}
 STREAMS = ("release", "extraction", "production")  # within a kind, the release leads
 
@@ -220,7 +219,7 @@ def _bar(name: str, bar: tuple[str, float] | None) -> str:
 
 def _number(name: str, value: float) -> str:
     """Rates with 4 decimals; counts (the fabrication count) as whole numbers."""
-    if name in COUNTS and float(value).is_integer():
+    if name in COUNT_METRICS and float(value).is_integer():
         return str(int(value))
     return f"{value:.4f}"
 

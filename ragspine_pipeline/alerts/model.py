@@ -25,6 +25,7 @@ AlertKind = Literal["regression", "recovered", "run_failure"]
 FindingKind = Literal["gate", "baseline", "channel", "slice"]
 # The baseline of the fabrication gate's count is recorded as its own entry; both are one metric.
 SAME_METRIC = {"fabrication_count": "fabrication"}
+COUNT_METRICS = frozenset({"fabrication", "fabrication_count"})  # count answers, not a rate
 
 
 class Finding(BaseModel):
@@ -125,7 +126,8 @@ class Alert(BaseModel):
 
     def metric_rows(self) -> list[MetricRow]:
         """One row per metric or channel: a failed gate and a regression of the same metric are one row
-        with both bars. Rows with a failed gate come first, then the rest; each by shortfall."""
+        with both bars. Rows with a failed gate come first, then the rest; each rates by shortfall, then
+        counts."""
         rows: dict[str, dict] = {}
         for f in self.findings:
             if f.kind == "slice":
@@ -141,7 +143,11 @@ class Alert(BaseModel):
                 row["gate"], row["value"] = (f.op, f.reference), f.value
             else:
                 row["baseline"] = (f.op, f.reference)
-        ordered = sorted(rows.values(), key=lambda r: ("gate" not in r, -r["shortfall"], r["name"]))
+        # A count's shortfall (fabricated answers) is not on a rate's scale: counts follow the rates.
+        ordered = sorted(
+            rows.values(),
+            key=lambda r: ("gate" not in r, r["name"] in COUNT_METRICS, -r["shortfall"], r["name"]),
+        )
         return [MetricRow(**row) for row in ordered]
 
     @property

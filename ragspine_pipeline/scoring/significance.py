@@ -8,7 +8,7 @@ things make a naive per-rate test page people on most quiet nights, and each is 
 explains (traffic mix, load, upstream changes). Each rate is put on Anscombe's variance-stabilising
 scale, ``y = asin(sqrt((x + 3/8) / (n + 3/4)))``, where a day's sampling variance is ``v = 1/(4n + 2)``
 whatever the rate (Anscombe 1948) and the normal approximation holds even for rare events — a Wald test
-on the log-odds with the observed count's variance would be ten times too confident when a rare failure
+on the log-odds with the observed count's variance is tens of times too confident when a rare failure
 becomes less rare. The day's value is modelled as ``y_day = μ + u_day + e_day`` with a between-day
 effect ``u_day ~ N(0, τ²)`` and sampling noise ``e_day ~ N(0, v)``. τ² is estimated by the
 DerSimonian–Laird moment estimator (DerSimonian & Laird 1986, the random-effects estimator of

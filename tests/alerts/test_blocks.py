@@ -213,3 +213,15 @@ def test_the_fabrication_count_reads_as_a_count_not_a_rate_and_its_baseline_is_t
     }
     text = fallback_text(blocked_alert(fabricated))
     assert "fabrication 2 (needs &lt;= 0; baseline &lt;= 0)" in text
+
+
+def test_a_count_follows_the_rates_whatever_its_size():
+    with_count = {
+        **BLOCKED,
+        "failed_gates": [
+            *BLOCKED["failed_gates"],
+            {"metric": "fabrication", "value": 3.0, "op": "<=", "threshold": 0.0, "delta": 3.0},
+        ],
+    }
+    names = [row.name for row in blocked_alert(with_count).metric_rows()]
+    assert names == ["admissible_rate", "under_refusal", "context_recall", "fabrication", "precision"]

@@ -1,0 +1,393 @@
+"""Benchmark: false alarms and power of the nightly drop tests, through the real nightly path (issue 14).
+
+    python bench/bench_drift_alarms.py [--nights 600] [--replicates 100] [--only NAME ...] [--jobs 2]
+                                       [--set fdr=0.03 ...] [--json F]
+
+Every simulated night writes one day of traces to a local trace store (``dt=YYYY-MM-DD/part-00000.jsonl``)
+and runs what the nightly job runs on it: ``sample_day`` (the seeded sample), ``load_traces``,
+``production_metrics`` with the evidence registry, ``drop_tests`` against the earlier nights' summaries
+(settings from the packaged gates config), the production alert (``alerts.model.drop_alert``) and
+``Outbox.observe`` (de-duplication): a *post* is an alert the outbox queues as news, a regression or a
+recovery. Nothing is mocked; only the traffic is simulated.
+
+Quiet scenarios (nothing changes; only the first 31 nights are history, never judged):
+
+* ``quiet-8x1000``: 8 slices of 125 traces a night (1,000 a day, all sampled); each rate's log-odds
+  jitters from night to night by N(0, 0.1²) independently in every slice (and for every rate);
+* ``quiet-8x1000-shared``: the same jitter, shared by every slice (a day that is worse everywhere);
+* ``quiet-8x1000-steady``: no jitter, sampling noise only;
+* ``quiet-demo``: the embedded demo's own traffic generator (the reference engine answering the demo's
+  question pool, 300 traces a day with its daily mix, volume and latency variation), sampled to 200 a
+  day as ``make run`` does.
+
+Drop scenarios fork from a quiet history at every 3rd night after the warm-up: the nights before are the
+quiet ones, then citation validity (90 % before) falls from that night on, and the fork's own nights are
+scored exactly like the others:
+
+* ``drop-all-5pt``: by 5 points in all traffic (1,000 a day): alerted the same night?
+* ``drop-slice-10pt``: by 10 points in one slice of 125 a day: alerted within 3 nights?
+
+Each runs over the steady and the jittered history. Detection means the outbox queued an alert naming
+citation validity in the dropped slice (or all traffic); the delay is the night it first did.
+
+Targets (issue 14): ≤ 1 alerting night per 30 with no change for ``quiet-8x1000`` and ``quiet-demo``;
+``drop-all-5pt`` same night with probability ≥ 0.8; ``drop-slice-10pt`` within 3 nights with probability
+≥ 0.8. Results: bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ragspine_pipeline.alerts.model import Drop, drop_alert  # noqa: E402
+from ragspine_pipeline.alerts.outbox import Outbox  # noqa: E402
+from ragspine_pipeline.contracts.columns import load_evidence, load_traces  # noqa: E402
+from ragspine_pipeline.defs.resources import committed_config  # noqa: E402
+from ragspine_pipeline.scoring.production import production_metrics  # noqa: E402
+from ragspine_pipeline.scoring.significance import DropSettings, drop_tests  # noqa: E402
+from ragspine_pipeline.sources.sampling import sample_day, write_jsonl  # noqa: E402
+from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
+
+FIRST = date(2026, 1, 1)
+WARMUP = 31  # history nights: the variance window (28) and the three-night window need them
+SEED = 7
+DROPPED = "citation_validity"
+CHUNK_TEXT = "the release freeze starts on friday and exceptions are approved by the release manager"
+SUPPORTED, UNSUPPORTED = "freeze starts on friday", "budget was doubled"
+
+
+# -- simulated traffic -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What a trace does, by probability (before the night's jitter)."""
+
+    refusal: float = 0.07
+    fabrication: float = 0.03  # of refusals: a number in the refusal text
+    cited: float = 0.97  # of shipped answers: carries citations (compliance)
+    valid: float = 0.90 / 0.97  # of citing answers: every citation was retrieved (citation validity 0.90)
+    admissible: float = 0.97  # no restricted chunk retrieved
+    supported: float = 0.92  # a claim of a sound answer is supported by its context
+    unsound: float = 0.10  # answers whose claims are mostly unsupported (0.3): claims cluster in answers
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Synthetic production traffic: ``slices`` equal slices of ``per_slice`` traces a night."""
+
+    slices: int = 8
+    per_slice: int = 125
+    jitter: float = 0.0
+    shared: bool = False  # one jitter a night for all slices (else one per slice)
+    rates: Rates = field(default_factory=Rates)
+    drop_from: int | None = None  # night index from which citation validity is lower
+    drop_slice: int | None = None  # None: every slice (all traffic)
+    drop_points: float = 0.0
+
+    def day_lines(self, night: int) -> list[str]:
+        rng = np.random.default_rng([SEED, night, self.slices, self.per_slice])
+        day = (FIRST + timedelta(days=night)).isoformat()
+        names = [f for f in Rates.__dataclass_fields__ if f != "unsound"]
+        base = np.array([getattr(self.rates, name) for name in names])
+        shape = (1 if self.shared else self.slices, len(names))
+        logit = np.log(base / (1 - base)) + rng.normal(0, self.jitter, shape) * (self.jitter > 0)
+        p = np.broadcast_to(1 / (1 + np.exp(-logit)), (self.slices, len(names))).copy()
+        if self.drop_from is not None and night >= self.drop_from:
+            rows = range(self.slices) if self.drop_slice is None else [self.drop_slice]
+            for s in rows:
+                p[s, names.index("valid")] -= self.drop_points / self.rates.cited
+        lines = []
+        for s in range(self.slices):
+            prob = dict(zip(names, p[s], strict=True))
+            draws = rng.random((self.per_slice, 9))
+            for i in range(self.per_slice):
+                lines.append(_trace(f"{day}-{s}-{i}", f"s{s}", prob, self.rates.unsound, draws[i]))
+        return lines
+
+
+def _trace(request_id: str, slice_name: str, p: dict, unsound: float, u: np.ndarray) -> str:
+    retrieved = ["c1", "c2", "c3"] + (["r1"] if u[0] >= p["admissible"] else [])
+    trace = {
+        "request_id": request_id,
+        "tags": {"slice": slice_name},
+        "retrieved_ids": retrieved,
+        "selected_context_ids": ["c1", "c2"],
+        "selected_versions": ["v1", "v1"],
+        "versions": {"index": "ix-1", "retriever": "bm25-1"},
+        "latency_ms": 700 + int(600 * u[7]),
+    }
+    if u[1] < p["refusal"]:
+        text = "not in context: it was 42 days" if u[2] < p["fabrication"] else "not in context"
+        trace["answer"] = {"claim": text}
+        trace["outcome"] = {"refused": True}
+        return json.dumps(trace)
+    support = p["supported"] if u[3] >= unsound else 0.3
+    if u[4] >= p["cited"]:  # no citations at all: one claim, its text judged by token overlap
+        trace["answer"] = {"claim": CHUNK_TEXT if u[5] < support else "the budget was doubled last year"}
+        return json.dumps(trace)
+    cited = "c1" if u[6] < p["valid"] else "c9"  # c9 exists but was not retrieved: an invalid citation
+    claims = [
+        {
+            "claim_id": f"k{k}",
+            "text": f"claim {k}",
+            "citation_id": cited,
+            "support_phrases": [SUPPORTED if draw < support else UNSUPPORTED],
+        }
+        for k, draw in enumerate((u[5], u[8]))
+    ]
+    trace["answer"] = {"claim": "The freeze starts on Friday.", "citations": [cited], "claims": claims}
+    return json.dumps(trace)
+
+
+def write_registry(path: Path) -> Path:
+    rows = [
+        {"chunk_id": cid, "document_id": "freeze", "parent_id": None, "version": "v1",
+         "permitted": cid != "r1", "current": True, "text": CHUNK_TEXT}
+        for cid in ("c1", "c2", "c3", "c9", "r1")
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+class DemoTraffic:
+    """The embedded demo's own production traffic generator, night by night."""
+
+    def __init__(self, traces_per_day: int = 300) -> None:
+        from ragspine_pipeline.demo.build import production_engine
+
+        self.engine = production_engine()
+        self.traces_per_day = traces_per_day
+
+    def day_lines(self, night: int) -> list[str]:
+        from ragspine_pipeline.demo.build import production_day_lines
+
+        return production_day_lines(self.engine, FIRST + timedelta(days=night), self.traces_per_day, SEED)
+
+
+# -- the nightly path ------------------------------------------------------------------------------
+
+
+@dataclass
+class Night:
+    day: str
+    tested: int
+    alerts: list[str]  # "metric@slice" of the alerting tests
+    posted: str | None  # the kind of the alert the outbox queued, if any
+    alone: bool  # would a test have alerted on its own (p <= fdr, worse by min_drop), without the control
+
+
+class Nightly:
+    """One deployment: a trace store, the evidence registry, the summaries so far and an outbox."""
+
+    def __init__(self, folder: Path, evidence: Path, sample_size: int, settings: DropSettings) -> None:
+        self.folder, self.sample_size, self.settings = folder, sample_size, settings
+        self.store = folder / "traces"
+        self.evidence = load_evidence(evidence).table
+        self.outbox = Outbox(folder / "alerts" / "outbox.jsonl")
+        self.history: list[dict] = []
+
+    def night(self, index: int, lines: list[str]) -> Night:
+        day = (FIRST + timedelta(days=index)).isoformat()
+        partition = self.store / f"dt={day}"
+        partition.mkdir(parents=True, exist_ok=True)
+        (partition / "part-00000.jsonl").write_text("\n".join(lines) + "\n")
+        sample = sample_day(
+            open_trace_store(str(self.store)), day, n=self.sample_size, seed=SEED, quarantine=None
+        )
+        path = self.folder / "sample.jsonl"
+        write_jsonl(sample.records, path)
+        summary = {"day": day, **production_metrics(load_traces(path).table, self.evidence).to_dict()}
+        tests = drop_tests(summary, self.history, self.settings)
+        self.history = [*self.history[-(self.settings.variance_window + 3) :], summary]
+        alert = drop_alert(day, [Drop.of(t) for t in tests.alerts], run_id=f"night-{index}")
+        queued = self.outbox.observe(alert)
+        shutil.rmtree(partition)  # the sample is what the nightly path keeps
+        alone = any(
+            t.p_value <= self.settings.fdr and t.worse_by >= self.settings.min_drop for t in tests.tested
+        )
+        posted = None if queued is None else queued.kind
+        return Night(day, len(tests.tested), [t.key for t in tests.alerts], posted, alone)
+
+    def fork(self, folder: Path) -> Nightly:
+        """The same deployment from here on, in another folder (its own store and outbox)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        other = Nightly.__new__(Nightly)
+        other.folder, other.sample_size, other.settings = folder, self.sample_size, self.settings
+        other.store, other.evidence = folder / "traces", self.evidence
+        other.outbox = Outbox(folder / "alerts" / "outbox.jsonl")
+        other.history = list(self.history)
+        return other
+
+
+# -- scenarios -------------------------------------------------------------------------------------
+
+
+QUIET = {
+    "quiet-8x1000": (lambda: Traffic(jitter=0.1), 1000),
+    "quiet-8x1000-shared": (lambda: Traffic(jitter=0.1, shared=True), 1000),
+    "quiet-8x1000-steady": (lambda: Traffic(), 1000),
+    "quiet-demo": (lambda: DemoTraffic(), 200),
+}
+DROPS = {
+    "drop-all-5pt": dict(drop_slice=None, drop_points=0.05, within=1),
+    "drop-slice-10pt": dict(drop_slice=3, drop_points=0.10, within=3),
+}
+
+
+def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict:
+    make, sample_size = QUIET[name]
+    traffic = make()
+    folder = workdir / name
+    folder.mkdir(parents=True)
+    evidence = _evidence(workdir, traffic)
+    nightly = Nightly(folder, evidence, sample_size, settings)
+    start = time.perf_counter()
+    judged = []
+    for index in range(WARMUP + nights):
+        night = nightly.night(index, traffic.day_lines(index))
+        if index >= WARMUP:
+            judged.append(night)
+    seconds = time.perf_counter() - start
+    alarms = [n for n in judged if n.alerts]
+    posts = [n for n in judged if n.posted]
+    return {
+        "scenario": name,
+        "nights": nights,
+        "tests_per_night": round(float(np.mean([n.tested for n in judged])), 1),
+        "alerting_nights": len(alarms),
+        "alerting_nights_per_30": round(30 * len(alarms) / nights, 2),
+        "posts": len(posts),
+        "posts_per_30": round(30 * len(posts) / nights, 2),
+        "each_test_alone_per_30": round(30 * sum(n.alone for n in judged) / nights, 2),
+        "alarms": [(n.day, n.alerts) for n in alarms],
+        "seconds_per_night": round(seconds / (WARMUP + nights), 3),
+    }
+
+
+def drops(name: str, history: str, replicates: int, settings: DropSettings, workdir: Path) -> dict:
+    spec = DROPS[name]
+    base = Traffic(jitter=0.1) if history == "jittered" else Traffic()
+    folder = workdir / f"{name}-{history}"
+    folder.mkdir(parents=True)
+    nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
+    delays: list[int | None] = []
+    any_alert = 0
+    wanted = (
+        f"{DROPPED}@{'all traffic' if spec['drop_slice'] is None else 'slice=s' + str(spec['drop_slice'])}"
+    )
+    index = 0
+    for fork_at in _fork_nights(replicates):
+        while index < fork_at:
+            nightly.night(index, base.day_lines(index))
+            index += 1
+        dropped = replace(
+            base, drop_from=fork_at, drop_slice=spec["drop_slice"], drop_points=spec["drop_points"]
+        )
+        branch = nightly.fork(folder / f"fork-{fork_at}")
+        delay = None
+        for offset in range(3):
+            night = branch.night(fork_at + offset, dropped.day_lines(fork_at + offset))
+            any_alert += offset == 0 and bool(night.alerts)
+            if delay is None and night.posted == "regression" and wanted in night.alerts:
+                delay = offset
+        shutil.rmtree(folder / f"fork-{fork_at}")
+        delays.append(delay)
+    within = spec["within"]
+    detected = [d for d in delays if d is not None]
+    return {
+        "scenario": name,
+        "history": history,
+        "replicates": replicates,
+        "wanted": wanted,
+        "same_night": round(sum(d == 0 for d in detected) / replicates, 3),
+        "within_2_nights": round(sum(d <= 1 for d in detected) / replicates, 3),
+        "within_3_nights": round(len(detected) / replicates, 3),
+        "target": f"within {within} night(s) >= 0.8",
+        "meets_target": sum(d < within for d in detected) / replicates >= 0.8,
+        "mean_delay_nights": round(float(np.mean(detected)) + 1, 2) if detected else None,
+    }
+
+
+def _fork_nights(replicates: int) -> Iterator[int]:
+    return (WARMUP + 3 * k for k in range(replicates))
+
+
+def _evidence(workdir: Path, traffic) -> Path:
+    if isinstance(traffic, DemoTraffic):
+        from ragspine_pipeline.demo.build import REGISTRY_FIELDS
+        from ragspine_pipeline.demo.corpus import chunk_rows
+
+        path = workdir / "demo-evidence.jsonl"
+        path.write_text("".join(json.dumps({k: r[k] for k in REGISTRY_FIELDS}) + "\n" for r in chunk_rows()))
+        return path
+    return write_registry(workdir / "evidence.jsonl")
+
+
+def _run(job: tuple) -> dict:
+    kind, args, settings_json = job
+    settings = DropSettings.model_validate_json(settings_json)
+    with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
+        if kind == "quiet":
+            return quiet(*args, settings=settings, workdir=Path(tmp))
+        return drops(*args, settings=settings, workdir=Path(tmp))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nights", type=int, default=600, help="judged nights per quiet scenario")
+    parser.add_argument("--replicates", type=int, default=100, help="forks per drop scenario and history")
+    parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
+    parser.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel processes")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="NAME=VALUE", help="override drop-test settings (fdr=0.03 …)"
+    )
+    args = parser.parse_args()
+    overrides = dict(item.split("=", 1) for item in args.set)
+    settings = DropSettings.model_validate({**committed_config().production.model_dump(), **overrides})
+    jobs = [("quiet", (name, args.nights), settings.model_dump_json()) for name in QUIET]
+    jobs += [
+        ("drops", (name, history, args.replicates), settings.model_dump_json())
+        for name in DROPS
+        for history in ("steady", "jittered")
+    ]
+    if args.only:
+        jobs = [job for job in jobs if job[1][0] in args.only]
+    print(f"settings: {settings.model_dump()}")
+    cores = multiprocessing.cpu_count()
+    print(f"machine: {platform.machine()}, {cores} cores, Python {platform.python_version()}")
+    start = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        results = pool.map(_run, jobs, chunksize=1)
+    for result in results:
+        shown = {k: v for k, v in result.items() if k != "alarms"}
+        print(json.dumps(shown))
+        for day, alerts in result.get("alarms", []):
+            print(f"    false alarm {day}: {', '.join(alerts)}")
+    print(f"total {time.perf_counter() - start:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
