@@ -31,12 +31,18 @@ from ragspine_pipeline.decision.evaluation import (
     LAYERED_METRICS,
     Evaluation,
     coverage_warnings,
+    default_gates_for,
     evaluate,
+    promoted_entry,
+    with_baseline,
+    with_replays,
 )
-from ragspine_pipeline.decision.gates import GateSpecError, default_gates, parse_gates
+from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
+from ragspine_pipeline.sources.errors import SourceError
+from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -55,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (InputError, UsageError) as exc:
+    except (InputError, UsageError, SourceError) as exc:  # a store that cannot be read is unusable input too
         print(f"ragspine-eval: error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
     except BrokenPipeError:  # e.g. `ragspine-eval score … | head`: the reader left; exit as SIGPIPE would
@@ -77,23 +83,40 @@ def _parser() -> argparse.ArgumentParser:
         description="Exit 0 when the release ships, 1 when it is blocked, 2 when the input is unusable.",
     )
     score.add_argument("--gold", required=True, help="golden set (JSONL or JSON array, any SPEC dialect)")
-    score.add_argument("--trace", required=True, help="traces of the system under test (JSONL)")
+    score.add_argument(
+        "--trace",
+        required=True,
+        action="append",
+        help="traces of the system under test (JSONL); give it N times for N replays of the golden set: "
+        "the first decides, every one counts towards the per-case flakiness in the report",
+    )
     score.add_argument("--k", type=_POSITIVE, help="cut-off for recall@k (default: config, else 5)")
     score.add_argument(
         "--gates",
         help="complete gate set, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10; overrides the config's "
-        "(default: precision, chr, under_refusal, over_refusal, compliance at the SPEC thresholds)",
+        "(default: the gates of the dialects the data carries: precision, chr, under_refusal, "
+        "over_refusal, compliance when the traces cite or retrieve; the QA gates and fabrication when "
+        "the golden set has QA cases)",
     )
     score.add_argument(
         "--evidence", help="evidence registry (JSONL): adds the layered, permission-safe metrics"
     )
     score.add_argument("--config", help="gates config (YAML): gates, slice gate, k, required versions")
-    score.add_argument("--baseline", help="baseline file (JSON, keyed by mode): regressions block")
+    score.add_argument(
+        "--baseline",
+        help="baseline file (JSON, keyed by mode; a path or s3://bucket/key): regressions block; read, "
+        "compared and promoted under a lock (S3: conditional writes), so concurrent runs never lower it",
+    )
     score.add_argument("--mode", default=baselines.DEFAULT_MODE, help="baseline mode (default: golden)")
     score.add_argument(
         "--promote", action="store_true", help="after a shipping run, tighten the baseline (never loosens)"
     )
     score.add_argument("--run-id", help="identifier recorded in the decision (default: generated)")
+    score.add_argument(
+        "--index-version",
+        help="the index the traces must come from: traces naming another index, or several, block "
+        "(mixed_index_versions); without it, several index versions in the traces still block",
+    )
     score.add_argument("--format", choices=("json", "markdown"), default="json")
     score.add_argument("--out", help="write the report here instead of standard output")
     score.set_defaults(run=_score)
@@ -165,63 +188,85 @@ def _score(args: argparse.Namespace) -> int:
         raise UsageError("--promote needs --baseline")
     config = load_config(args.config, KNOWN_METRICS) if args.config else EvalConfig()
     gates = _gates(args, config)
-    if not args.evidence and (layered_gates := [g.metric for g in gates if g.metric in LAYERED_METRICS]):
+    layered_gates = [g.metric for g in gates or () if g.metric in LAYERED_METRICS]
+    if layered_gates and not args.evidence:
         raise UsageError(f"gates on {', '.join(layered_gates)} need --evidence")
     warnings: list[str] = []
     lock, unfrozen = golden.verified_lock(args.gold)
     warnings += [unfrozen] if unfrozen else []
-    baseline_entries = baselines.load_baseline(args.baseline) if args.baseline else {}
+    store = None
+    if args.baseline:  # read first: a broken baseline should not cost a full scoring pass
+        store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
+        baselines.parse_baseline(store.read(), store.name)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    gold, traces = load_gold(args.gold).table, load_traces(args.trace[0]).table
+    evidence = load_evidence(args.evidence).table if args.evidence else None
 
     evaluation = evaluate(
-        load_gold(args.gold).table,
-        load_traces(args.trace).table,
-        gates=gates,
+        gold,
+        traces,
+        gates=gates or default_gates_for(gold, traces),
         config=config,
         run_id=run_id,
-        evidence=load_evidence(args.evidence).table if args.evidence else None,
-        baseline=baseline_entries.get(args.mode),
-        compare_baseline=bool(args.baseline),
+        evidence=evidence,
         lock=lock,
         k=args.k,
+        expected_index_version=args.index_version,
     )
+    if len(args.trace) > 1:
+        replays = [load_traces(path).table for path in args.trace[1:]]
+        evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence, k=args.k)
+    if store is not None:
+        evaluation, promoted = _judge_against_baseline(args, store, evaluation, config, run_id)
+        if args.promote:
+            warnings.append(_promotion_note(args, evaluation, promoted))
     warnings += coverage_warnings(evaluation.grounded.counts)
     if evaluation.comparison is not None and evaluation.comparison.unmeasured:
         unmeasured = ", ".join(evaluation.comparison.unmeasured)
         warnings.append(f"baseline metrics not measured by this run: {unmeasured}")
-    if args.promote:
-        warnings.append(_promote(args, evaluation, run_id))
     for warning in warnings:
         print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
-    inputs = ReportInputs(args.gold, args.trace, args.evidence, warnings)
+    inputs = ReportInputs(args.gold, args.trace[0], args.evidence, warnings)
     write = write_json if args.format == "json" else write_markdown
     with _output(args.out) as out:
         write(evaluation, inputs, out)
     return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
 
 
-def _gates(args: argparse.Namespace, config: EvalConfig):
+def _gates(args: argparse.Namespace, config: EvalConfig) -> list[Gate] | None:
+    """The user's complete gate set: ``--gates``, else the config's; None when neither gives one."""
     if args.gates is not None:
         try:
             return parse_gates(args.gates, KNOWN_METRICS)
         except GateSpecError as exc:
             raise UsageError(f"--gates: {exc}") from None
-    return config.gate_list(KNOWN_METRICS) or default_gates()
+    return config.gate_list(KNOWN_METRICS)
 
 
-def _promote(args: argparse.Namespace, evaluation: Evaluation, run_id: str) -> str:
+def _judge_against_baseline(
+    args: argparse.Namespace, store, evaluation: Evaluation, config: EvalConfig, run_id: str
+) -> tuple[Evaluation, bool]:
+    """Compare the run with the baseline as it is under the baseline's lock, and (with ``--promote``)
+    ratchet it in the same update: ``(the judged evaluation, whether the baseline moved)``. A concurrent
+    run's promotion is never compared against a stale copy, and never lowered."""
+    judged, promoted = evaluation, False
+
+    def judge(entry: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
+        nonlocal judged, promoted
+        judged = with_baseline(evaluation, entry, config)
+        new = promoted_entry(judged, entry, config, run_id) if args.promote else None
+        promoted = new is not None
+        return new
+
+    baselines.locked_update(store, args.mode, KNOWN_METRICS, judge)
+    return judged, promoted
+
+
+def _promotion_note(args: argparse.Namespace, evaluation: Evaluation, promoted: bool) -> str:
     if not evaluation.passed:
         return f"not promoting {args.baseline}: the release is blocked, the baseline is unchanged"
-    n_cases = evaluation.grounded.counts["cases"]
-    baselines.promote(
-        args.baseline,
-        args.mode,
-        evaluation.baseline_metrics,
-        passed=True,
-        fabrication_count=evaluation.fabrication_count,
-        n_cases=n_cases,
-        run=run_id,
-    )
+    if not promoted:
+        return f"not promoting {args.baseline}: no significant improvement (paired test), it is unchanged"
     return f"promoted {args.baseline} (mode {args.mode}): every listed metric is now at least as strict"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ragspine_pipeline.contracts.extraction import load_facts, load_truth
@@ -18,6 +17,7 @@ from ragspine_pipeline.decision import extraction_baseline
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.reports.extraction import ExtractionResult, render_markdown
+from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 EXIT_PASS, EXIT_BELOW_THRESHOLD = 0, 1
 
@@ -51,14 +51,26 @@ def run_extraction(args: argparse.Namespace) -> int:
         raise InputError("--promote", "needs --baseline")
     warnings: list[str] = []
     thresholds = None
+    store = None
     if args.baseline:  # read first: a broken thresholds file should not cost a full scoring pass
-        thresholds = extraction_baseline.load_thresholds(args.baseline)
-        if not thresholds and not Path(args.baseline).exists() and not args.promote:
+        store = open_versioned(args.baseline, "extraction thresholds", endpoint_url=s3_endpoint())
+        text = store.read()
+        thresholds = extraction_baseline.parse_thresholds(text, store.name)
+        if text is None and not args.promote:
             warnings.append(f"baseline {args.baseline} does not exist: no channel is checked")
     truth = load_truth(args.truth)
     facts = load_facts(args.facts)
     result = ExtractionResult.evaluate(facts, truth, thresholds, args.baseline)
-    check, score = result.baseline, result.score
+    if args.promote:
+        # Compare again with the thresholds current under the lock, and raise them in the same update:
+        # a concurrent promotion can neither be lowered nor be compared against a stale copy.
+        def judge(current: dict[str, float]) -> dict[str, float] | None:
+            nonlocal result
+            result = ExtractionResult.evaluate(facts, truth, current, args.baseline)
+            return extraction_baseline.raised(current, result.score.accuracies()) if result.passed else None
+
+        extraction_baseline.locked_update(store, judge)
+    check = result.baseline
 
     if facts.invalid:
         warnings.append(
@@ -68,7 +80,6 @@ def run_extraction(args: argparse.Namespace) -> int:
         warnings.append(f"baseline channels with nothing to measure: {', '.join(check.unmeasured)}")
     if args.promote:
         if result.passed:
-            extraction_baseline.promote(args.baseline, score.accuracies(), passed=True)
             warnings.append(f"promoted {args.baseline}: every threshold is now at least as strict")
         else:
             warnings.append(

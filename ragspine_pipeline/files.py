@@ -1,13 +1,14 @@
-"""Writing files so that a reader never sees half of one."""
+"""Writing files so that a reader never sees half of one, and read–change–write under a lock."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from ragspine_pipeline.errors import InputError
 
@@ -69,3 +70,78 @@ def _file_mode(target: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+# -- read, change, write: never two at once ---------------------------------------------------------
+
+Change = Callable[[str | None], str | None]
+"""The current text (None when the file does not exist) → the text to write (None: write nothing)."""
+
+
+class VersionedFile(Protocol):
+    """A small text file (a baseline, thresholds) that several processes or hosts may update at once.
+
+    :meth:`update` runs a read–change–write so that no other update interleaves: ``change`` always
+    sees the text that is current when its result is written. It may be called more than once (an
+    optimistic store retries after a conflicting write), so it must only depend on its argument.
+    """
+
+    name: str
+
+    def read(self) -> str | None: ...
+
+    def update(self, change: Change) -> str | None: ...
+
+
+class LockedFile:
+    """A local :class:`VersionedFile`: every update holds an exclusive ``flock`` on a sidecar lock file
+    (``.<name>.lock`` next to it) from the read to the atomic replace, across processes. A process
+    killed while holding it releases the lock with its file descriptors; the file itself is replaced
+    in one rename, so it is either the old or the new text, never half of one."""
+
+    def __init__(self, path: str | Path, what: str) -> None:
+        self.path = Path(path)
+        self.name = str(path)
+        self.what = what
+
+    def read(self) -> str | None:
+        """The current text, or None when there is no file (unlocked: a snapshot for display)."""
+        if not self.path.exists():
+            return None
+        if not self.path.is_file():
+            raise InputError(self.name, "not a regular file")
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(self.name, f"not UTF-8 text: {exc.reason}") from None
+        except OSError as exc:
+            raise InputError(self.name, f"cannot read the {self.what}: {exc.strerror or exc}") from None
+
+    def update(self, change: Change) -> str | None:
+        """Run ``change`` on the current text under the lock and write its result when it differs;
+        return the text the file holds afterwards."""
+        with self._locked():
+            current = self.read()
+            new = change(current)
+            if new is None or new == current:
+                return current
+            write_text_atomically(self.path, new, self.what)
+            return new
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock = self.path.with_name(f".{self.path.name}.lock")
+        if not lock.parent.is_dir():
+            raise InputError(
+                self.name, f"cannot lock the {self.what}: directory '{lock.parent}' does not exist"
+            )
+        try:
+            handle = open(lock, "a")  # noqa: SIM115 - held for the whole update
+        except OSError as exc:
+            raise InputError(self.name, f"cannot lock the {self.what}: {exc.strerror or exc}") from None
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)

@@ -57,6 +57,8 @@ def test_a_failing_gate_exits_1(capsys):
             "value": 0.9333,
             "pass": False,
             "severity": "hard",
+            "applicable": True,
+            "denominator": 15,
         }
     ]
 

@@ -99,6 +99,10 @@ def test_an_unreachable_judge_fails_the_step_with_its_reason(capsys, monkeypatch
         ("{not json", "labels.jsonl:1: malformed JSON"),
         ('{"qid": "FRZ-01", "metric": "tone", "score": 3}', "unknown metric 'tone'"),
         ('{"qid": "FRZ-01", "metric": "faithfulness", "score": 7}', "score must be an integer from 1 to 5"),
+        (
+            '{"qid": "FRZ-01", "metric": "faithfulness", "score": 2, "score": 5}',
+            "labels.jsonl:1: field 'score': duplicate key",
+        ),
     ],
 )
 def test_bad_labels_are_one_line_errors(capsys, judge_env, tmp_path, line, message):

@@ -159,3 +159,72 @@ def test_the_markdown_report_shows_the_qa_gates(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "## QA gates" in out and "| numeric_accuracy | 0.0000 | 0 / 1 |" in out
     assert '| numeric_accuracy | num-001 | {"value": 1702.0, "unit": "USD_M"} |' in out
+
+
+# -- default gates and not-applicable metrics ----------------------------------------------------------
+
+
+def score_by_default(tmp_path, capsys, trace_rows, *extra: str) -> tuple[int, str]:
+    """``score`` with no gate list: the defaults of the dialects the data carries."""
+    gold = write(tmp_path, "qa_golden_set.jsonl", CASES)
+    trace = write(tmp_path, "traces.jsonl", trace_rows)
+    code = main(["score", "--gold", gold, "--trace", trace, *extra])
+    return code, capsys.readouterr().out
+
+
+QA_DEFAULTS = [
+    ("numeric_accuracy", ">=", 0.95),
+    ("citation_validity", ">=", 0.95),
+    ("refusal_appropriateness", ">=", 0.95),
+    ("clarification_appropriateness", ">=", 0.9),
+    ("fabrication", "<=", 0.0),
+]
+
+
+def test_a_qa_golden_set_answered_without_citations_ships_on_its_qa_gates(tmp_path, capsys):
+    code, out = score_by_default(tmp_path, capsys, traces())
+    report = json.loads(out)
+    assert code == 0 and report["release"]["decision"] == "ship"
+    assert [(g["metric"], g["op"], g["threshold"]) for g in report["gates"]] == QA_DEFAULTS
+    assert report["chr_answerable"] == 0.0  # a grounded figure such a set does not measure: not gated
+
+
+def test_a_failing_qa_default_gate_blocks(tmp_path, capsys):
+    code, out = score_by_default(tmp_path, capsys, traces(value=1703))
+    failed = [g["metric"] for g in json.loads(out)["release"]["failed_gates"]]
+    assert code == 1 and failed == ["numeric_accuracy"]
+
+
+def test_qa_cases_answered_with_citations_get_the_grounded_gates_too(tmp_path, capsys):
+    cited = traces()
+    cited[0] = {**cited[0], "retrieved_ids": ["deck#5"]}
+    code, out = score_by_default(tmp_path, capsys, cited)
+    report = json.loads(out)
+    assert [g["metric"] for g in report["gates"]] == [
+        "precision", "chr", "under_refusal", "over_refusal", "compliance", *(n for n, _, _ in QA_DEFAULTS)
+    ]  # fmt: skip
+    # The clarifying question ships without a citation list: the grounded gates count it.
+    failed = [g["metric"] for g in report["release"]["failed_gates"]]
+    assert code == 1 and failed == ["precision", "chr", "compliance"]
+
+
+def test_a_metric_with_no_applicable_case_is_n_a_and_its_gate_does_not_block(tmp_path, capsys):
+    code, out = score_by_default(tmp_path, capsys, traces(), "--gates", "claim_containment=0.5")
+    report = json.loads(out)
+    assert code == 0 and report["release"]["decision"] == "ship"
+    assert report["denominators"]["claim_containment"] == 0 and report["claim_containment"] == 0.0
+    assert report["not_applicable"] == ["claim_containment"]
+    (gate,) = report["gates"]
+    assert (gate["pass"], gate["applicable"], gate["denominator"]) == (None, False, 0)
+    assert report["release"]["failed_gates"] == [] and report["release"]["unmeasured_gates"] == []
+
+
+def test_markdown_shows_a_metric_with_no_applicable_case_as_n_a(tmp_path, capsys):
+    code, out = score_by_default(
+        tmp_path, capsys, traces(), "--gates", "claim_containment=0.5", "--format", "markdown"
+    )
+    assert code == 0
+    assert "| claim_containment | n/a | 0 answerable_with_gold_claim: not applicable |" in out
+    assert "| claim_containment | ≥ 0.5000 | n/a (over 0) | ➖ n/a: does not block |" in out
+    assert "- gate **claim_containment** does not apply to this run (0 cases to measure)" in out
+    assert "| claim_containment | 0.0000" not in out

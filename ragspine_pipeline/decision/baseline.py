@@ -17,6 +17,17 @@ Contract:
   known count. A failing run, or a file that cannot be read, leaves the file byte-for-byte untouched.
   The write is atomic (temporary file in the same directory, then ``os.replace``); the other modes
   are written back exactly as they were read.
+* Every read–compare–write is one :func:`locked_update` of a ``files.VersionedFile`` (a local file
+  under an exclusive lock, or an S3 object written with conditional writes): the comparison that
+  decides a run and the ratchet that follows it see the value current at that moment, so concurrent
+  promotions can never lower a value, whatever their interleaving.
+* An entry may keep ``cases`` (``{case id: passed}``): the per-case outcomes of the run it was
+  promoted from, which the paired baseline test (``decision.paired``) compares against.
+* Metric names resolve like ``--gates`` (``under``, ``over``, ``recall``, ``recall@5``), so a short name
+  is checked like its metric. :func:`load_baseline` refuses a name that is not one of the caller's
+  ``known`` metrics (listing them), two names of one metric in one entry, and ``fabrication`` in
+  ``metrics`` (the count is the entry's ``fabrication_count``). A metric value must be a finite number
+  (a boolean is not one).
 * Problems with the file raise ``InputError`` naming the file (and the mode and metric), on one line.
   ``BaselineError`` is for programming misuse only (e.g. a non-finite current value, a naive ``now``).
 """
@@ -25,20 +36,21 @@ from __future__ import annotations
 
 import json
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragspine_pipeline.decision.gates import LOWER_IS_BETTER
+from ragspine_pipeline.decision.gates import LOWER_IS_BETTER, GateSpecError, canonical_metric, canonical_names
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import write_text_atomically
+from ragspine_pipeline.files import LockedFile, VersionedFile
 from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_type, no_duplicate_keys
 
 DEFAULT_MODE = "golden"
 FABRICATION = "fabrication_count"
-ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run")
+COUNT_METRIC = "fabrication"  # the run's metric name for the count the entry keeps as FABRICATION
+ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run", "cases")
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -53,6 +65,7 @@ class BaselineEntry:
     n_cases: int | None = None
     updated_at: str | None = None
     run: str | None = None
+    cases: dict[str, bool] | None = None  # per-case outcomes of the promoted run (paired test)
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,7 @@ class Regression:
 class Comparison:
     regressions: list[Regression]
     unmeasured: list[str]  # listed in the baseline, not measured by the run: reported, not failing
+    paired: dict | None = None  # the paired test's result (``decision.paired``) when it decided
 
     @property
     def passed(self) -> bool:
@@ -115,37 +129,45 @@ def compare(
 # --- load ------------------------------------------------------------------------------------------
 
 
-def load_baseline(path: str | Path) -> dict[str, BaselineEntry]:
-    """Every mode's entry; a missing file is an empty baseline."""
-    return _read(path)[1]
+def load_baseline(path: str | Path, known: Iterable[str]) -> dict[str, BaselineEntry]:
+    """Every mode's entry, metric names resolved; a missing file is an empty baseline.
+
+    ``known``: the metric names a run can report (``decision.evaluation.KNOWN_METRICS``); a baseline
+    metric that is none of them is an ``InputError`` naming the file, the mode and the name.
+    """
+    return read_baseline(LockedFile(path, "baseline"), known)
+
+
+def read_baseline(store: VersionedFile, known: Iterable[str]) -> dict[str, BaselineEntry]:
+    """:func:`load_baseline` of any versioned file (a local path or an S3 object): a snapshot, for
+    reporting; a decision that promotes compares inside :func:`locked_update` instead."""
+    entries = parse_baseline(store.read(), store.name)[1]
+    _check_names(store.name, entries, list(known))
+    return entries
 
 
 def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
     """The file's top-level JSON object as read, and its parsed entries; ``({}, {})`` when missing."""
-    p = Path(path)
-    if not p.exists():
+    return parse_baseline(LockedFile(path, "baseline").read(), str(path))
+
+
+def parse_baseline(text: str | None, name: str) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
+    """A baseline file's text (None: no file yet) as its top-level JSON object and its parsed entries."""
+    if text is None:
         return {}, {}
-    if not p.is_file():
-        raise InputError(str(path), "not a regular file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not UTF-8 text: {exc.reason}") from None
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read the baseline: {exc.strerror or exc}") from None
     if not text.strip():
-        raise InputError(str(path), "empty file: expected a JSON object keyed by mode")
+        raise InputError(name, "empty file: expected a JSON object keyed by mode")
     try:
         raw = json.loads(text, object_pairs_hook=no_duplicate_keys)
     except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+        raise InputError(name, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
     except DuplicateKey as exc:
-        raise InputError(str(path), f"duplicate key '{exc.key}'") from None
+        raise InputError(name, f"duplicate key '{exc.key}'") from None
     except (ValueError, RecursionError) as exc:  # integer too long to convert, nesting too deep
-        raise InputError(str(path), f"malformed JSON: {exc}") from None
+        raise InputError(name, f"malformed JSON: {exc}") from None
     if not isinstance(raw, dict):
-        raise InputError(str(path), f"expected a JSON object keyed by mode, got {json_type(raw)}")
-    return raw, {mode: _parse_entry(path, mode, value) for mode, value in raw.items()}
+        raise InputError(name, f"expected a JSON object keyed by mode, got {json_type(raw)}")
+    return raw, {mode: _parse_entry(name, mode, value) for mode, value in raw.items()}
 
 
 def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
@@ -162,18 +184,33 @@ def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
     raw_metrics = value["metrics"]
     if not isinstance(raw_metrics, dict):
         raise fail(f"'metrics' must be an object, got {json_type(raw_metrics)}")
-    metrics = {name: _metric_value(fail, name, number) for name, number in raw_metrics.items()}
+    try:
+        names = canonical_names(raw_metrics)
+    except GateSpecError as exc:
+        raise fail(str(exc)) from None
+    metrics = {names[name]: _metric_value(fail, name, number) for name, number in raw_metrics.items()}
     return BaselineEntry(
         metrics=metrics,
         fabrication_count=_count(fail, FABRICATION, value.get(FABRICATION)),
         n_cases=_count(fail, "n_cases", value.get("n_cases")),
         updated_at=_text(fail, "updated_at", value.get("updated_at")),
         run=_text(fail, "run", value.get("run")),
+        cases=_cases(fail, value.get("cases")),
     )
 
 
+def _cases(fail: Callable[[str], InputError], value: Any) -> dict[str, bool] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
+        raise fail(f"'cases' must be an object of case id: true|false, got {describe(value)}")
+    return dict(value)
+
+
 def _metric_value(fail: Callable[[str], InputError], name: str, value: Any) -> float:
-    number = finite(value)
+    if name.strip() in (FABRICATION, COUNT_METRIC):
+        raise fail(f"'{name.strip()}' is a count, not a metric: give it as the entry's '{FABRICATION}'")
+    number = finite(value)  # None for a boolean, a string, NaN or an infinity
     if number is None:
         raise fail(f"metric '{name}' must be a finite number, got {describe(value)}")
     return number
@@ -196,8 +233,72 @@ def _text(fail: Callable[[str], InputError], key: str, value: Any) -> str | None
 # --- promote ---------------------------------------------------------------------------------------
 
 
+def locked_update(
+    store: VersionedFile | str | Path,
+    mode: str,
+    known: Iterable[str] | None,
+    change: Callable[[BaselineEntry | None], BaselineEntry | None],
+) -> BaselineEntry | None:
+    """Read the baseline with no other update in between, call ``change`` with ``mode``'s entry (None
+    when there is none) and write the entry it returns (None: write nothing); return the entry the
+    file holds for ``mode`` afterwards.
+
+    ``change`` is where a run is compared with the baseline and, if it ships, ratcheted: it sees the
+    value that is current when its result is written. It may run more than once (an S3 store retries
+    after a conflicting write), so it must only depend on its argument. Other modes are kept as read.
+    ``known``: the metric names a baseline may list (None: not checked).
+    """
+    store = LockedFile(store, "baseline") if isinstance(store, (str, Path)) else store
+    known = None if known is None else list(known)
+    after: dict[str, BaselineEntry | None] = {}
+
+    def update(text: str | None) -> str | None:
+        raw, entries = parse_baseline(text, store.name)
+        _check_names(store.name, entries, known)
+        old = entries.get(mode)
+        new = change(old)
+        after["entry"] = old if new is None else new
+        if new is None:
+            return None
+        raw = {**raw, mode: _entry_json(new)}
+        return (
+            json.dumps({key: raw[key] for key in sorted(raw)}, indent=2, ensure_ascii=False, allow_nan=False)
+            + "\n"
+        )
+
+    store.update(update)
+    return after["entry"]
+
+
+def ratcheted(
+    old: BaselineEntry | None,
+    metrics: Mapping[str, float],
+    *,
+    fabrication_count: int | None = None,
+    n_cases: int | None = None,
+    run: str | None = None,
+    now: datetime | None = None,
+    cases: Mapping[str, bool] | None = None,
+) -> BaselineEntry:
+    """``old`` tightened with a passing run's values: every listed metric the better of old and current,
+    new ones added, unmeasured ones kept, the lower known fabrication count; ``cases`` replace the
+    recorded per-case outcomes when given."""
+    current = _checked_current(metrics)
+    fabrication_count = _checked_count(FABRICATION, fabrication_count)
+    n_cases = _checked_count("n_cases", n_cases)
+    old = old or BaselineEntry(metrics={})
+    return BaselineEntry(
+        metrics=_ratchet(old.metrics, current),
+        fabrication_count=_lower_known(old.fabrication_count, fabrication_count),
+        n_cases=old.n_cases if n_cases is None else n_cases,
+        updated_at=_timestamp(now),
+        run=old.run if run is None else run,
+        cases=old.cases if cases is None else dict(cases),
+    )
+
+
 def promote(
-    path: str | Path,
+    path: VersionedFile | str | Path,
     mode: str,
     metrics: Mapping[str, float],
     *,
@@ -206,27 +307,40 @@ def promote(
     n_cases: int | None = None,
     run: str | None = None,
     now: datetime | None = None,
+    cases: Mapping[str, bool] | None = None,
+    known: Iterable[str] | None = None,
 ) -> BaselineEntry:
-    """Tighten ``mode``'s entry with a passing run's values and write the file; return the new entry."""
+    """Tighten ``mode``'s entry with a passing run's values and write the file; return the new entry.
+
+    The ratchet is one :func:`locked_update`: it tightens the value current under the lock, never a
+    stale copy. ``known``, when given, checks the metric names in the file.
+    """
+    name = path.name if not isinstance(path, (str, Path)) else str(path)
     if not passed:
-        raise InputError(str(path), "refusing to promote a failing run: the baseline is unchanged")
-    current = _checked_current(metrics)
-    fabrication_count = _checked_count(FABRICATION, fabrication_count)
-    n_cases = _checked_count("n_cases", n_cases)
-    stamp = _timestamp(now)
-    raw, entries = _read(path)
-    old = entries.get(mode, BaselineEntry(metrics={}))
-    entry = BaselineEntry(
-        metrics=_ratchet(old.metrics, current),
-        fabrication_count=_lower_known(old.fabrication_count, fabrication_count),
-        n_cases=old.n_cases if n_cases is None else n_cases,
-        updated_at=stamp,
-        run=old.run if run is None else run,
+        raise InputError(name, "refusing to promote a failing run: the baseline is unchanged")
+    _checked_current(metrics)  # a misuse fails before the file is touched
+    _timestamp(now)
+    entry = locked_update(
+        path,
+        mode,
+        known,
+        lambda old: ratcheted(
+            old, metrics, fabrication_count=fabrication_count, n_cases=n_cases, run=run, now=now, cases=cases
+        ),
     )
-    raw = {**raw, mode: _entry_json(entry)}
-    text = json.dumps({key: raw[key] for key in sorted(raw)}, indent=2, ensure_ascii=False, allow_nan=False)
-    write_text_atomically(path, text + "\n", "baseline")
+    assert entry is not None  # the change always returns an entry
     return entry
+
+
+def _check_names(name: str, entries: Mapping[str, BaselineEntry], known: list[str] | None) -> None:
+    if known is None:
+        return
+    for mode, entry in entries.items():
+        try:
+            for metric in entry.metrics:
+                canonical_metric(metric, known)
+        except GateSpecError as exc:
+            raise InputError(name, f"mode '{mode}': {exc}") from None
 
 
 def _ratchet(old: Mapping[str, float], current: Mapping[str, float]) -> dict[str, float]:
@@ -274,10 +388,13 @@ def _timestamp(now: datetime | None) -> str:
 
 
 def _entry_json(entry: BaselineEntry) -> dict[str, Any]:
-    return {
+    out = {
         "metrics": dict(entry.metrics),
         "fabrication_count": entry.fabrication_count,
         "n_cases": entry.n_cases,
         "updated_at": entry.updated_at,
         "run": entry.run,
     }
+    if entry.cases is not None:
+        out["cases"] = {qid: entry.cases[qid] for qid in sorted(entry.cases)}
+    return out

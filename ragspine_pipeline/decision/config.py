@@ -14,26 +14,45 @@ production:                                   # the nightly drop tests (scoring.
 alerts:
   runbook:                                    # one line per stream, shown in every alert of it
     release: "Open the slice report; fix the first failed stage first."
+baseline_test: paired                         # strict (default) | paired: for a SUT that samples
+paired: {alpha: 0.05, margin: 0.02}           # exact McNemar on flipped cases, net drop tolerated
 ```
 
-A ``gates`` mapping is the complete gate set (it replaces the defaults). Unknown keys, unknown metric
-names and malformed thresholds are errors that name the file and the field.
+A ``gates`` mapping is the complete gate set (it replaces the defaults); without one, the defaults of
+the dialects the data carries apply (``decision.evaluation.default_gates_for``). Metric names resolve
+like ``--gates`` (``under``, ``over``, ``recall``). Errors name the file and the field (and the line when
+the YAML itself is at fault): unknown keys, unknown metric names (the known ones are listed), two names
+for one metric in ``gates``, a key repeated in any mapping (YAML would keep the last one silently), and
+thresholds that are not finite numbers — ``true``, ``"0.5"``, ``.nan`` and ``.inf`` included.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from ragspine_pipeline.decision.gates import Gate, canonical_metric
+from ragspine_pipeline.decision.gates import Gate, GateSpecError, canonical_names
+from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.scoring.qa_gates import PERIOD_PATTERN, check_period_pattern
 from ragspine_pipeline.scoring.significance import DropSettings
+
+Threshold = Annotated[float, Strict(), AllowInfNan(False)]
+"""A finite number as YAML writes one: no boolean (``true`` is not 1), no string, no ``.nan`` / ``.inf``."""
 
 
 class GateSpec(BaseModel):
@@ -41,17 +60,14 @@ class GateSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    min_: float | None = Field(default=None, alias="min")
-    max_: float | None = Field(default=None, alias="max")
+    min_: Threshold | None = Field(default=None, alias="min")
+    max_: Threshold | None = Field(default=None, alias="max")
     severity: Literal["hard", "soft"] = "hard"
 
     @model_validator(mode="after")
     def _one_bound(self) -> GateSpec:
-        bounds = [b for b in (self.min_, self.max_) if b is not None]
-        if len(bounds) != 1:
+        if (self.min_ is None) == (self.max_ is None):
             raise ValueError("give exactly one of min or max")
-        if not math.isfinite(bounds[0]):
-            raise ValueError("the threshold must be a finite number")
         return self
 
 
@@ -60,8 +76,8 @@ class SliceGate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    min_rate: float = Field(default=0.95, ge=0, le=1)
-    min_n: int = Field(default=1, ge=1)
+    min_rate: Threshold = Field(default=0.95, ge=0, le=1)
+    min_n: StrictInt = Field(default=1, ge=1)
 
 
 RUNBOOK_STREAMS = ("release", "extraction", "production", "run_failure")
@@ -79,7 +95,7 @@ class AlertConfig(BaseModel):
 class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    k: int = Field(default=5, ge=1)
+    k: StrictInt = Field(default=5, ge=1)
     required_versions: list[str] = Field(default_factory=lambda: ["index", "retriever"])
     gates: dict[str, GateSpec] | None = None
     slice_gate: SliceGate = Field(default_factory=SliceGate)
@@ -87,6 +103,11 @@ class EvalConfig(BaseModel):
     period_pattern: str = PERIOD_PATTERN
     production: DropSettings = Field(default_factory=DropSettings)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
+    # How a run is compared with its baseline: "strict" (a listed metric strictly worse fails, the
+    # baseline takes the better value) for deterministic systems; "paired" (the exact McNemar test on the
+    # cases that flipped, ``decision.paired``) for systems that sample.
+    baseline_test: Literal["strict", "paired"] = "strict"
+    paired: PairedSettings = Field(default_factory=PairedSettings)
 
     @field_validator("period_pattern")
     @classmethod
@@ -104,21 +125,53 @@ class EvalConfig(BaseModel):
         return value
 
     def gate_list(self, known: Iterable[str]) -> list[Gate] | None:
-        """The configured gates (None when the config sets none), metric names resolved."""
+        """The configured gates (None when the config sets none), metric names resolved.
+
+        Raises :class:`GateSpecError` for an unknown name or two names of one metric.
+        """
         if self.gates is None:
             return None
-        known = list(known)
+        metrics = canonical_names(self.gates, known)
         return [
-            Gate(canonical_metric(name, known), spec.min_ if spec.min_ is not None else spec.max_,
+            Gate(metrics[name], spec.min_ if spec.min_ is not None else spec.max_,
                  "min" if spec.min_ is not None else "max", spec.severity)
             for name, spec in self.gates.items()
         ]  # fmt: skip
 
 
-def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
-    """Read and validate a config file; unknown metrics are rejected with the known ones listed."""
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A YAML mapping names the same key twice (raised by :class:`StrictLoader`)."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key repeated in one mapping, at any depth, naming its line
+    (PyYAML would keep the last value silently). Merge keys (``<<``) may still be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if first is not None:
+                raise DuplicateKeyError(
+                    None, None, f"duplicate key '{key}' (first on line {first})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path) -> object:
+    """The YAML document in ``path`` (None when empty), read with :class:`StrictLoader`.
+
+    Raises ``InputError`` naming the file, and the line when the YAML is at fault.
+    """
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=StrictLoader)  # a SafeLoader
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -126,7 +179,14 @@ def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = None if mark is None else mark.line + 1
-        raise InputError(str(path), f"malformed YAML: {getattr(exc, 'problem', exc)}", line) from None
+        problem = getattr(exc, "problem", None) or exc
+        prefix = "" if isinstance(exc, DuplicateKeyError) else "malformed YAML: "
+        raise InputError(str(path), f"{prefix}{problem}", line) from None
+
+
+def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
+    """Read and validate a config file; unknown metrics are rejected with the known ones listed."""
+    raw = read_yaml(path)
     try:
         config = EvalConfig.model_validate({} if raw is None else raw)
     except ValidationError as exc:
@@ -135,6 +195,6 @@ def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
         raise InputError(str(path), f"{error['msg']} (got {error.get('input')!r})", field=field) from None
     try:
         config.gate_list(known_metrics)
-    except ValueError as exc:
+    except GateSpecError as exc:
         raise InputError(str(path), str(exc), field="gates") from None
     return config

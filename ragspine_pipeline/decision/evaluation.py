@@ -4,25 +4,34 @@ The CLI and the Dagster assets load files their own way, then call :func:`evalua
 metrics, the layered evaluation and slices when an evidence registry is given, the QA gates and
 fabrication count when the golden set carries RAGSpine expectations, gates, the baseline comparison
 (the fabrication count against the baseline's ``fabrication_count``) and the ``ship`` / ``block``
-decision with its causes.
+decision with its causes. Without a gate list, :func:`default_gates_for` picks the defaults of the
+dialects the data carries.
+
+Not applicable: a metric whose denominator is 0 (:attr:`Evaluation.denominators`) keeps its
+empty-denominator value in ``metrics`` for machines, is listed in :attr:`Evaluation.not_applicable`
+and shown as n/a; a gate on it neither passes nor fails (it never blocks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.decision.baseline import BaselineEntry, Comparison, compare
+from ragspine_pipeline.decision.baseline import BaselineEntry, Comparison, Regression, compare, ratcheted
 from ragspine_pipeline.decision.causes import release_causes
 from ragspine_pipeline.decision.config import EvalConfig
-from ragspine_pipeline.decision.gates import Gate, GateResult, evaluate_gates, unmeasured
+from ragspine_pipeline.decision.flakiness import flakiness
+from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.golden import GoldenLock
+from ragspine_pipeline.decision.paired import paired_test
 from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS
 from ragspine_pipeline.scoring.grounded import METRICS, GroundedScore, score_grounded
+from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
 from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
 from ragspine_pipeline.scoring.qa_gates import QAGates, has_qa_cases, score_qa_gates
@@ -30,7 +39,12 @@ from ragspine_pipeline.scoring.slices import Slice, slices
 
 LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
 FABRICATION = "fabrication"  # a count of refusal answers stating a number (target 0), gated like a metric
-KNOWN_METRICS = (*METRICS, *LAYERED_METRICS, *QA_GATES, FABRICATION, *JUDGED_METRICS)
+# RAGSpine's narrative gate (lexical answer accuracy): its baselines list it, this version does not measure
+# it, so a baseline entry is reported unmeasured and a gate on it fails, like any unmeasured metric.
+NOT_MEASURED_HERE = ("answer_accuracy",)
+KNOWN_METRICS = (*METRICS, *LAYERED_METRICS, *QA_GATES, FABRICATION, *JUDGED_METRICS, *NOT_MEASURED_HERE)
+PASSING_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
+PAIRED_REGRESSION = "case_pass_rate (paired)"
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,7 @@ class Evaluation:
     slices: list[Slice] = field(default_factory=list)
     comparison: Comparison | None = None
     qa: QAGates | None = None
+    flakiness: dict | None = None  # per-case passes over repeated replays (``decision.flakiness``)
 
     @property
     def passed(self) -> bool:
@@ -56,8 +71,79 @@ class Evaluation:
 
     @property
     def baseline_metrics(self) -> dict[str, float]:
-        """What a baseline records: every metric but the fabrication count, kept as its own entry."""
-        return {name: value for name, value in self.metrics.items() if name != FABRICATION}
+        """What a baseline records and compares: every metric that applies to this run (a metric with
+        no case to measure is not a measurement), but the fabrication count, kept as its own entry."""
+        skip = {FABRICATION, *self.not_applicable}
+        return {name: value for name, value in self.metrics.items() if name not in skip}
+
+    @property
+    def case_outcomes(self) -> dict[str, bool]:
+        """``{case id: passed}``: releasable with an evidence registry, else a label of ``OK`` or
+        ``REFUSAL_OK`` — what the paired baseline test compares."""
+        if self.layered is not None:
+            cases = self.layered.cases
+            passed = cases.column("releasable").to_pylist()
+        else:
+            cases = self.grounded.cases
+            passed = pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS).to_pylist()
+        return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
+
+    @property
+    def denominators(self) -> dict[str, int]:
+        """How many cases each rate is over (see :func:`metric_denominators`)."""
+        return metric_denominators(self.grounded, self.layered, self.qa)
+
+    @property
+    def not_applicable(self) -> list[str]:
+        """The metrics of this run whose denominator is 0, in ``metrics`` order: shown as n/a."""
+        counts = self.denominators
+        return [name for name in self.metrics if counts.get(name) == 0]
+
+
+def metric_denominators(
+    grounded: GroundedScore, layered: LayeredScore | None, qa: QAGates | None
+) -> dict[str, int]:
+    """The cases each rate of the run is over: the grounded metrics' denominators, the layered ones (the
+    cases where a ratio applies), and each QA gate's ``total``. Counts (fabrication) and judged scores
+    have none: they always apply."""
+    out = {name: grounded.denominator(name) for name in METRICS}
+    if layered is not None:
+        out.update(layered.denominators)
+    if qa is not None:
+        out.update({name: gate.total for name, gate in qa.gates.items()})
+    return out
+
+
+def default_gates_for(gold: pa.Table, traces: pa.Table) -> list[Gate]:
+    """The gates of a run given no gate list: those of the dialects the golden set and traces carry.
+
+    * The grounded (WFGY) gates (``gates.DEFAULT_GATES``) when some trace that joins a gold case carries
+      retrieval or citation data — a non-empty ``citations`` or ``retrieved_ids`` list — or when the
+      golden set has no QA case (a WFGY golden set is measured by them whatever its traces carry).
+    * The RAGSpine QA gates and ``fabrication <= 0`` (``gates.DEFAULT_QA_GATES``) when the golden set has
+      QA cases (``case_type`` / ``expected``). Traces that report no ``outcome`` fail them rather than
+      escape them: the golden set says what is measured.
+    * No layered or judged defaults: those gates are configured.
+
+    So a RAGSpine golden set answered without citations is gated by the QA gates only, a WFGY one by the
+    grounded gates, a mixed one (or QA cases answered with citations) by both; never by none.
+    """
+    qa = has_qa_cases(gold)
+    return default_gates(grounded=not qa or _cites_or_retrieves(gold, traces), qa=qa)
+
+
+def _cites_or_retrieves(gold: pa.Table, traces: pa.Table) -> bool:
+    """Whether a trace that joins a gold case has a non-empty citation or retrieved-id list."""
+    rows, _ = join_traces(gold, traces)
+    carries = np.zeros(traces.num_rows, dtype=bool)
+    for name in ("citations", "retrieved_ids"):
+        if name in traces.column_names:
+            lengths = pc.fill_null(pc.list_value_length(traces.column(name)), 0)
+            carries |= np.asarray(pc.greater(lengths, 0), dtype=bool)
+    if rows is None:  # the identity join: every trace is a gold case's
+        return bool(carries.any())
+    matched = np.asarray(rows.drop_null(), dtype=np.int64)
+    return bool(carries[matched].any())
 
 
 def evaluate(
@@ -73,12 +159,15 @@ def evaluate(
     lock: GoldenLock | None = None,
     k: int | None = None,
     judged: dict[str, float] | None = None,
+    expected_index_version: str | None = None,
 ) -> Evaluation:
     """Score, gate and decide.
 
-    ``compare_baseline`` with ``baseline=None`` means the baseline file has no entry for the mode yet.
-    ``judged``: the LLM judge's aggregates (``judge.report.judged_metrics``), gated like any metric; a
-    gate on a metric nobody measured fails (it blocks when hard).
+    ``compare_baseline`` with ``baseline=None`` means the baseline file has no entry for the mode yet;
+    the comparison is :func:`with_baseline` (strict or paired, as the config says). ``judged``: the LLM
+    judge's aggregates (``judge.report.judged_metrics``), gated like any metric; a gate on a metric
+    nobody measured fails (it blocks when hard). ``expected_index_version``: the index the run was
+    requested for; traces naming another one, or more than one, block (``mixed_index_versions``).
     """
     grounded = score_grounded(gold, traces, k=k or config.k)
     metrics = dict(grounded.metrics)
@@ -92,15 +181,11 @@ def evaluate(
         metrics.update(qa.metrics)
         metrics[FABRICATION] = float(qa.fabrication.count)
     metrics.update(judged or {})
-    results = evaluate_gates(gates, metrics)
-    comparison = None
-    if compare_baseline:
-        measured = {name: value for name, value in metrics.items() if name != FABRICATION}
-        comparison = compare(baseline, measured, None if qa is None else qa.fabrication.count)
+    results = evaluate_gates(gates, metrics, metric_denominators(grounded, layered, qa))
     release = decide(
-        results,
+        [result for result in results if result.applicable],  # a gate that does not apply never blocks
         failed_slices(all_slices, config.slice_gate),
-        comparison,
+        None,
         histogram=None if layered is None else layered.stage_histogram(),
         index_versions=_value_counts(traces.column("index_version")),
         golden_version=None if lock is None else lock.version,
@@ -109,8 +194,91 @@ def evaluate(
         slice_gate=config.slice_gate if layered is not None else None,
         unmeasured=unmeasured(gates, metrics),
         causes=release_causes(gold, grounded.cases, layered),
+        expected_index_version=expected_index_version,
     )
-    return Evaluation(grounded, results, release, metrics, layered, all_slices, comparison, qa)
+    evaluation = Evaluation(grounded, results, release, metrics, layered, all_slices, None, qa)
+    return with_baseline(evaluation, baseline, config) if compare_baseline else evaluation
+
+
+def with_replays(
+    evaluation: Evaluation,
+    gold: pa.Table,
+    replays: Iterable[pa.Table],
+    *,
+    config: EvalConfig,
+    evidence: pa.Table | None = None,
+    k: int | None = None,
+) -> Evaluation:
+    """``evaluation`` with the per-case flakiness of its run and the other replays of the same golden
+    set (``decision.flakiness``); each replay is scored the same way, only which cases passed counts."""
+    outcomes = [evaluation.case_outcomes]
+    for traces in replays:
+        scored = evaluate(gold, traces, gates=(), config=config, run_id="replay", evidence=evidence, k=k)
+        outcomes.append(scored.case_outcomes)
+    return replace(evaluation, flakiness=flakiness(outcomes))
+
+
+def with_baseline(evaluation: Evaluation, entry: BaselineEntry | None, config: EvalConfig) -> Evaluation:
+    """``evaluation`` judged against a baseline entry (None: the mode has none yet), as the config's
+    ``baseline_test`` says; what a shell calls under the baseline's lock, on the entry read there.
+
+    * ``strict``: every listed metric strictly worse than its baseline is a regression, the fabrication
+      count when it rose (``baseline.compare``).
+    * ``paired``: the exact McNemar test of the cases that flipped against the entry's recorded case
+      outcomes (``decision.paired``); when it blocks, the regression is ``case_pass_rate (paired)`` over
+      the cases both runs evaluated. The aggregate metrics are compared only to be reported (their
+      deltas are sampling noise for such a system): listed ones the run did not measure stay listed.
+    """
+    strict = compare(entry, evaluation.baseline_metrics, evaluation.fabrication_count)
+    if config.baseline_test == "paired":
+        comparison = _paired(entry, evaluation.case_outcomes, config, strict.unmeasured)
+    else:
+        comparison = strict
+    return replace(evaluation, comparison=comparison, release=evaluation.release.with_comparison(comparison))
+
+
+def _paired(
+    entry: BaselineEntry | None, outcomes: dict[str, bool], config: EvalConfig, unmeasured: list[str]
+) -> Comparison:
+    if entry is None or entry.cases is None:  # nothing recorded yet: nothing to compare with
+        return Comparison([], unmeasured, None)
+    test = paired_test(entry.cases, outcomes, config.paired)
+    regressions = []
+    if test.blocks:
+        common = [qid for qid in entry.cases if qid in outcomes]
+        before = sum(entry.cases[qid] for qid in common) / len(common)
+        now = sum(outcomes[qid] for qid in common) / len(common)
+        regressions.append(Regression(PAIRED_REGRESSION, before, now, now - before))
+    return Comparison(regressions, unmeasured, test.to_dict())
+
+
+def promoted_entry(
+    evaluation: Evaluation, old: BaselineEntry | None, config: EvalConfig, run_id: str
+) -> BaselineEntry | None:
+    """The entry a shipping run leaves in the baseline (None: leave it as it is).
+
+    ``strict``: every listed metric tightened to the better of old and current (``baseline.ratcheted``).
+    ``paired``: only a significant improvement (or the first recorded run) moves the baseline — the
+    metrics are tightened the same way and the run's case outcomes become the reference — so the
+    baseline never follows a lucky run. A blocked run never promotes.
+    """
+    if not evaluation.passed:
+        return None
+    cases = None
+    if config.baseline_test == "paired":
+        paired = evaluation.comparison.paired if evaluation.comparison is not None else None
+        recorded = old is not None and old.cases is not None
+        if recorded and not (paired and paired["improves"]):
+            return None
+        cases = evaluation.case_outcomes
+    return ratcheted(
+        old,
+        evaluation.baseline_metrics,
+        fabrication_count=evaluation.fabrication_count,
+        n_cases=evaluation.grounded.counts["cases"],
+        run=run_id,
+        cases=cases,
+    )
 
 
 def coverage_warnings(counts: dict[str, int]) -> list[str]:

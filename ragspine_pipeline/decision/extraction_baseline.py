@@ -15,17 +15,20 @@ Contract:
   are; nothing is ever lowered. A failing run never promotes (``InputError``, the file untouched). The
   file is created if missing, written atomically, and not rewritten when its content would not change.
   Thresholds are written unrounded, so the run that set a threshold still passes it.
+* Every read–compare–write is one :func:`locked_update` of a ``files.VersionedFile`` (a local file under
+  an exclusive lock, or an S3 object written with conditional writes): concurrent promotions never lower
+  a threshold, and a check made inside the update sees the thresholds current at that moment.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import write_text_atomically
+from ragspine_pipeline.files import LockedFile, VersionedFile
 from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_type, no_duplicate_keys
 from ragspine_pipeline.scoring.extraction import CHANNELS
 
@@ -61,18 +64,13 @@ class ThresholdCheck:
 
 def load_thresholds(path: str | Path) -> dict[str, float]:
     """``{channel: threshold}`` in CHANNELS order; ``{}`` when the file does not exist."""
-    name = str(path)
-    p = Path(path)
-    if not p.exists():
+    return parse_thresholds(LockedFile(path, "thresholds").read(), str(path))
+
+
+def parse_thresholds(text: str | None, name: str) -> dict[str, float]:
+    """A thresholds file's text (None: no file yet) as ``{channel: threshold}`` in CHANNELS order."""
+    if text is None:
         return {}
-    if not p.is_file():
-        raise InputError(name, "not a regular file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(name, f"not UTF-8 text: {exc.reason}") from None
-    except OSError as exc:
-        raise InputError(name, f"cannot read the thresholds: {exc.strerror or exc}") from None
     if not text.strip():
         raise InputError(name, "empty file: expected a JSON object {channel: threshold}")
     try:
@@ -122,22 +120,46 @@ def compare(
 # -- promote --------------------------------------------------------------------------------------------
 
 
-def promote(path: str | Path, accuracies: Mapping[str, float | None], *, passed: bool) -> dict[str, float]:
-    """Raise the thresholds to a passing run's accuracies and write the file; return the new thresholds."""
-    if not passed:
-        raise InputError(str(path), "refusing to promote a failing run: the thresholds are unchanged")
+def locked_update(
+    store: VersionedFile | str | Path, change: Callable[[dict[str, float]], dict[str, float] | None]
+) -> dict[str, float]:
+    """Read the thresholds with no other update in between, call ``change`` with them and write what it
+    returns (None: write nothing); return the thresholds the file holds afterwards. ``change`` may run
+    more than once (an S3 store retries after a conflicting write): it must only depend on its argument."""
+    store = LockedFile(store, "extraction thresholds") if isinstance(store, (str, Path)) else store
+    after: dict[str, dict[str, float]] = {}
+
+    def update(text: str | None) -> str | None:
+        old = parse_thresholds(text, store.name)
+        new = change(old)
+        after["thresholds"] = old if new is None else new
+        return None if new is None else json.dumps(new, indent=2, allow_nan=False) + "\n"
+
+    store.update(update)
+    return after["thresholds"]
+
+
+def raised(old: Mapping[str, float], accuracies: Mapping[str, float | None]) -> dict[str, float]:
+    """``old`` raised to a passing run's accuracies: max per listed channel, measured new channels
+    added, unmeasured ones kept; in CHANNELS order."""
     current = _measured(accuracies)
-    old = load_thresholds(path)
     merged: dict[str, float] = {}
     for channel in CHANNELS:
         known = [value for value in (old.get(channel), current.get(channel)) if value is not None]
         if known:
             merged[channel] = max(known)
-    text = json.dumps(merged, indent=2, allow_nan=False) + "\n"
-    p = Path(path)
-    if not (p.is_file() and p.read_text(encoding="utf-8") == text):
-        write_text_atomically(path, text, "extraction thresholds")
     return merged
+
+
+def promote(
+    path: VersionedFile | str | Path, accuracies: Mapping[str, float | None], *, passed: bool
+) -> dict[str, float]:
+    """Raise the thresholds to a passing run's accuracies and write the file; return the new thresholds."""
+    if not passed:
+        name = path.name if not isinstance(path, (str, Path)) else str(path)
+        raise InputError(name, "refusing to promote a failing run: the thresholds are unchanged")
+    _measured(accuracies)  # a misuse fails before the file is touched
+    return locked_update(path, lambda old: raised(old, accuracies))
 
 
 def _measured(accuracies: Mapping[str, float | None]) -> dict[str, float]:

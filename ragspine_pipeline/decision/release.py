@@ -9,8 +9,8 @@ failure is listed with its value, threshold and delta so an engineer knows what 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 from ragspine_pipeline.decision.baseline import Comparison
 from ragspine_pipeline.decision.config import SliceGate
@@ -57,10 +57,36 @@ class ReleaseDecision:
     unmeasured_gates: list[dict] = field(default_factory=list)
     # Where the failing cases stop and the worst of them (``decision.causes.release_causes``).
     causes: dict | None = None
+    # Why the traces cannot stand for one index ({reason: "mixed_index_versions", detail, ...}): blocks.
+    integrity: list[dict] = field(default_factory=list)
+    # The paired baseline test (``decision.paired``) when the config asks for it: flips, p-values.
+    paired: dict | None = None
 
     @property
     def ships(self) -> bool:
         return self.decision == "ship"
+
+    def with_comparison(self, comparison: Comparison | None) -> ReleaseDecision:
+        """The same decision judged against another baseline comparison (the one read under the
+        baseline's lock): regressions and unmeasured baseline metrics replaced, ship/block redone."""
+        regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
+        decided = replace(
+            self,
+            regressions=regressions,
+            unmeasured_baseline_metrics=[] if comparison is None else list(comparison.unmeasured),
+            paired=None if comparison is None else comparison.paired,
+        )
+        return replace(decided, decision="block" if decided.blocks() else "ship")
+
+    def blocks(self) -> bool:
+        """Any failed hard gate (an unmeasured one included), failed slice, regression or index problem."""
+        return bool(
+            self.failed_gates
+            or self.failed_slices
+            or self.regressions
+            or any(gate["severity"] == "hard" for gate in self.unmeasured_gates)
+            or self.integrity
+        )
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -88,9 +114,10 @@ def decide(
     slice_gate: SliceGate | None = None,
     unmeasured: Sequence[Gate] = (),
     causes: dict | None = None,
+    expected_index_version: str | None = None,
 ) -> ReleaseDecision:
-    """Block on any failed hard gate (an unmeasured one included), failed slice or regression;
-    otherwise ship.
+    """Block on any failed hard gate (an unmeasured one included), failed slice, regression, or traces
+    that do not stand for one index (:func:`index_integrity`); otherwise ship.
 
     Failed soft gates are listed in ``warned_gates`` and do not block. ``index_versions`` counts the
     traces per index version; the most common one is the run's. ``causes`` (``decision.causes``) is
@@ -105,14 +132,14 @@ def decide(
     failed = [f for f in failing if f.severity == "hard"]
     regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
     seen = Counter(index_versions)
-    blocked = bool(failed or slices_below or regressions or any(gate.hard for gate in unmeasured))
-    return ReleaseDecision(
-        decision="block" if blocked else "ship",
+    decision = ReleaseDecision(
+        decision="ship",
         failed_gates=failed,
         failed_slices=slices_below,
         regressions=regressions,
         first_failed_stage_histogram=histogram,
-        index_version=seen.most_common(1)[0][0] if seen else None,
+        # The most traces, then the smallest version string: a tie never depends on the traces' order.
+        index_version=min(seen, key=lambda version: (-seen[version], version)) if seen else None,
         index_versions=sorted(seen),
         golden_version=golden_version,
         golden_sha256=golden_sha256,
@@ -125,4 +152,31 @@ def decide(
             for g in unmeasured
         ],
         causes=causes,
+        integrity=index_integrity(seen, expected_index_version),
     )
+    return replace(decision, decision="block" if decision.blocks() else "ship")
+
+
+def index_integrity(index_versions: Mapping[str, int], expected: str | None = None) -> list[dict]:
+    """Why a replay's traces cannot stand for one index, as ``mixed_index_versions`` problems: they name
+    more than one index version, or one other than the version the run was requested for (a replay
+    against an index that changed under it, or a load balancer across two builds). Traces that name no
+    index version at all cannot be checked and pass."""
+    counts = {version: int(n) for version, n in sorted(index_versions.items())}
+    if len(counts) > 1:
+        named = ", ".join(f"{version} ({n} traces)" for version, n in counts.items())
+        return [
+            {"reason": "mixed_index_versions", "index_versions": counts, "detail": f"traces name {named}"}
+        ]
+    if expected is not None and counts and expected not in counts:
+        (version,) = counts
+        detail = f"the run was requested for index {expected}, its traces name {version}"
+        return [
+            {
+                "reason": "mixed_index_versions",
+                "index_versions": counts,
+                "expected": expected,
+                "detail": detail,
+            }
+        ]
+    return []

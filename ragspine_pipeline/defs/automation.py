@@ -8,13 +8,11 @@ production SUT by surprise. ``make run`` and ``make demo-regression`` run the sa
 import dagster as dg
 
 from ragspine_pipeline.defs.extraction import extraction_scores
-from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG, golden_set, golden_traces, metric_table
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import IndexManifestResource
 from ragspine_pipeline.sources.errors import ManifestMissing
-
-INDEX_VERSION_TAG = "ragspine/index_version"
 
 nightly_eval = dg.define_asset_job(
     "nightly_eval",

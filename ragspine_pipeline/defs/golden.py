@@ -16,8 +16,15 @@ import pyarrow.compute as pc
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision.config import load_config
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, Evaluation, coverage_warnings, evaluate
-from ragspine_pipeline.decision.gates import default_gates
+from ragspine_pipeline.decision.evaluation import (
+    KNOWN_METRICS,
+    Evaluation,
+    coverage_warnings,
+    default_gates_for,
+    evaluate,
+    with_replays,
+)
+from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
 from ragspine_pipeline.defs.judge import JudgeResource, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
@@ -27,8 +34,10 @@ from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
 from ragspine_pipeline.reports.metric_table import means_by_metric, write_metric_table
 from ragspine_pipeline.sources.replay import replay
+from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 GROUP = "golden"
+INDEX_VERSION_TAG = "ragspine/index_version"  # the index a re-evaluation run was requested for
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class GoldenTraces:
     path: str
     table: pa.Table
     sut: str
+    replays: tuple[str, ...] = ()  # the other replays' traces (``sut.repeat`` > 1): for flakiness only
 
 
 @dataclass(frozen=True)
@@ -96,29 +106,44 @@ def golden_traces(
 ) -> dg.Output[GoldenTraces]:
     """Every golden question replayed through the SUT on its current index (SPEC §2.2 traces).
 
-    A trace the contract rejects is quarantined (file in metadata) and its case scored as missing.
+    A trace the contract rejects is quarantined (file in metadata) and its case scored as missing. With
+    ``sut.repeat`` N > 1 the golden set is replayed N times: the first replay is the run's, the others
+    only count towards the per-case flakiness ``metric_table`` reports.
     """
-    with user_errors():
-        answer, description = sut.client()
-        questions = zip(
+    questions = list(
+        zip(
             *(golden_set.table.column(name).to_pylist() for name in ("qid", "question", "reference_date")),
             strict=True,
         )
-        result = replay(
-            questions,
-            answer,
-            out=eval_files.work("golden_traces", context.run.run_id, "traces.jsonl"),
-            quarantine=eval_files.work("golden_traces", context.run.run_id, "quarantine.jsonl"),
-            concurrency=sut.concurrency if sut.kind == "http" else 1,
-        )
+    )
+    results = []
+    with user_errors():
+        answer, description = sut.client()
+        for number in range(sut.repeat):
+            suffix = "" if number == 0 else f".replay{number + 1}"
+            results.append(
+                replay(
+                    questions,
+                    answer,
+                    out=eval_files.work("golden_traces", context.run.run_id, f"traces{suffix}.jsonl"),
+                    quarantine=eval_files.work(
+                        "golden_traces", context.run.run_id, f"quarantine{suffix}.jsonl"
+                    ),
+                    concurrency=sut.concurrency if sut.kind == "http" else 1,
+                )
+            )
+        result = results[0]
         table = load_traces(result.traces_path).table
     if result.quarantined:
         context.log.warning(f"{result.quarantined} trace(s) quarantined: {result.quarantine_path}")
     versions = pc.value_counts(table.column("index_version").drop_null()).to_pylist()
     return dg.Output(
-        GoldenTraces(str(result.traces_path), table, description),
+        GoldenTraces(
+            str(result.traces_path), table, description, tuple(str(r.traces_path) for r in results[1:])
+        ),
         metadata={
             "sut": description,
+            "replays": sut.repeat,
             "asked": result.asked,
             "answered": result.answered,
             "unanswered": result.unanswered,
@@ -152,7 +177,8 @@ def metric_table(
         evidence = (
             load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
         )
-        entries = baselines.load_baseline(eval_files.baseline_path)
+        store = open_versioned(eval_files.baseline_path, "baseline", endpoint_url=s3_endpoint())
+        entries = baselines.read_baseline(store, KNOWN_METRICS)
     judged = judge_step(
         judge,
         judge_items(golden_traces.table, golden_set.table, evidence),
@@ -162,7 +188,7 @@ def metric_table(
     evaluation = evaluate(
         golden_set.table,
         golden_traces.table,
-        gates=config.gate_list(KNOWN_METRICS) or default_gates(),
+        gates=config.gate_list(KNOWN_METRICS) or default_gates_for(golden_set.table, golden_traces.table),
         config=config,
         run_id=context.run.run_id,
         evidence=evidence,
@@ -170,7 +196,14 @@ def metric_table(
         compare_baseline=True,
         lock=golden_set.lock,
         judged=judged.metrics,
+        # A run the index-rebuild sensor requested must replay that index, and only that one.
+        expected_index_version=context.run.tags.get(INDEX_VERSION_TAG),
     )
+    if golden_traces.replays:
+        with user_errors():
+            replays = [load_traces(path).table for path in golden_traces.replays]
+        evaluation = with_replays(evaluation, golden_set.table, replays, config=config, evidence=evidence)
+        context.log.info(flakiness_sentence(evaluation.flakiness))
     warnings = [*golden_set.warnings, *coverage_warnings(evaluation.grounded.counts)]
     for warning in warnings:
         context.log.warning(warning)
@@ -187,6 +220,7 @@ def metric_table(
     copy_atomically(run_dir / "metric_table.parquet", latest / "metric_table.parquet")
     report = summary(evaluation, inputs)
     means = means_by_metric(table)
+    not_applicable = evaluation.not_applicable
     yield dg.Output(
         ScoredRun(evaluation, report, str(run_dir / "metric_table.parquet"), str(report_path)),
         metadata={
@@ -194,8 +228,15 @@ def metric_table(
             "n_cases": evaluation.grounded.counts["cases"],
             "decision": evaluation.release.decision,
             "index_version": evaluation.release.index_version or "unknown",
-            # The trend chart of the slice report reads these back from the instance.
-            "metrics": dg.MetadataValue.json({name: _finite(v) for name, v in evaluation.metrics.items()}),
+            # The trend chart of the slice report reads these back from the instance; a metric that does
+            # not apply to this run (denominator 0) is null, never its placeholder value.
+            "metrics": dg.MetadataValue.json(
+                {
+                    name: None if name in not_applicable else _finite(v)
+                    for name, v in evaluation.metrics.items()
+                }
+            ),
+            "not_applicable": ", ".join(not_applicable) or "none",
             "means_by_metric": dg.MetadataValue.md(
                 markdown_table(
                     ["metric", "mean", "applicable cases"],

@@ -14,15 +14,18 @@ import dagster as dg
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.config import EvalConfig, load_config
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, promoted_entry, with_baseline
 from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates
 from ragspine_pipeline.defs.golden import GROUP, ScoredRun, write_json_file
 from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
-from ragspine_pipeline.defs.resources import EvalFiles, gates_config_path
+from ragspine_pipeline.defs.resources import EvalFiles, committed_config, gates_config_path
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 ASSET_KEY = dg.AssetKey("release_decision")
 SLICE_CHECK = "slice_gate"
 BASELINE_CHECK = "no_regression_vs_baseline"
+INDEX_CHECK = "single_index_version"
 
 
 def check_name(metric: str) -> str:
@@ -31,9 +34,14 @@ def check_name(metric: str) -> str:
 
 
 def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
-    """The gates config every check is built from (read once, when the definitions load)."""
+    """The gates config every check is built from (read once, when the definitions load).
+
+    A config without ``gates`` gets a check for every default gate of every dialect: which of them a
+    run applies depends on its data (``decision.evaluation.default_gates_for``); the others report
+    "not gated" for that run.
+    """
     config = load_config(path or gates_config_path(), KNOWN_METRICS)
-    return config, config.gate_list(KNOWN_METRICS) or default_gates()
+    return config, config.gate_list(KNOWN_METRICS) or default_gates(grounded=True, qa=True)
 
 
 def decision_record(scored: ScoredRun) -> dict:
@@ -43,6 +51,7 @@ def decision_record(scored: ScoredRun) -> dict:
         **report["release"],
         "gates": report["gates"],
         "metrics": {name: round(value, 4) for name, value in scored.evaluation.metrics.items()},
+        "not_applicable": report["not_applicable"],
         "warnings": report["warnings"],
     }
 
@@ -87,6 +96,10 @@ def release_decision(
             "warned_gates": len(release.warned_gates),
             "failed_slices": len(release.failed_slices),
             "regressions": len(release.regressions),
+            "not_applicable_gates": ", ".join(
+                r.gate.metric for r in metric_table.evaluation.gates if not r.applicable
+            )
+            or "none",
             "reasons": dg.MetadataValue.md(
                 markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
                 + "\n\n"
@@ -104,6 +117,7 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
     (``regression_alert``) whatever these checks say, while ``baseline`` waits for them.
     """
     _config, gates = committed_gates(config_path)
+    check_names = [check_name(g.metric) for g in gates]
     specs = [
         dg.AssetCheckSpec(
             check_name(g.metric),
@@ -126,14 +140,23 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
             blocking=True,
             description="no baselined metric is worse than its baseline (equal passes)",
         ),
+        dg.AssetCheckSpec(
+            INDEX_CHECK,
+            asset=release_decision,
+            blocking=True,
+            description="the replay's traces name one index version, the one the run was requested for",
+        ),
     ]
 
     @dg.multi_asset_check(specs=specs, name="release_gates")
     def release_gates(release_decision: ScoredRun) -> Iterator[dg.AssetCheckResult]:
         release = release_decision.evaluation.release
+        checked = set()
         for result in release_decision.evaluation.gates:
+            checked.add(check_name(result.gate.metric))
             yield _gate_check(result)
         for gate in release.unmeasured_gates:  # e.g. a judged metric when the judge step failed
+            checked.add(check_name(gate["metric"]))
             yield dg.AssetCheckResult(
                 check_name=check_name(gate["metric"]),
                 asset_key=ASSET_KEY,
@@ -143,6 +166,11 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
                 else dg.AssetCheckSeverity.WARN,
                 metadata={"value": "not measured", "threshold": gate["threshold"], "op": gate["op"]},
             )
+        for name in check_names:  # a default gate of another dialect than this run's data
+            if name not in checked:
+                yield dg.AssetCheckResult(
+                    check_name=name, asset_key=ASSET_KEY, passed=True, metadata={"value": "not gated"}
+                )
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
             asset_key=ASSET_KEY,
@@ -155,18 +183,27 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
             passed=not release.regressions,
             metadata={"regressions": dg.MetadataValue.json(release.regressions)},
         )
+        yield dg.AssetCheckResult(
+            check_name=INDEX_CHECK,
+            asset_key=ASSET_KEY,
+            passed=not release.integrity,
+            description="; ".join(problem["detail"] for problem in release.integrity) or None,
+            metadata={"index_versions": dg.MetadataValue.json(release.index_versions)},
+        )
 
     return release_gates
 
 
 def _gate_check(result: GateResult) -> dg.AssetCheckResult:
+    """A gate's check; a gate whose metric does not apply to the run (denominator 0) passes as "n/a"."""
     gate = result.gate
+    value = result.value if result.applicable else "n/a (applies to no case: does not block)"
     return dg.AssetCheckResult(
         check_name=check_name(gate.metric),
         asset_key=ASSET_KEY,
-        passed=result.passed,
+        passed=result.passed is not False,
         severity=dg.AssetCheckSeverity.ERROR if gate.hard else dg.AssetCheckSeverity.WARN,
-        metadata={"value": result.value, "threshold": gate.threshold, "op": gate.op},
+        metadata={"value": value, "threshold": gate.threshold, "op": gate.op},
     )
 
 
@@ -174,26 +211,41 @@ def _gate_check(result: GateResult) -> dg.AssetCheckResult:
 def baseline(
     context: dg.AssetExecutionContext, release_decision: ScoredRun, eval_files: EvalFiles
 ) -> dg.MaterializeResult:
-    """The baseline, tightened with a shipping run's metrics (it only ratchets up, SPEC §4).
+    """The baseline, tightened with a shipping run's metrics (it only ratchets up).
 
-    Downstream of the blocking gate checks: a blocked release never gets here. A shipping run that is
-    not better anywhere leaves every value as it was; no code path lowers one.
+    Downstream of the blocking gate checks: a blocked release never gets here. The ratchet is one
+    locked update of the baseline file (a local path under a lock, or S3 with conditional writes), and
+    inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
+    a stricter value since this run decided, this run is worse than the baseline, nothing is written
+    and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
+    was (``baseline_test: paired``: unless it is a significant improvement); no code path lowers one.
     """
     evaluation = release_decision.evaluation
     path, mode = eval_files.baseline_path, eval_files.baseline_mode
+    if not evaluation.passed:  # defensive: the checks already stop a blocked run
+        return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
+    seen: dict[str, baselines.BaselineEntry | None] = {}
+
+    def judge(old: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
+        seen["before"] = old
+        judged = with_baseline(evaluation, old, config)
+        if not judged.passed:
+            worse = "; ".join(
+                f"{r['metric']} {r['current']:.4f} vs {r['baseline']:.4f}" for r in judged.release.regressions
+            )
+            raise InputError(
+                store.name,
+                f"mode '{mode}': the baseline moved since this run decided ({worse}): not promoted",
+            )
+        return promoted_entry(judged, old, config, context.run.run_id)
+
     with user_errors():
-        before = baselines.load_baseline(path).get(mode)
-        if not evaluation.passed:  # defensive: the checks already stop a blocked run
-            return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
-        entry = baselines.promote(
-            path,
-            mode,
-            evaluation.baseline_metrics,
-            passed=True,
-            fabrication_count=evaluation.fabrication_count,
-            n_cases=evaluation.grounded.counts["cases"],
-            run=context.run.run_id,
-        )
+        config = committed_config()
+        store = open_versioned(path, "baseline", endpoint_url=s3_endpoint())
+        entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge)
+    before = seen.get("before")
+    if entry is None or entry is before:
+        return dg.MaterializeResult(metadata={"promoted": False, "reason": "no significant improvement"})
     old = {} if before is None else before.metrics
     changed = [
         (m, "—" if m not in old else f"{old[m]:.4f}", f"{v:.4f}")

@@ -223,6 +223,9 @@ class SutResource(dg.ConfigurableResource):
     timeout_s: float = 10.0
     max_retries: int = 3
     concurrency: int = Field(default=8, ge=1, description="questions in flight (http)")
+    repeat: int = Field(
+        default=1, ge=1, description="replays of the golden set per run (> 1: per-case flakiness is reported)"
+    )
 
     def client(self) -> tuple[Answer, str]:
         """``(answer, description)``; the description names the SUT without credentials."""
@@ -261,7 +264,8 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     ``var/reports``) and ``RAGSPINE_WORK`` (default ``var/work``) the outputs. ``RAGSPINE_TRACE_STORE``
     and ``RAGSPINE_INDEX_MANIFEST`` may be ``s3://`` URIs (``RAGSPINE_S3_ENDPOINT_URL`` for an
     S3-compatible store); ``RAGSPINE_SUT`` selects ``reference`` / ``http`` (``RAGSPINE_SUT_URL``) /
-    ``recorded`` (``RAGSPINE_SUT_RECORDED``). ``RAGSPINE_ALERTS_OUTBOX`` (default
+    ``recorded`` (``RAGSPINE_SUT_RECORDED``); ``RAGSPINE_REPLAY_REPEAT`` (default 1) replays the golden
+    set that many times per run. ``RAGSPINE_ALERTS_OUTBOX`` (default
     ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_WEBSERVER_URL`` the Dagster UI the
     alerts link to, ``RAGSPINE_RUNBOOK_URL`` a runbook link for every alert (the gates config's
     ``alerts.runbook`` gives a line per stream), ``RAGSPINE_ALERT_TTL_HOURS`` (default 24) how long an
@@ -322,5 +326,6 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             manifest_path=None if manifest.startswith("s3://") else manifest,
             base_url=env.get("RAGSPINE_SUT_URL") or None,
             recorded_path=env.get("RAGSPINE_SUT_RECORDED") or None,
+            repeat=int(env.get("RAGSPINE_REPLAY_REPEAT", "1")),
         ),
     }

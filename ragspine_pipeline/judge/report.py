@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.jsonvalues import DuplicateKey, no_duplicate_keys
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS, PROMPT_VERSION
 from ragspine_pipeline.judge.run import COMBINED, JudgeRun
 from ragspine_pipeline.judge.stats import krippendorff_alpha, score_summary
@@ -33,7 +34,8 @@ def judged_metrics(run: JudgeRun) -> dict[str, float]:
 def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
     """Human labels, JSONL ``{qid, metric, score}`` (score an integer 1–5): ``{(qid, metric): score}``.
 
-    A malformed line, an unknown metric or a repeated (qid, metric) is an InputError naming the line.
+    A malformed line, a key repeated in a line, an unknown metric or a repeated (qid, metric) is an
+    InputError naming the line.
     """
     labels: dict[tuple[str, str], int] = {}
     try:
@@ -46,9 +48,11 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=no_duplicate_keys)
         except json.JSONDecodeError as exc:
             raise InputError(str(path), f"malformed JSON: {exc.msg}", number) from None
+        except DuplicateKey as exc:
+            raise InputError(str(path), "duplicate key", number, field=exc.key) from None
         if not isinstance(row, dict):
             raise InputError(str(path), "expected a JSON object {qid, metric, score}", number)
         qid, metric, score = row.get("qid"), row.get("metric"), row.get("score")

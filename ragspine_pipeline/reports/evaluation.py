@@ -1,6 +1,14 @@
 """The evaluation report: JSON for machines, Markdown for people.
 
 Figures are rounded to 4 decimals here, for display; gates were decided on unrounded values.
+
+Not applicable: a metric whose denominator is 0 keeps its empty-denominator value in the JSON
+(machines may rely on it) and is listed in ``not_applicable``; its denominator is in ``denominators``,
+``layered_denominators`` or the QA gate's ``total``. A gate row carries ``applicable`` and
+``denominator`` (null for a metric without one: the fabrication count, judged scores); a gate on a
+metric that does not apply has ``"pass": null`` and does not block. Markdown shows such a metric as
+``n/a`` with its denominator 0.
+
 Per-case rows are rendered on whole columns (``reports.columns``) so that a million-case report costs
 a handful of kernel calls, not a million ``json.dumps``.
 """
@@ -15,6 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.decision.evaluation import Evaluation
+from ragspine_pipeline.decision.flakiness import flakiness_sentence
+from ragspine_pipeline.decision.gates import GateResult
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
@@ -64,6 +74,7 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
         "duplicates": score.counts["duplicates"],
         "traces": score.counts["traces"],
         "denominators": {name: score.denominator(name) for name in METRICS},
+        "not_applicable": ev.not_applicable,
         "labels": score.label_counts(),
     }
     if ev.layered is not None:
@@ -83,9 +94,13 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
             "value": figure(result.value),
             "pass": result.passed,
             "severity": result.gate.severity,
+            "applicable": result.applicable,
+            "denominator": result.denominator,
         }
         for result in ev.gates
     ]
+    if ev.flakiness is not None:
+        out["flakiness"] = _rounded(ev.flakiness)
     out["release"] = _rounded(ev.release.as_dict())
     out["pass"] = ev.passed
     out["warnings"] = inputs.warnings
@@ -188,20 +203,27 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
         out.write(f"> ⚠ {warning}\n")
     if inputs.warnings:
         out.write("\n")
-    _write_release(release, out)
+    if ev.flakiness is not None:
+        flaky = ", ".join(f"`{c['qid']}` ({c['passed']}/{c['of']})" for c in ev.flakiness["flaky_cases"])
+        out.write(f"Replays: {flakiness_sentence(ev.flakiness)}" + (f": {flaky}" if flaky else "") + ".\n\n")
+    _write_release(release, [result for result in ev.gates if not result.applicable], out)
 
     out.write("## Gates\n\n| metric | gate | value | result |\n|---|---|---|---|\n")
     for result in ev.gates:
         gate = f"{'≤' if result.gate.op == '<=' else '≥'} {result.gate.threshold:.4f}"
+        if not result.applicable:
+            out.write(f"| {result.gate.metric} | {gate} | n/a (over 0) | ➖ n/a: does not block |\n")
+            continue
         mark = "✅ pass" if result.passed else "❌ **FAIL**" if result.gate.hard else "⚠️ warn (soft)"
         out.write(f"| {result.gate.metric} | {gate} | {figure(result.value):.4f} | {mark} |\n")
 
     out.write("\n## Grounded QA figures\n\n| metric | value | over |\n|---|---|---|\n")
     score = ev.grounded
     for name, (numerator, denominator, _) in METRICS.items():
-        shown = f"{score.counts[numerator]} / {score.counts[denominator]} {denominator}"
         if score.counts[denominator] == 0:
-            shown = f"0 {denominator}: not applicable, reported as {s[name]}"
+            out.write(f"| {name} | n/a | 0 {denominator}: not applicable |\n")
+            continue
+        shown = f"{score.counts[numerator]} / {score.counts[denominator]} {denominator}"
         out.write(f"| {name} | {s[name]:.4f} | {shown} |\n")
 
     if ev.layered is not None:
@@ -228,8 +250,10 @@ def _write_qa_gates(ev: Evaluation, out: TextIO) -> None:
     qa = ev.qa
     out.write("\n## QA gates\n\n| gate | pass rate | passed / applicable |\n|---|---|---|\n")
     for name, gate in qa.gates.items():
-        shown = f"{gate.passed} / {gate.total}" if gate.total else "0: not applicable, reported as 1.0"
-        out.write(f"| {name} | {gate.pass_rate:.4f} | {shown} |\n")
+        if gate.total:
+            out.write(f"| {name} | {gate.pass_rate:.4f} | {gate.passed} / {gate.total} |\n")
+        else:
+            out.write(f"| {name} | n/a | 0: applies to no case |\n")
     fabrication = qa.fabrication
     checked = f"of {fabrication.checked} answers that should refuse"
     out.write(f"| fabrication | {fabrication.count} (target 0) | {checked} |\n")
@@ -252,7 +276,7 @@ def _cell(value) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _write_release(release: ReleaseDecision, out: TextIO) -> None:
+def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], out: TextIO) -> None:
     out.write(f"## Release decision: **{release.decision}**\n\n")
     why = "" if release.ships else why_markdown(release.causes)
     if why:
@@ -266,6 +290,11 @@ def _write_release(release: ReleaseDecision, out: TextIO) -> None:
         out.write(
             f"- {gate['severity']} gate **{gate['metric']}** was not measured (needs {gate['op']} "
             f"{gate['threshold']:.4f}): it fails\n"
+        )
+    for result in not_applicable:
+        out.write(
+            f"- gate **{result.gate.metric}** does not apply to this run (0 cases to measure): "
+            "n/a, it does not block\n"
         )
     if release.ships:
         out.write("Every hard gate, slice and baselined metric holds.\n\n")
@@ -294,8 +323,8 @@ def _write_layered(ev: Evaluation, out: TextIO) -> None:
     out.write("\n## Layered figures\n\n| metric | value | over |\n|---|---|---|\n")
     for name in (*RATIO_METRICS, "admissible_rate", "releasable_rate"):
         n = layered.denominators[name]
-        shown = f"{n} cases" if n else "0 cases: not applicable"
-        out.write(f"| {name} | {layered.metrics[name]:.4f} | {shown} |\n")
+        value = f"{layered.metrics[name]:.4f}" if n else "n/a"
+        out.write(f"| {name} | {value} | {n} cases{'' if n else ': not applicable'} |\n")
     out.write("\n## First failed stage\n\n| stage | cases |\n|---|---|\n")
     for stage, count in layered.stage_histogram().items():
         out.write(f"| {stage} | {count} |\n")

@@ -33,10 +33,12 @@ from ragspine_pipeline.reports.charts import (
 from ragspine_pipeline.reports.html_judge import judge_section
 from ragspine_pipeline.reports.html_parts import (
     STATUS_ORDER,
+    applies,
     count,
     day,
     document,
     figure,
+    figures_table,
     fixed,
     gate_status,
     generated_at,
@@ -55,6 +57,7 @@ from ragspine_pipeline.reports.html_parts import (
     section,
     share,
     signed,
+    small,
     table,
 )
 from ragspine_pipeline.reports.html_production import production_section
@@ -103,15 +106,17 @@ def render_html(
 
 
 def history_entry(report: Mapping, *, timestamp: float) -> dict:
-    """This run as one ``history`` point: every grounded and layered figure of the report, flat."""
+    """This run as one ``history`` point: every grounded and layered figure of the report, flat; None
+    for a metric that does not apply to the run (it is not plotted)."""
     release = mapping(report.get("release"))
     grounded = {name: report.get(name) for name in mapping(report.get("denominators"))}
+    figures = {**grounded, **mapping(report.get("layered"))}
     return {
         "run_id": release.get("run_id"),
         "timestamp": timestamp,
         "index_version": release.get("index_version"),
         "decision": release.get("decision"),
-        "metrics": {**grounded, **mapping(report.get("layered"))},
+        "metrics": {name: value if applies(report, name) else None for name, value in figures.items()},
     }
 
 
@@ -192,12 +197,21 @@ def _gates_section(report: Mapping, release: Mapping) -> str:
         return section("gates", "Gates", note("No gates in this report.", "gates"))
     gates.sort(key=lambda g: STATUS_ORDER[gate_status(g)])  # failed first, else in the report's order
     caption = "Gates, failed first (≥: the bar must reach the tick; ≤: it must stay at or below it)"
+    not_applicable = [str(g.get("metric")) for g in gates if gate_status(g) == "na"]
     return section(
         "gates",
         "Gates",
         figure("gates", caption, _gates_chart(gates)),
         _gates_table(gates),
+        note(
+            f"Not applicable to this run (no case to measure), so not checked and not blocking: "
+            f"{', '.join(not_applicable)}.",
+            "gates-not-applicable",
+        )
+        if not_applicable
+        else "",
         _regressions(release),
+        figures_table(report),
     )
 
 
@@ -205,10 +219,11 @@ def _gates_chart(gates: list[Mapping]) -> str:
     rows = [
         Row(
             label=str(g.get("metric")),
-            value=finite(g.get("value")),
+            value=_gate_value(g),
             status=gate_status(g),
             marker=finite(g.get("threshold")),
-            value_text=f"{fixed(g.get('value'))} {op(g.get('op'))} {fixed(g.get('threshold'))}",
+            value_text=f"{fixed(_gate_value(g))} {op(g.get('op'))} {fixed(g.get('threshold'))}",
+            note="" if g.get("applicable") is not False else "applies to no case",
         )
         for g in gates
     ]
@@ -225,9 +240,14 @@ def _gates_chart(gates: list[Mapping]) -> str:
     )
 
 
+def _gate_value(gate: Mapping) -> float | None:
+    """The gate's value; None when its metric does not apply to the run (``applicable`` false)."""
+    return None if gate.get("applicable") is False else finite(gate.get("value"))
+
+
 def _gates_table(gates: list[Mapping]) -> str:
     def delta(gate: Mapping) -> str:
-        value, threshold = finite(gate.get("value")), finite(gate.get("threshold"))
+        value, threshold = _gate_value(gate), finite(gate.get("threshold"))
         return "n/a" if value is None or threshold is None else signed(value - threshold)
 
     rows = [
@@ -236,10 +256,10 @@ def _gates_table(gates: list[Mapping]) -> str:
             [
                 esc(g.get("metric")),
                 f"{op(g.get('op'))} {fixed(g.get('threshold'))}",
-                fixed(g.get("value")),
+                fixed(_gate_value(g)) + (small("(0 cases)") if g.get("applicable") is False else ""),
                 delta(g),
                 esc(g.get("severity") or "hard"),
-                pill(gate_status(g), warn="warns"),
+                pill(gate_status(g), warn="warns", na="n/a: does not block"),
             ],
         )
         for g in gates

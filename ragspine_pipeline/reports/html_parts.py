@@ -172,13 +172,43 @@ def run_label(entry: Mapping) -> str:
     return suffix or run_id
 
 
+# -- applicability ---------------------------------------------------------------------------------
+
+
+def applies(report: Mapping, metric: object) -> bool:
+    """False when the report lists ``metric`` as not applicable (its denominator is 0): its value is a
+    placeholder, shown as n/a and never plotted."""
+    return metric not in (report.get("not_applicable") or [])
+
+
+def headline_figures(report: Mapping) -> list[tuple[str, float | None, int | None]]:
+    """``(metric, value, denominator)`` of every grounded figure of the report, in its order; the value
+    is None where the metric does not apply (denominator 0) or is missing."""
+    out = []
+    for name, n in mapping(report.get("denominators")).items():
+        cases = finite(n)
+        value = finite(report.get(name)) if applies(report, name) and cases != 0 else None
+        out.append((str(name), value, None if cases is None else int(cases)))
+    return out
+
+
+def figures_table(report: Mapping) -> str:
+    """The grounded figures with the number of cases each is over; ``n/a`` where that number is 0."""
+    rows = [
+        ("" if value is not None else "na", [esc(name), fixed(value), count(n)])
+        for name, value, n in headline_figures(report)
+    ]
+    return "<h3>Grounded figures</h3>" + table(("metric", "value", "over (cases)"), rows) if rows else ""
+
+
 # -- gate status -----------------------------------------------------------------------------------
 
 STATUS_ORDER = {"fail": 0, "warn": 1, "na": 2, "pass": 3}
 
 
 def gate_status(gate: Mapping) -> str:
-    """``fail`` (blocks), ``warn`` (a failed soft gate: reported, never blocks), ``pass`` or ``na``."""
+    """``fail`` (blocks), ``warn`` (a failed soft gate: reported, never blocks), ``pass`` or ``na`` (the
+    metric does not apply to the run, ``"pass": null``: never blocks)."""
     if gate.get("pass") is False:
         return "warn" if gate.get("severity") == "soft" else "fail"
     return "pass" if gate.get("pass") is True else "na"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragspine_pipeline.reports.html_parts import compact
+from ragspine_pipeline.reports.html_parts import compact, headline_figures
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
 from ragspine_pipeline.reports.why import code_span, why_markdown
 
@@ -95,15 +95,25 @@ def _decision(report: dict) -> str:
 
 
 def _gates(report: dict) -> str:
+    """Every gate, failed first; a gate whose metric does not apply to the run (``"pass": null``) reads
+    n/a and does not block. Then the grounded figures with the cases each is over (n/a over 0)."""
     rows = ["## Gates\n", "| metric | gate | value | result |", "|---|---|---|---|"]
-    for gate in sorted(report["gates"], key=lambda g: g["pass"]):
-        result = (
-            "pass" if gate["pass"] else ("**FAIL**" if gate.get("severity", "hard") == "hard" else "warn")
-        )
-        rows.append(
-            f"| {gate['metric']} | {gate['op']} {gate['threshold']} | {_num(gate['value'])} | {result} |"
-        )
+    for gate in sorted(report["gates"], key=lambda g: _GATE_ORDER[g["pass"]]):
+        if gate["pass"] is None:
+            value, result = "n/a (0 cases)", "n/a: does not block"
+        else:
+            value = _num(gate["value"])
+            hard = gate.get("severity", "hard") == "hard"
+            result = "pass" if gate["pass"] else "**FAIL**" if hard else "warn"
+        rows.append(f"| {gate['metric']} | {gate['op']} {gate['threshold']} | {value} | {result} |")
+    figures = headline_figures(report)
+    if figures:
+        rows += ["", "| figure | value | over (cases) |", "|---|---|---|"]
+        rows += [f"| {name} | {_num(value)} | {_num(n)} |" for name, value, n in figures]
     return "\n".join(rows) + "\n"
+
+
+_GATE_ORDER = {False: 0, None: 1, True: 2}
 
 
 def _qa_gates(report: dict) -> str:

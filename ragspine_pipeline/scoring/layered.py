@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import distinct, empty_lists, lists_from_rows
-from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring import means, rowwise
 from ragspine_pipeline.scoring.admissibility import Registry, admissibility, rule_names
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
@@ -72,6 +72,16 @@ RATIO_METRICS = (
     "citation_support",
     "point_coverage",
 )
+# The per-case denominator of each ratio metric: a column of ``LayeredScore.cases``.
+RATIO_DENOMINATORS = {
+    "candidate_recall": "n_required",
+    "context_recall": "n_required",
+    "context_precision": "n_selected",
+    "faithfulness": "n_claims",
+    "citation_coverage": "n_claims",
+    "citation_support": "n_claims",
+    "point_coverage": "n_points",
+}
 _STAGE_DICTIONARY = pa.array(STAGES, pa.string())
 
 
@@ -80,7 +90,9 @@ class LayeredScore:
     """Per-case layered results (gold order) and their aggregates.
 
     ``cases`` columns: ``qid``, ``admissible``, ``inadmissible`` (names of the failed rules),
-    ``answerable``, ``refused``, ``n_claims``, every ratio metric (null where not applicable),
+    ``answerable``, ``refused``, the denominators of the ratio metrics (:data:`RATIO_DENOMINATORS`:
+    ``n_required`` distinct gold citations, ``n_selected`` distinct selected ids, ``n_claims``,
+    ``n_points`` distinct required points), every ratio metric (null where not applicable),
     ``first_failed_stage`` and ``releasable``.
     """
 
@@ -121,12 +133,19 @@ CHUNK_ROWS = 1 << 14
 
 
 def _aggregates(cases: pa.Table) -> dict[str, float]:
-    """Means over the cases where each metric applies (non-null); 0.0 where none does."""
-    metrics = {name: pc.mean(cases.column(name)).as_py() for name in RATIO_METRICS}
+    """Means over the cases where each metric applies (non-null); 0.0 where none does.
+
+    Each mean is the exact mean of the per-case ratios (numerator over :data:`RATIO_DENOMINATORS`),
+    rounded once (``scoring.means``), and the two rates are integer counts over the number of cases:
+    the same cases in any order give the same figures, bit for bit.
+    """
+    metrics = {
+        name: means.mean(cases.column(name), cases.column(RATIO_DENOMINATORS[name])) for name in RATIO_METRICS
+    }
     metrics = {name: 0.0 if value is None else value for name, value in metrics.items()}
     for name, column in (("admissible_rate", "admissible"), ("releasable_rate", "releasable")):
-        value = pc.mean(cases.column(column).cast(pa.float64())).as_py()
-        metrics[name] = 0.0 if value is None else value
+        count = pc.sum(cases.column(column).cast(pa.int64())).as_py() or 0
+        metrics[name] = count / cases.num_rows if cases.num_rows else 0.0
     return metrics
 
 
@@ -238,7 +257,10 @@ def _score_cases(
             "inadmissible": rule_names(violations, n),
             "answerable": answerable,
             "refused": refused,
+            "n_required": n_required,
+            "n_selected": n_selected,
             "n_claims": n_claims,
+            "n_points": n_points,
             **{name: pa.array(values[name], mask=~applicable[name]) for name in RATIO_METRICS},
             "first_failed_stage": pa.DictionaryArray.from_arrays(stage, _STAGE_DICTIONARY),
             "releasable": releasable,

@@ -74,24 +74,41 @@ class DropSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    fdr: float = Field(default=0.03, gt=0, lt=1, description="false-discovery rate over the night's tests")
+    fdr: float = Field(
+        default=0.03, gt=0, lt=1, strict=True, description="false-discovery rate over the night's tests"
+    )
     min_drop: float = Field(
         default=0.02,
+        strict=True,
         ge=0,
         le=1,
         description="smallest worsening that alerts (0.02: two rate points)",
     )
-    window: int = Field(default=14, ge=1, description="trailing nights the level is estimated from")
+    window: int = Field(
+        default=14, ge=1, strict=True, description="trailing nights the level is estimated from"
+    )
     variance_window: int = Field(
-        default=28, ge=2, description="trailing nights the between-day variance is estimated from"
+        default=28,
+        ge=2,
+        strict=True,
+        description="trailing nights the between-day variance is estimated from",
     )
     recent_nights: int = Field(
-        default=3, ge=1, description="nights pooled by the multi-night test (1: one-night tests only)"
+        default=3,
+        ge=1,
+        strict=True,
+        description="nights pooled by the multi-night test (1: one-night tests only)",
     )
-    min_days: int = Field(default=5, ge=2, description="trailing nights needed before a rate is tested")
-    min_n: int = Field(default=100, ge=1, description="observations needed tonight and trailing")
+    min_days: int = Field(
+        default=5, ge=2, strict=True, description="trailing nights needed before a rate is tested"
+    )
+    min_n: int = Field(default=100, ge=1, strict=True, description="observations needed tonight and trailing")
     all_traffic_weight: float = Field(
-        default=4.0, gt=0, description="weight of an all-traffic test relative to a slice test"
+        default=4.0,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="weight of an all-traffic test relative to a slice test",
     )
 
     @model_validator(mode="after")

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ragspine_pipeline.scoring import means
+from ragspine_pipeline.scoring.layered import RATIO_DENOMINATORS
 from ragspine_pipeline.scoring.stats import wilson_interval
 
 
@@ -45,47 +48,63 @@ def slices(tags: pa.Array, cases: pa.Table, metric_names: Sequence[str]) -> list
     """Aggregate the per-case ``releasable`` flag and metrics (null = not applicable) per tag value.
 
     ``tags`` is the gold ``tags`` map column, aligned with ``cases``. Slices come sorted by dimension,
-    then value.
+    then value. Counts are integers and each metric mean is exact, rounded once (``scoring.means``):
+    the exact mean of the per-case ratios when ``cases`` has the metric's denominator column
+    (``layered.RATIO_DENOMINATORS``), else of the per-case doubles. The same cases in any order give
+    the same slices.
     """
     tags = tags.combine_chunks() if isinstance(tags, pa.ChunkedArray) else tags
     offsets = np.asarray(tags.offsets, dtype=np.int64)
     rows = np.repeat(np.arange(len(tags)), np.diff(offsets))
-    entries = offsets[0] + np.arange(len(rows))
-    exploded = pa.table(
-        {
-            "dimension": tags.keys.take(pa.array(entries)),
-            "value": tags.items.take(pa.array(entries)),
-            "releasable": cases.column("releasable").combine_chunks().take(pa.array(rows)).cast(pa.int64()),
-            **{name: cases.column(name).combine_chunks().take(pa.array(rows)) for name in metric_names},
-        }
-    )
-    grouped = (
-        exploded.group_by(["dimension", "value"], use_threads=False)
-        .aggregate(
-            [("releasable", "count"), ("releasable", "sum")]
-            + [(name, "mean") for name in metric_names]
-            + [(name, "count") for name in metric_names]
-        )
-        .sort_by([("dimension", "ascending"), ("value", "ascending")])
-    )
-    n = np.asarray(grouped.column("releasable_count"))
-    ok = np.asarray(grouped.column("releasable_sum"))
+    entries = pa.array(offsets[0] + np.arange(len(rows)))
+    group, keys = _tag_groups(tags.keys.take(entries), tags.items.take(entries))
+    n_groups = keys.num_rows
+    taken = pa.array(rows)
+    releasable = np.asarray(cases.column("releasable").combine_chunks().take(taken), dtype=bool)
+    n = np.bincount(group, minlength=n_groups)
+    ok = np.bincount(group[releasable], minlength=n_groups)
     low, high = wilson_interval(ok, n)
-    columns = {name: grouped.column(name).to_pylist() for name in grouped.column_names}
+    metrics, metric_n = {}, {}
+    for name in metric_names:
+        values = cases.column(name)
+        denominator = RATIO_DENOMINATORS.get(name)
+        denominators = cases.column(denominator) if denominator in cases.column_names else None
+        metrics[name] = means.group_means(values, group, n_groups, denominators, rows=rows)
+        applies = np.asarray(values.is_valid(), dtype=bool)[rows]
+        metric_n[name] = np.bincount(group[applies], minlength=n_groups).tolist()
+    order = pc.sort_indices(keys, sort_keys=[("dimension", "ascending"), ("value", "ascending")])
+    dimensions, tag_values = keys.column("dimension").to_pylist(), keys.column("value").to_pylist()
     return [
         Slice(
-            dimension=columns["dimension"][i],
-            value=columns["value"][i],
+            dimension=dimensions[i],
+            value=tag_values[i],
             n=int(n[i]),
             releasable=int(ok[i]),
             releasable_rate=float(ok[i] / n[i]),
             ci_low=float(low[i]),
             ci_high=float(high[i]),
-            metrics={name: columns[f"{name}_mean"][i] for name in metric_names},
-            metric_n={name: int(columns[f"{name}_count"][i]) for name in metric_names},
+            metrics={name: metrics[name][i] for name in metric_names},
+            metric_n={name: metric_n[name][i] for name in metric_names},
         )
-        for i in range(grouped.num_rows)
+        for i in np.asarray(order).tolist()
     ]
+
+
+def _tag_groups(dimension: pa.Array, value: pa.Array) -> tuple[np.ndarray, pa.Table]:
+    """Number the distinct (dimension, value) pairs: each tag entry's group, and each group's pair."""
+    dimension_codes = pc.dictionary_encode(dimension, null_encoding="encode")
+    value_codes = pc.dictionary_encode(value, null_encoding="encode")
+    n_values = max(len(value_codes.dictionary), 1)
+    pair = np.asarray(dimension_codes.indices, dtype=np.int64) * n_values + np.asarray(value_codes.indices)
+    numbered = pc.dictionary_encode(pa.array(pair, pa.int64()))  # one hash pass: group = index
+    present = np.asarray(numbered.dictionary, dtype=np.int64)
+    keys = pa.table(
+        {
+            "dimension": dimension_codes.dictionary.take(pa.array(present // n_values)),
+            "value": value_codes.dictionary.take(pa.array(present % n_values)),
+        }
+    )
+    return np.asarray(numbered.indices, dtype=np.intp), keys
 
 
 def worst_first(all_slices: list[Slice]) -> list[Slice]:

@@ -21,6 +21,7 @@ from ragspine_pipeline.decision.baseline import (
     load_baseline,
     promote,
 )
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER
 from ragspine_pipeline.errors import InputError
 
@@ -117,17 +118,17 @@ def test_nan_current_is_a_regression():
 
 
 def test_missing_file_is_an_empty_baseline(tmp_path):
-    assert load_baseline(tmp_path / "absent.json") == {}
+    assert load_baseline(tmp_path / "absent.json", KNOWN_METRICS) == {}
 
 
 def test_missing_optional_keys_are_allowed(tmp_path):
     path = write_json(tmp_path / "b.json", {"golden": {"metrics": {"precision": 1}}})
-    assert load_baseline(path) == {"golden": BaselineEntry({"precision": 1.0})}
+    assert load_baseline(path, KNOWN_METRICS) == {"golden": BaselineEntry({"precision": 1.0})}
 
 
 @pytest.mark.skipif(not SHARED_EXAMPLE.exists(), reason=f"shared example not present at {SHARED_EXAMPLE}")
 def test_shared_example_loads_tool_and_agent():
-    baseline = load_baseline(SHARED_EXAMPLE)
+    baseline = load_baseline(SHARED_EXAMPLE, KNOWN_METRICS)
     assert set(baseline) == {"tool", "agent"}
     for entry in baseline.values():
         assert entry.fabrication_count == 0 and entry.n_cases == 41
@@ -168,6 +169,13 @@ INVALID = [
     ('{"golden": {"metrics": {}, "fabrication_cuont": 0}}', "unknown key 'fabrication_cuont'"),
     ('{"golden": {"metrics": {"precision": 0.9, "precision": 0.1}}}', "duplicate key 'precision'"),
     ('{"golden": {"metrics": {}}, "golden": {"metrics": {}}}', "duplicate key 'golden'"),
+    (
+        '{"golden": {"metrics": {"under": 0.1, "under_refusal": 0.2}}}',
+        "mode 'golden': 'under' and 'under_refusal' both name the metric 'under_refusal'",
+    ),
+    ('{"tool": {"metrics": {"recall": 0.9, "recall@5": 0.8}}}', "mode 'tool': 'recall' and 'recall@5' both"),
+    ('{"golden": {"metrics": {"fabrication": 0}}}', "mode 'golden': 'fabrication' is a count, not a metric"),
+    ('{"golden": {"metrics": {"fabrication_count": 0}}}', "'fabrication_count' is a count, not a metric"),
 ]
 
 
@@ -176,27 +184,53 @@ def test_invalid_content_is_a_one_line_input_error(tmp_path, content, message):
     path = tmp_path / "b.json"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(InputError) as caught:
-        load_baseline(path)
+        load_baseline(path, KNOWN_METRICS)
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith(str(path))
     assert message in text
 
 
+def test_short_names_resolve_to_their_metric(tmp_path):
+    path = write_json(
+        tmp_path / "b.json", {"golden": {"metrics": {"under": 0.1, " over": 0.2, "recall@5": 0.9}}}
+    )
+    entry = load_baseline(path, KNOWN_METRICS)["golden"]
+    assert entry.metrics == {"under_refusal": 0.1, "over_refusal": 0.2, "recall@k": 0.9}
+    assert not compare(entry, {"under_refusal": 0.2, "over_refusal": 0.2, "recall@k": 0.9}).passed
+
+
+def test_an_unknown_metric_names_file_mode_and_name_and_lists_the_known_ones(tmp_path):
+    path = write_json(tmp_path / "b.json", {"golden": {"metrics": {}}, "tool": {"metrics": {"precison": 1}}})
+    with pytest.raises(InputError) as caught:
+        load_baseline(path, ["precision", "under_refusal"])
+    assert str(caught.value) == (
+        f"{path}: mode 'tool': unknown metric 'precison' (known: precision, under_refusal; "
+        "short names: over, recall, under)"
+    )
+
+
+def test_promote_records_a_short_name_as_its_metric(tmp_path):
+    path = write_json(tmp_path / "b.json", {"golden": {"metrics": {"under": 0.1}}})
+    entry = promote(path, "golden", {"under_refusal": 0.05}, passed=True, now=NOW)
+    assert entry.metrics == {"under_refusal": 0.05}
+    assert json.loads(path.read_text())["golden"]["metrics"] == {"under_refusal": 0.05}
+
+
 def test_malformed_json_names_the_line(tmp_path):
     path = tmp_path / "b.json"
     path.write_text('{\n  "golden": {\n    "metrics": {,}\n  }\n}\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"b\.json:3: malformed JSON"):
-        load_baseline(path)
+        load_baseline(path, KNOWN_METRICS)
 
 
 def test_not_utf8_and_directory_are_input_errors(tmp_path):
     path = tmp_path / "b.json"
     path.write_bytes(b'{"golden": {"metrics": {"\xff": 1}}}')
     with pytest.raises(InputError, match="not UTF-8"):
-        load_baseline(path)
+        load_baseline(path, KNOWN_METRICS)
     with pytest.raises(InputError, match="not a regular file"):
-        load_baseline(tmp_path)
+        load_baseline(tmp_path, KNOWN_METRICS)
 
 
 # --- promote ---------------------------------------------------------------------------------------
@@ -225,8 +259,10 @@ def test_promote_creates_the_file(tmp_path):
         }
     }
     assert path.read_text().endswith("}\n")
-    assert load_baseline(path) == {"golden": entry}
-    assert [p.name for p in tmp_path.iterdir()] == ["b.json"]  # no temporary file left behind
+    assert load_baseline(path, KNOWN_METRICS) == {"golden": entry}
+    # No temporary file left behind; the lock sits next to the baseline, empty, for the next update.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock", "b.json"]
+    assert (tmp_path / ".b.json.lock").read_text() == ""
 
 
 def test_promote_does_not_create_the_directory(tmp_path):
@@ -324,7 +360,7 @@ def test_promote_refuses_an_invalid_file_leaving_it_byte_identical(tmp_path, con
         promote(path, "other", {"precision": 0.99}, passed=True, now=NOW)
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert path.read_bytes() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["b.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.json.lock", "b.json"]
 
 
 @pytest.mark.parametrize(
@@ -352,7 +388,7 @@ def test_promote_writes_through_a_symlink(tmp_path):
     link.symlink_to(real)
     promote(link, "golden", {"precision": 0.6}, passed=True, now=NOW)
     assert link.is_symlink()
-    assert load_baseline(real)["golden"].metrics == {"precision": 0.6}
+    assert load_baseline(real, KNOWN_METRICS)["golden"].metrics == {"precision": 0.6}
 
 
 def test_promoted_shared_example_round_trips(tmp_path):
@@ -360,11 +396,11 @@ def test_promoted_shared_example_round_trips(tmp_path):
         pytest.skip(f"shared example not present at {SHARED_EXAMPLE}")
     path = tmp_path / "b.json"
     path.write_bytes(SHARED_EXAMPLE.read_bytes())
-    before = load_baseline(path)
+    before = load_baseline(path, KNOWN_METRICS)
     metrics = dict(before["tool"].metrics, faithfulness=0.5)
     entry = promote(path, "tool", metrics, passed=True, fabrication_count=2, now=NOW)
     assert entry.metrics == before["tool"].metrics and entry.fabrication_count == 0
-    assert load_baseline(path)["agent"] == before["agent"]
+    assert load_baseline(path, KNOWN_METRICS)["agent"] == before["agent"]
 
 
 # --- property: promotion never loosens ------------------------------------------------------------
@@ -406,7 +442,7 @@ def test_promote_never_loosens(old, old_count, other, current, count, passed):
             return
 
         entry = promote(path, "golden", current, passed=True, fabrication_count=count, now=NOW)
-        assert load_baseline(path)["golden"] == entry
+        assert load_baseline(path, KNOWN_METRICS)["golden"] == entry
         for name, value in (old or {}).items():
             new = entry.metrics[name]
             assert is_better_or_equal(name, new, value)
@@ -430,4 +466,6 @@ def test_promote_never_loosens(old, old_count, other, current, count, passed):
                     reg.metric, current[reg.metric], old[reg.metric]
                 )
         if other is not None:
-            assert load_baseline(path)["tool"] == BaselineEntry({k: float(v) for k, v in other.items()})
+            assert load_baseline(path, KNOWN_METRICS)["tool"] == BaselineEntry(
+                {k: float(v) for k, v in other.items()}
+            )

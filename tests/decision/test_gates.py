@@ -6,8 +6,11 @@ import pytest
 
 from ragspine_pipeline.decision.gates import (
     DEFAULT_GATES,
+    DEFAULT_QA_GATES,
     Gate,
     GateSpecError,
+    canonical_metric,
+    canonical_names,
     default_gates,
     evaluate_gates,
     parse_gates,
@@ -63,10 +66,46 @@ def test_defaults_are_the_spec_gates():
         ("precision=high", "threshold 'high' is not a number"),
         ("precision", "is not name=threshold"),
         ("precision=0.8,precision=0.9", "given twice"),
-        ("precision=nan", "finite"),
+        ("precision=nan", "threshold 'nan' is not a number"),
+        ("precision=inf", "threshold 'inf' is not a number"),
+        ("precision=true", "threshold 'true' is not a number"),
+        ("precision=1_0", "threshold '1_0' is not a number"),
+        ("precision=1e999", "finite"),
+        ("under=0.1,under_refusal=0.2", "given twice"),
         ("", "empty"),
     ],
 )
 def test_bad_gate_lists(spec, message):
     with pytest.raises(GateSpecError, match=message):
         parse_gates(spec, METRICS)
+
+
+def test_one_resolver_for_every_name():
+    assert [canonical_metric(n) for n in ("under", " over ", "recall", "recall@10", "precision")] == [
+        "under_refusal",
+        "over_refusal",
+        "recall@k",
+        "recall@k",
+        "precision",
+    ]
+    assert canonical_metric("anything") == "anything"  # without known names: resolved, not checked
+    with pytest.raises(
+        GateSpecError, match=r"unknown metric 'anything' \(known: chr, precision; short names"
+    ):
+        canonical_metric("anything", ["precision", "chr"])
+
+
+def test_two_names_of_one_metric_in_one_mapping_are_an_error():
+    assert canonical_names(["under", "over", "chr"]) == {
+        "under": "under_refusal",
+        "over": "over_refusal",
+        "chr": "chr",
+    }
+    with pytest.raises(GateSpecError, match="'under_refusal' and 'under' both name the metric"):
+        canonical_names(["under_refusal", "under"], METRICS)
+
+
+def test_default_gates_by_dialect():
+    assert [g.metric for g in default_gates()] == list(DEFAULT_GATES)
+    assert [g.metric for g in default_gates(grounded=False, qa=True)] == list(DEFAULT_QA_GATES)
+    assert [g.metric for g in default_gates(qa=True)] == [*DEFAULT_GATES, *DEFAULT_QA_GATES]

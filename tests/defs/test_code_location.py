@@ -15,9 +15,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragspine_pipeline.decision.causes import cause_sentence
+from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import index_rebuild_sensor, run_key
-from ragspine_pipeline.defs.release import SLICE_CHECK, check_name, committed_gates
+from ragspine_pipeline.defs.release import (
+    BASELINE_CHECK,
+    INDEX_CHECK,
+    SLICE_CHECK,
+    baseline,
+    check_name,
+    committed_gates,
+    release_gates_check,
+)
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 
@@ -72,6 +81,16 @@ def test_the_definitions_load_with_one_check_per_committed_gate():
     schedule = defs.resolve_schedule_def("nightly_eval_schedule")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert schedule.cron_schedule == "0 2 * * *"
+
+
+def test_a_config_without_gates_gets_a_check_for_every_default_gate(tmp_path):
+    config = tmp_path / "gates.yaml"
+    config.write_text("k: 5\n")
+    _config, gates = committed_gates(config)
+    assert [g.metric for g in gates] == [*DEFAULT_GATES, *DEFAULT_QA_GATES]
+    check = release_gates_check(config)
+    names = {key.name for key in check.check_keys}
+    assert names == {check_name(g.metric) for g in gates} | {SLICE_CHECK, BASELINE_CHECK, INDEX_CHECK}
 
 
 def test_the_healthy_demo_ships_and_writes_every_report(healthy_run):
@@ -198,3 +217,26 @@ def test_an_unreachable_sut_fails_golden_traces_with_a_clear_error(demo, tmp_pat
     assert failure.step_key == "golden_traces"
     message = failure.step_failure_data.user_failure_data.description
     assert f"127.0.0.1:{closed_port}" in message and "\n" not in message
+
+
+def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(healthy_run, demo, instance):
+    """The run decided against the baseline it read; by the time it promotes, another run has promoted a
+    stricter value. The step compares again under the lock, writes nothing, and says why."""
+    defs, result, _out = healthy_run
+    assert result.success
+    scored = result.output_for_node("release_decision")
+    path = demo / "baseline.json"
+    original = path.read_text()
+    stricter = json.loads(original)
+    stricter["golden"]["metrics"]["releasable_rate"] = 0.99  # a concurrent, better run promoted it meanwhile
+    path.write_text(json.dumps(stricter))
+    before = path.read_text()
+    with (
+        dg.build_asset_context(
+            resources={"eval_files": defs.resources["eval_files"]}, instance=instance
+        ) as context,
+        pytest.raises(dg.Failure, match=r"the baseline moved since this run decided .*releasable_rate"),
+    ):
+        baseline(context, scored)
+    assert path.read_text() == before
+    path.write_text(original)  # the module's demo, as the other tests left it

@@ -435,3 +435,42 @@ def test_axis_domain_and_ticks_are_round():
     assert ticks(0.0, 12.0, integer=True) == [0.0, 3.0, 6.0, 9.0, 12.0]
     assert domain([380.0, 1380.0], 0.0, None) == (0.0, 1500.0)
     assert domain([None], 0.0, 0.0) == (0.0, 1.0)  # never an empty range
+
+
+# -- not applicable --------------------------------------------------------------------------------
+
+
+def test_a_metric_with_no_applicable_case_reads_n_a_never_0(tmp_path):
+    """A RAGSpine golden set has no gold claim: claim_containment applies to no case (denominator 0)."""
+    gold = [
+        {"id": "num-1", "question": "HK revenue FY2025?", "case_type": "numeric",
+         "expected": {"clarification": "none", "refuse": False, "value": 1702.0, "unit": "USD_M",
+                      "source": {"doc": "deck.pptx", "locator": "slide=5"}}},
+        {"id": "ref-1", "question": "Revenue in 2030?", "case_type": "refusal",
+         "expected": {"clarification": "none", "refuse": True}},
+    ]  # fmt: skip
+    traces = [
+        {"qid": "num-1", "answer": {"claim": "1702 USD_M [deck.pptx]"},
+         "outcome": {"found_value": 1702, "found_unit": "USD_M",
+                     "found_source": {"doc": "deck.pptx", "locator": "slide=5"}}},
+        {"qid": "ref-1", "answer": {"claim": "not in context"}, "outcome": {"refused": True}},
+    ]  # fmt: skip
+    (tmp_path / "gold.jsonl").write_text("".join(json.dumps(row) + "\n" for row in gold))
+    (tmp_path / "traces.jsonl").write_text("".join(json.dumps(row) + "\n" for row in traces))
+    config = tmp_path / "gates.yaml"
+    config.write_text("gates:\n  claim_containment: {min: 0.5}\n  numeric_accuracy: {min: 1.0}\n")
+    report = _report(tmp_path / "gold.jsonl", tmp_path / "traces.jsonl", None, config)
+    assert report["release"]["decision"] == "ship" and "claim_containment" in report["not_applicable"]
+
+    root = parse(render_html(report))
+    gate, figure_row = (
+        [td.content() for td in row.all("td")]
+        for row in table_rows(root)
+        if row.all("td")[0].content() == "claim_containment"
+    )
+    assert gate == ["claim_containment", "≥ 0.5000", "n/a (0 cases)", "n/a", "hard", "n/a: does not block"]
+    assert figure_row == ["claim_containment", "n/a", "0"]
+    assert "gates-not-applicable" in notes(root)
+    titles = [t.content() for t in figures(root)["gates"].all("title")]
+    assert "claim_containment: n/a · applies to no case" in titles
+    assert history_entry(report, timestamp=0.0)["metrics"]["claim_containment"] is None

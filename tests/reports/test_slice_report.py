@@ -207,3 +207,19 @@ def test_extraction_without_a_baseline_is_not_checked():
     text = slice_markdown(REPORT, extraction={**EXTRACTION, "baseline": None, "pass": True})
     assert "## Extraction channels: not checked (no baseline)" in text
     assert text.count("| not checked |") == 3
+
+
+def test_a_metric_that_applies_to_no_case_reads_n_a_and_its_gate_does_not_block():
+    report = copy.deepcopy(REPORT)
+    report["gates"].append(
+        {"metric": "claim_containment", "op": ">=", "threshold": 0.5, "value": 0.0, "pass": None,
+         "applicable": False, "denominator": 0}
+    )  # fmt: skip
+    report.update(precision=0.71, claim_containment=0.0, not_applicable=["claim_containment"])
+    report["denominators"] = {"precision": 7, "claim_containment": 0}
+    text = slice_markdown(report)
+    gates = text[text.index("## Gates") : text.index("## Slices")]
+    assert gates.index("| precision |") < gates.index("| claim_containment |") < gates.index("| chr |")
+    assert "| claim_containment | >= 0.5 | n/a (0 cases) | n/a: does not block |" in gates
+    assert "| precision | 0.7100 | 7 |" in gates and "| claim_containment | n/a | 0 |" in gates
+    assert "0.0000" not in gates

@@ -1,0 +1,49 @@
+"""Per-case flakiness over replays of the golden set: which cases flip, and how far the pass rate moves."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import dagster as dg
+import pytest
+
+from ragspine_pipeline.decision.flakiness import flakiness, flakiness_sentence
+from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.demo.build import init_demo
+from tests.defs.test_code_location import demo_resources
+
+
+def test_flaky_cases_are_those_passed_on_some_replays_most_even_split_first():
+    replays = [
+        {"a": True, "b": True, "c": False, "d": True, "e": True},
+        {"a": True, "b": False, "c": False, "d": False, "e": True},
+        {"a": True, "b": True, "c": False, "d": False},  # "e" missing: not counted
+    ]
+    report = flakiness(replays)
+    assert report["repeats"] == 3 and report["cases"] == 4 and report["flaky"] == 2
+    assert report["flaky_cases"] == [{"qid": "b", "passed": 2, "of": 3}, {"qid": "d", "passed": 1, "of": 3}]
+    assert report["pass_rates"] == [0.75, 0.25, 0.5]
+    assert flakiness_sentence(report) == "2 of 4 cases are flaky over 3 replays (pass rate 0.2500–0.7500)"
+    with pytest.raises(ValueError):
+        flakiness([])
+
+
+def test_the_code_location_replays_the_golden_set_as_often_as_configured(tmp_path):
+    init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=40)
+    defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path, RAGSPINE_REPLAY_REPEAT="3"))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [golden_set, golden_traces, metric_table],
+            instance=instance,
+            resources=defs.resources,
+            selection=[golden_set, golden_traces, metric_table],
+        )
+    assert result.success
+    [traces] = [e for e in result.get_asset_materialization_events() if e.asset_key == golden_traces.key]
+    assert traces.materialization.metadata["replays"].value == 3
+    report = json.loads(next((tmp_path / "reports" / "runs").glob("*/evaluation.json")).read_text())
+    # The built-in engine is deterministic: three replays, no flaky case.
+    assert report["flakiness"]["repeats"] == 3 and report["flakiness"]["flaky"] == 0
+    assert report["flakiness"]["cases"] == report["n_cases"]
