@@ -206,6 +206,11 @@ def test_a_replay_from_two_indexes_blocks_with_its_reason_and_promotes_nothing(t
     [problem] = json.loads(capsys.readouterr().out)["release"]["integrity"]
     assert problem["expected"] == "ix-B" and "traces name ix-A" in problem["detail"]
     assert cli.main([*common, "--trace", str(tmp_path / "a.jsonl"), "--index-version", "ix-A"]) == 0
+    capsys.readouterr()
+    assert cli.main([*common, "--trace", str(tmp_path / "mixed.jsonl"), "--format", "markdown"]) == 1
+    assert "- **blocked: mixed_index_versions**: traces name ix-A (20 traces), ix-B (20 traces)" in (
+        capsys.readouterr().out
+    )
 
 
 # -- the paired baseline test ------------------------------------------------------------------------

@@ -63,6 +63,7 @@ def fallback_text(alert: Alert) -> str:
         where = f" at step {alert.step}" if alert.step else ""
         parts = [f"{alert.title}{where}: {alert.error or 'no error message'}"]
     elif alert.kind == "regression":
+        parts += [f"Blocked: {problem}." for problem in alert.problems]
         why = cause_sentence(alert.causes) if alert.causes else None
         if why:
             parts.append(f"Why: {why}.")
@@ -116,7 +117,7 @@ def _where(alert: Alert) -> dict[str, str | None]:
 
 
 def _regression_blocks(alert: Alert) -> list[dict]:
-    out: list[dict] = []
+    out: list[dict] = [_section(f"*Blocked*: {_escape(problem)}") for problem in alert.problems]
     causes = alert.causes or {}
     why = cause_sentence(causes) if causes else None
     if why:

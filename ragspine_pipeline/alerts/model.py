@@ -111,6 +111,7 @@ class Alert(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     drops: list[Drop] = Field(default_factory=list)
     causes: dict | None = None  # a release decision's causes (first failed stages, rules, worst cases)
+    problems: list[str] = Field(default_factory=list)  # why the run cannot be judged (mixed index versions)
     runbook: str | None = None  # what to do, one line
     job: str | None = None
     step: str | None = None
@@ -237,6 +238,7 @@ def release_alert(
         run_url=run_url(webserver_base_url, decision.get("run_id")),
         findings=findings if blocked else [],
         causes=decision.get("causes") if blocked else None,
+        problems=[str(p.get("detail")) for p in decision.get("integrity") or []] if blocked else [],
         runbook=runbook if blocked else None,
     )
 

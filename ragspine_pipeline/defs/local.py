@@ -139,6 +139,8 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
         f"release decision: {decision['decision'].upper()}  (index {decision['index_version']}, "
         f"golden {decision['golden_version']}, run {run_id})"
     )
+    for problem in decision.get("integrity", []):
+        print(f"  blocked      {problem['reason']}: {problem['detail']}")
     for gate in decision["failed_gates"]:
         print(
             f"  failed gate  {gate['metric']} = {gate['value']:.4f}, needs {gate['op']} {gate['threshold']}"

@@ -34,7 +34,7 @@ from ragspine_pipeline.reports.columns import (
     render_states,
     write_column,
 )
-from ragspine_pipeline.reports.why import why_markdown
+from ragspine_pipeline.reports.why import markdown_text, why_markdown
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES
 from ragspine_pipeline.scoring.slices import Slice, worst_first
@@ -278,6 +278,10 @@ def _cell(value) -> str:
 
 def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], out: TextIO) -> None:
     out.write(f"## Release decision: **{release.decision}**\n\n")
+    for problem in release.integrity:
+        out.write(f"- **blocked: {problem['reason']}**: {markdown_text(problem['detail'])}\n")
+    if release.integrity:
+        out.write("\n")
     why = "" if release.ships else why_markdown(release.causes)
     if why:
         out.write(why + "\n")

@@ -152,8 +152,13 @@ def _header(report: Mapping, release: Mapping, history: Sequence[Mapping], title
 
 def _reasons(release: Mapping) -> str:
     """Why the release is blocked: where the failing cases stop and the worst of them (when the decision
-    carries ``causes``), then one line per failed gate, slice and regression; then soft warnings."""
+    carries ``causes``), then one line per index problem, failed gate, slice and regression; then soft
+    warnings."""
     items = [
+        f"blocked: <b>{esc(p.get('reason'))}</b>: {esc(p.get('detail'))}"
+        for p in map(mapping, release.get("integrity") or [])
+    ]
+    items += [
         f"gate <b>{esc(g.get('metric'))}</b> = {fixed(g.get('value'))}, needs {op(g.get('op'))} "
         f"{fixed(g.get('threshold'))} (Δ {signed(g.get('delta'))})"
         for g in map(mapping, release.get("failed_gates") or [])

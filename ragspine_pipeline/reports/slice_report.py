@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ragspine_pipeline.reports.html_parts import compact, headline_figures
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
-from ragspine_pipeline.reports.why import code_span, why_markdown
+from ragspine_pipeline.reports.why import code_span, markdown_text, why_markdown
 
 SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
 PRODUCTION_METRICS = (
@@ -61,6 +61,10 @@ def _decision(report: dict) -> str:
         f"index `{release.get('index_version')}` · golden `{release.get('golden_version')}` · "
         f"run `{release.get('run_id')}`\n",
     ]
+    for problem in release.get("integrity") or []:
+        lines.append(
+            f"- **blocked: {markdown_text(problem.get('reason'))}**: {markdown_text(problem.get('detail'))}"
+        )
     why = why_markdown(release.get("causes")) if release["decision"] == "block" else ""
     if why:
         lines.append(why)

@@ -225,3 +225,21 @@ def test_a_count_follows_the_rates_whatever_its_size():
     }
     names = [row.name for row in blocked_alert(with_count).metric_rows()]
     assert names == ["admissible_rate", "under_refusal", "context_recall", "fabrication", "precision"]
+
+
+def test_a_release_blocked_by_mixed_index_versions_says_so_first():
+    mixed = {
+        **BLOCKED,
+        "failed_gates": [],
+        "regressions": [],
+        "failed_slices": [],
+        "causes": None,
+        "integrity": [
+            {"reason": "mixed_index_versions", "detail": "traces name ix-A (20 traces), ix-B (20 traces)"}
+        ],
+    }
+    alert = blocked_alert(mixed)
+    assert fallback_text(alert).startswith(
+        "Release blocked: index ix-0002 Blocked: traces name ix-A (20 traces), ix-B (20 traces)."
+    )
+    assert texts(blocks(alert))[0] == "*Blocked*: traces name ix-A (20 traces), ix-B (20 traces)"
