@@ -1,7 +1,7 @@
 """``ragspine-eval``: the scorer as a command, for the service's own CI. SPEC §7.
 
 Exit codes: 0 ship (every gate, slice and baseline holds), 1 block, 2 unusable input (the message names
-file, line and field).
+file, line and field), 3 an internal error (a bug: the traceback is printed).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 import uuid
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -44,7 +45,7 @@ from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
-EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE = 0, 1, 2
+EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
 
 _POSITIVE = whole_number(1)
 
@@ -67,6 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `ragspine-eval score … | head`: the reader left; exit as SIGPIPE would
         sys.stderr.close()
         return 128 + 13
+    except Exception:  # a bug, not a verdict: never let a traceback's exit status 1 read as "blocked"
+        traceback.print_exc()
+        print(
+            f"ragspine-eval: internal error (exit {EXIT_INTERNAL}); please report the traceback above",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.sampling import jsonl_lines, sample_day, write_jsonl
+from ragspine_pipeline.sources.sampling import QUARANTINE_MAX_BYTES, jsonl_lines, sample_day, write_jsonl
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
 
@@ -46,7 +46,18 @@ def add_sample_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"traces owed to each stratum when stratifying (default: {DEFAULT_FLOOR})",
     )
     parser.add_argument("--out", help="write the sample (JSONL) here instead of standard output")
-    parser.add_argument("--quarantine", help="write malformed lines here (JSONL, replaced on every run)")
+    parser.add_argument(
+        "--quarantine",
+        help="write malformed lines here (JSONL; replaced when the pass completes, untouched if it fails)",
+    )
+    parser.add_argument(
+        "--quarantine-max-bytes",
+        type=whole_number(1),
+        default=QUARANTINE_MAX_BYTES,
+        metavar="BYTES",
+        help="stop writing quarantine entries beyond this size; later bad lines are only counted "
+        f"(default {QUARANTINE_MAX_BYTES:,})",
+    )
     parser.add_argument("--endpoint-url", help="S3 endpoint (MinIO, LocalStack, ...) for an s3:// source")
     parser.add_argument(
         "--redact",
@@ -66,8 +77,6 @@ def run_sample(args: argparse.Namespace) -> int:
     if args.stratify is not None and not args.stratify.strip():
         raise InputError("--stratify", "names no tag dimension")
     quarantine = None if args.quarantine is None else Path(args.quarantine)
-    if quarantine is not None:
-        quarantine.unlink(missing_ok=True)  # the sampler appends: a re-run of the day starts afresh
     store = open_trace_store(args.source, endpoint_url=args.endpoint_url)
     try:
         sample = sample_day(
@@ -80,6 +89,7 @@ def run_sample(args: argparse.Namespace) -> int:
             floor=args.floor,
             redact=redact_trace if args.redact else None,
             redact_text=redact_line if args.redact else None,
+            quarantine_max_bytes=args.quarantine_max_bytes,
         )
     except SourceError as exc:
         raise InputError(exc.location, exc.cause) from None

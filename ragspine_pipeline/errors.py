@@ -30,5 +30,13 @@ class InputError(Exception):
             parts.append(f"id={self.record_id}")
         if self.field is not None:
             parts.append(f"field '{self.field}'")
-        text = ": ".join([*parts, self.message])
-        return " ".join(text.split())  # never more than one line
+        text = " ".join(": ".join([*parts, self.message]).split())  # never more than one line
+        return printable(text)
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (a terminal escape, say) and lone surrogates (from a ``\\ud800``
+    escape in JSON) written as escapes: an error message can always be printed, and shows what it holds."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)

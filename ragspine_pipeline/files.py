@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 
 
@@ -106,16 +107,9 @@ class LockedFile:
 
     def read(self) -> str | None:
         """The current text, or None when there is no file (unlocked: a snapshot for display)."""
-        if not self.path.exists():
+        if not self.path.exists() and not self.path.is_symlink():
             return None
-        if not self.path.is_file():
-            raise InputError(self.name, "not a regular file")
-        try:
-            return self.path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(self.name, f"not UTF-8 text: {exc.reason}") from None
-        except OSError as exc:
-            raise InputError(self.name, f"cannot read the {self.what}: {exc.strerror or exc}") from None
+        return inputs.read_text(self.path, self.what)
 
     def update(self, change: Change) -> str | None:
         """Run ``change`` on the current text under the lock and write its result when it differs;

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 from pydantic import BaseModel, ValidationError
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.canonical import (
     STAGES,
     NotSure,
@@ -137,27 +138,52 @@ def _arrow_blocks(path: Path, whole_file: bool) -> Iterator[pa.Table]:
     head = first_char(path)
     if head == "":
         return
-    if head == "[":
-        raise NotSure
+    if head == "[" or not inputs.arrow_safe_file(path):
+        raise NotSure  # an array, or a line only the record reader may see (too long or deep)
     options = pj.ReadOptions(block_size=_BLOCK_SIZE)
     try:
         if whole_file:  # infers across all blocks, at the cost of holding the whole file's columns
             table = pj.read_json(path, read_options=options)
-            as_read = as_strings(table.schema)
+            as_read = as_strings(_shallow(table.schema))
             if as_read != table.schema:
                 table = pj.read_json(path, read_options=options, parse_options=explicit_schema(as_read))
             batches = iter(table.to_batches())
         else:
             # The first block fixes the schema; parsing the rest against it skips per-block inference.
-            as_read = as_strings(pj.open_json(path, read_options=options).schema)
+            as_read = as_strings(_shallow(pj.open_json(path, read_options=options).schema))
             batches = pj.open_json(path, read_options=options, parse_options=explicit_schema(as_read))
         for batch in batches:
+            _shallow(batch.schema)  # a later block may add deeper unexpected fields
             batch.validate(full=True)  # e.g. invalid UTF-8, which the parser lets through
+            if not all_finite(pa.Table.from_batches([batch])):
+                raise NotSure  # NaN, Infinity or a number too large for JSON: the record reader names it
             yield pa.Table.from_batches([batch])
     except pa.ArrowInvalid as exc:
         if not whole_file and "unexpected field" in str(exc):
             raise _FieldAppearsLate from None
         raise NotSure from None
+
+
+def _shallow(schema: pa.Schema) -> pa.Schema:
+    """``schema``, unless some line nests beyond the cap: then NotSure (the record reader names it)."""
+    if inputs.schema_depth(schema) > inputs.MAX_DEPTH:
+        raise NotSure
+    return schema
+
+
+def all_finite(table: pa.Table) -> bool:
+    """No NaN or infinity in any floating-point value, however deeply nested (extra fields included)."""
+    return all(_finite(column.combine_chunks()) for column in table.columns)
+
+
+def _finite(arr: pa.Array) -> bool:
+    if pa.types.is_floating(arr.type):
+        return pc.all(pc.is_finite(arr)).as_py() is not False
+    if pa.types.is_struct(arr.type):
+        return all(_finite(arr.field(i)) for i in range(arr.type.num_fields))
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return _finite(arr.flatten())
+    return True
 
 
 def explicit_schema(schema: pa.Schema) -> pj.ParseOptions:

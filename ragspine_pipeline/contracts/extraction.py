@@ -26,14 +26,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
-from ragspine_pipeline.contracts.jsonl import check_readable
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.types import MODEL_CONFIG, drop_nulls
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.jsonvalues import json_type
@@ -149,10 +149,9 @@ class FactsLoad:
 
 def load_facts(path: str | Path) -> FactsLoad:
     """Read a facts JSONL file, quarantining every unusable line (see the module contract)."""
-    p = check_readable(path)
     try:
-        with p.open("rb") as fh:
-            return parse_facts(fh, str(path))
+        with inputs.open_regular(path, "facts") as fh:
+            return parse_facts(_capped(fh, str(path)), str(path))
     except OSError as exc:
         raise InputError(str(path), f"cannot read the facts: {exc.strerror or exc}") from None
 
@@ -176,18 +175,27 @@ def parse_facts(lines: Iterable[bytes | str], file: str) -> FactsLoad:
     return FactsLoad(path=file, cells=cells, duplicates=duplicates, invalid=invalid)
 
 
-def _fact(file: str, line_no: int, raw: bytes | str, invalid: list[InputError]) -> ExtractionCell | None:
+def _capped(stream, file: str) -> Iterator[bytes | InputError]:
+    """The stream's lines, a line beyond the line cap replaced by the error that names it."""
+    for line in inputs.iter_lines(stream):
+        yield (
+            InputError(file, inputs.too_long_message(line.length), line.number)
+            if line.too_long
+            else line.data
+        )
+
+
+def _fact(
+    file: str, line_no: int, raw: bytes | str | InputError, invalid: list[InputError]
+) -> ExtractionCell | None:
     """The line's cell, or None after recording why the line is quarantined."""
+    if isinstance(raw, InputError):
+        invalid.append(raw)
+        return None
     try:
-        data = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-    except UnicodeDecodeError as exc:
-        invalid.append(InputError(file, f"not UTF-8 text: {exc.reason}", line_no))
-        return None
-    except json.JSONDecodeError as exc:
-        invalid.append(InputError(file, f"malformed JSON: {exc.msg} (column {exc.colno})", line_no))
-        return None
-    except (ValueError, RecursionError) as exc:  # integer too long to convert, nesting too deep
-        invalid.append(InputError(file, f"malformed JSON: {exc}", line_no))
+        data = inputs.loads(raw, file, line_no)
+    except InputError as exc:
+        invalid.append(exc)
         return None
     if not isinstance(data, dict):
         invalid.append(InputError(file, f"expected a JSON object, got {json_type(data)}", line_no))
@@ -205,20 +213,8 @@ def _fact(file: str, line_no: int, raw: bytes | str, invalid: list[InputError]) 
 
 def load_truth(path: str | Path) -> dict[str, ExtractionCell]:
     """The curated cells keyed by cell, in file order; any problem is fatal (see the module contract)."""
-    p = check_readable(path)
     name = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(name, f"not UTF-8 text: {exc.reason}") from None
-    except OSError as exc:
-        raise InputError(name, f"cannot read the ground truth: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(name, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(name, f"malformed JSON: {exc}") from None
+    data = inputs.loads(inputs.read_text(path, "ground truth"), name)
     if isinstance(data, dict):
         if "cells" not in data:
             raise InputError(name, "expected a JSON array of cells or an object with 'cells'", field="cells")

@@ -11,24 +11,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 
 _WS = " \t\r\n"
 
 
 def check_readable(path: str | Path) -> Path:
-    """Return ``path`` as a Path, or raise an InputError when it is not a readable file."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(str(path), "file not found")
-    if not p.is_file():
-        raise InputError(str(path), "not a regular file")
-    return p
+    """Return ``path`` as a Path, or raise an InputError when it is not a readable regular file
+    (a FIFO, a device, a directory or a symbolic-link loop is refused before anything is read)."""
+    return inputs.check_regular(path)
 
 
 def first_char(path: Path) -> str:
     """The first non-whitespace character of the file ('' for an empty file): '[' means a JSON array."""
-    with path.open("rb") as fh:
+    with inputs.open_regular(path) as fh:
         while chunk := fh.read(65536):
             stripped = chunk.lstrip()
             if stripped:
@@ -68,27 +65,21 @@ def iter_records(path: str | Path, object_pairs_hook=None) -> Iterator[tuple[int
 
 
 def _iter_lines(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
-    with path.open("r", encoding="utf-8", errors="strict") as fh:
-        line_no = 0
-        try:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield line_no, decoder.decode(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(
-                        str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", line_no
-                    ) from None
-        except UnicodeDecodeError as exc:
-            raise InputError(str(path), f"not UTF-8 text: {exc.reason}", line_no + 1) from None
+    hook = decoder.object_pairs_hook
+    with inputs.open_regular(path) as fh:
+        for line in inputs.iter_lines(fh):
+            if line.too_long:
+                raise InputError(str(path), inputs.too_long_message(line.length), line.number)
+            if not line.data.strip():
+                continue
+            yield line.number, inputs.loads(line.data, str(path), line.number, object_pairs_hook=hook)
 
 
 def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"not UTF-8 text: {exc.reason}") from None
+    text = inputs.read_text(path)
+    depth = inputs.nesting_depth(text)
+    if depth > inputs.MAX_DEPTH + 1:  # the array itself is one level
+        raise InputError(str(path), inputs.too_deep_message(depth - 1))
     pos = len(text) - len(text.lstrip(_WS)) + 1  # just past '['
     line, counted_to = 1, 0
 
@@ -115,6 +106,9 @@ def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, An
             raise InputError(
                 str(path), f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno
             ) from None
+        except ValueError:  # an integer of more than 4,300 digits
+            message = "a number has too many digits (at most 4,300)"
+            raise InputError(str(path), message, line_at(start)) from None
         yield line_at(start), value
         pos = skip_ws(pos)
         if pos < len(text) and text[pos] == ",":

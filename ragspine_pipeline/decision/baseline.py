@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER, GateSpecError, canonical_metric, canonical_names
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import LockedFile, VersionedFile
@@ -158,13 +159,9 @@ def parse_baseline(text: str | None, name: str) -> tuple[dict[str, Any], dict[st
     if not text.strip():
         raise InputError(name, "empty file: expected a JSON object keyed by mode")
     try:
-        raw = json.loads(text, object_pairs_hook=no_duplicate_keys)
-    except json.JSONDecodeError as exc:
-        raise InputError(name, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+        raw = inputs.loads(text, name, object_pairs_hook=no_duplicate_keys)
     except DuplicateKey as exc:
         raise InputError(name, f"duplicate key '{exc.key}'") from None
-    except (ValueError, RecursionError) as exc:  # integer too long to convert, nesting too deep
-        raise InputError(name, f"malformed JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise InputError(name, f"expected a JSON object keyed by mode, got {json_type(raw)}")
     return raw, {mode: _parse_entry(name, mode, value) for mode, value in raw.items()}

@@ -45,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, canonical_names
 from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.errors import InputError
@@ -142,10 +143,12 @@ class EvalConfig(BaseModel):
 class DuplicateKeyError(yaml.constructor.ConstructorError):
     """A YAML mapping names the same key twice (raised by :class:`StrictLoader`)."""
 
+    plain = True  # the message says it all: no "malformed YAML" prefix
 
-class StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key repeated in one mapping, at any depth, naming its line
-    (PyYAML would keep the last value silently). Merge keys (``<<``) may still be overridden."""
+
+class StrictLoader(inputs.BoundedLoader):
+    """A bounded ``yaml.SafeLoader`` (no aliases, capped nesting) that also refuses a key repeated in
+    one mapping, at any depth, naming its line (PyYAML would keep the last value silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[object, int] = {}
@@ -170,18 +173,7 @@ def read_yaml(path: str | Path) -> object:
 
     Raises ``InputError`` naming the file, and the line when the YAML is at fault.
     """
-    try:
-        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=StrictLoader)  # a SafeLoader
-    except FileNotFoundError:
-        raise InputError(str(path), "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read the config: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = None if mark is None else mark.line + 1
-        problem = getattr(exc, "problem", None) or exc
-        prefix = "" if isinstance(exc, DuplicateKeyError) else "malformed YAML: "
-        raise InputError(str(path), f"{prefix}{problem}", line) from None
+    return inputs.load_yaml(inputs.read_text(path, "config"), str(path), StrictLoader)
 
 
 def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import LockedFile, VersionedFile
 from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_type, no_duplicate_keys
@@ -74,13 +75,9 @@ def parse_thresholds(text: str | None, name: str) -> dict[str, float]:
     if not text.strip():
         raise InputError(name, "empty file: expected a JSON object {channel: threshold}")
     try:
-        raw = json.loads(text, object_pairs_hook=no_duplicate_keys)
-    except json.JSONDecodeError as exc:
-        raise InputError(name, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+        raw = inputs.loads(text, name, object_pairs_hook=no_duplicate_keys)
     except DuplicateKey as exc:
         raise InputError(name, "duplicate key", field=exc.key) from None
-    except (ValueError, RecursionError) as exc:  # integer too long to convert, nesting too deep
-        raise InputError(name, f"malformed JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise InputError(name, f"expected a JSON object {{channel: threshold}}, got {json_type(raw)}")
     for channel, value in raw.items():

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import gold_cases
 from ragspine_pipeline.contracts.gold import GoldCase
 from ragspine_pipeline.errors import InputError
@@ -109,20 +110,9 @@ def freeze(gold_path: str | Path, version: str, approved_by: str, now: datetime 
 def read_lock(gold_path: str | Path) -> GoldenLock | None:
     """The lock of a golden set, or None when there is none. A corrupt lock raises InputError."""
     path = lock_path(gold_path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
-    if not path.is_file():
-        raise InputError(str(path), "golden lock is not a regular file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"golden lock is not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            str(path), f"golden lock is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read the golden lock: {exc.strerror}") from None
+    data = inputs.loads(inputs.read_text(path, "golden lock"), str(path))
     return _lock_from_json(path, data)
 
 

@@ -7,20 +7,27 @@ production partition included) and prints the decision; ``reeval`` evaluates ``i
 once, as the daemon would, and executes exactly the run it requests (same run key and tags). After
 each run, its alerts are delivered as one message, as the run-status sensors do under the daemon.
 Exit codes: 0 when the command did what it was asked, 1 when ``run`` ends blocked or a run crashed.
+
+A run executes inside this process: if the process dies (``kill -9``, the out-of-memory killer, a crash
+in native code), nothing is left to record the run's end and the instance would show it STARTED for
+ever. Every run is tagged with the runner's host and process id, and the next invocation marks the
+runs of dead runners on this host failed and queues their run-failure alerts (``recover_orphaned_runs``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
+import socket
 import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline import inputs
+from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.alerts.slack import FlushResult
 from ragspine_pipeline.defs.alerts import finish_failed_run, regression_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
@@ -30,6 +37,11 @@ from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 from ragspine_pipeline.scoring.extraction import CHANNELS
 
 RUN_KEY_TAG = "dagster/run_key"
+RUNNER_HOST_TAG = "ragspine/runner_host"
+RUNNER_PID_TAG = "ragspine/runner_pid"
+ORPHANED = (
+    "the process running it ended before the run did (killed, out of memory, or a crash in native code)"
+)
 DAY = timedelta(days=1)
 ALERT_CHECKS = {
     *(check.check_key.name for check in (regression_alert, extraction_alert)),
@@ -58,8 +70,49 @@ def run_everything(
     """Materialise every asset in one run; the daily assets on ``partition``."""
     job = defs.resolve_implicit_global_asset_job_def()
     return job.execute_in_process(
-        instance=instance, partition_key=partition, run_config=QUIET, raise_on_error=False
+        instance=instance, partition_key=partition, run_config=QUIET, raise_on_error=False, tags=runner_tags()
     )
+
+
+def runner_tags() -> dict[str, str]:
+    """Who is running a run in-process: read by :func:`recover_orphaned_runs` after this process dies."""
+    return {RUNNER_HOST_TAG: socket.gethostname(), RUNNER_PID_TAG: str(os.getpid())}
+
+
+def recover_orphaned_runs(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed every run this host's runner left STARTED (or STARTING) when its process died, and
+    queue a run-failure alert for each; return their run ids. A run whose runner is alive is left alone."""
+    alerts: AlertsResource = defs.resources["alerts"]
+    active = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]
+    runs = instance.get_runs(dg.RunsFilter(statuses=active, tags={RUNNER_HOST_TAG: socket.gethostname()}))
+    recovered = []
+    for run in runs:
+        if _alive(run.tags.get(RUNNER_PID_TAG, "")):
+            continue
+        instance.report_run_failed(run, ORPHANED)
+        alert = run_failure_alert(
+            run.job_name, run.run_id, None, ORPHANED, alerts.webserver_base_url, alerts.runbook("run_failure")
+        )
+        alerts.queue(alert)
+        recovered.append(run.run_id)
+    return recovered
+
+
+def _alive(pid_tag: str) -> bool:
+    """Whether the process ``pid_tag`` names still runs this module (a reused pid runs something else)."""
+    if not pid_tag.isdigit() or int(pid_tag) == os.getpid():
+        return pid_tag.isdigit()
+    try:
+        cmdline = Path(f"/proc/{pid_tag}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(int(pid_tag), 0)  # no /proc: a live pid is taken at its word
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return b"ragspine_pipeline" in cmdline
 
 
 def backfill_production(
@@ -84,6 +137,7 @@ def backfill_production(
             asset_selection=selection,
             run_config=QUIET,
             raise_on_error=False,
+            tags=runner_tags(),
         )
         finish(defs, instance, result)
         results.append(result)
@@ -124,7 +178,7 @@ def reeval_as_sensor_requests(
     if instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: request.run_key}), limit=1):
         return f"run key {request.run_key} already ran: nothing to do", None
     job = defs.resolve_job_def("reeval_on_index_rebuild")
-    tags = {**request.tags, RUN_KEY_TAG: request.run_key}
+    tags = {**request.tags, RUN_KEY_TAG: request.run_key, **runner_tags()}
     result = job.execute_in_process(instance=instance, tags=tags, run_config=QUIET, raise_on_error=False)
     return f"sensor requested {request.run_key}", result
 
@@ -134,7 +188,7 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
     path = Path(eval_files.reports_dir) / "runs" / run_id / "release_decision.json"
     if not path.exists():
         return None
-    decision = json.loads(path.read_text(encoding="utf-8"))
+    decision = inputs.load_json_file(path, "release decision")
     print(
         f"release decision: {decision['decision'].upper()}  (index {decision['index_version']}, "
         f"golden {decision['golden_version']}, run {run_id})"
@@ -241,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     defs = build_definitions()
     eval_files: EvalFiles = defs.resources["eval_files"]
     outbox = defs.resources["alerts"].outbox_path
+    for run_id in recover_orphaned_runs(defs, instance):
+        print(f"run {run_id} had been left STARTED by a runner that died: marked failed, alert queued")
     if args.command == "run":
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
         earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]

@@ -6,12 +6,12 @@ Each night's rates are tested against their trailing nights (``scoring.significa
 drop is a WARN check and one alert, never a failed run.
 """
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.alerts.model import Drop, drop_alert
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
 from ragspine_pipeline.defs.golden import write_json_file
@@ -48,7 +48,6 @@ def production_traces(
     day = context.partition_key
     out = eval_files.work("production", f"dt={day}", "sample.jsonl")
     quarantine = eval_files.work("production", f"dt={day}", "quarantine.jsonl")
-    quarantine.unlink(missing_ok=True)  # the sampler appends: a re-run of the day starts afresh
     with user_errors():
         store = trace_store.open()
         sample = sample_day(
@@ -218,7 +217,7 @@ def recent_production_days(eval_files: EvalFiles, days: int = 14, before: str | 
     the slice report's production trend shows and a night's drop tests compare with."""
     files = sorted(production_summary_dir(eval_files).glob("????-??-??.json"))
     files = [path for path in files if before is None or path.stem < before][-days:]
-    return [json.loads(path.read_text(encoding="utf-8")) for path in files]
+    return [inputs.load_json_file(path, "production summary") for path in files]
 
 
 def _shown(metric: dict) -> str:

@@ -6,11 +6,11 @@ and the trend of past golden runs from the instance's materialisation history), 
 refresh the report without re-running the golden replay, and a blocked release still gets its report.
 """
 
-import json
 from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.defs.extraction import extraction_scores
 from ragspine_pipeline.defs.golden import metric_table
 from ragspine_pipeline.defs.metadata import copy_atomically
@@ -78,7 +78,7 @@ def _latest_json(instance: dg.DagsterInstance, key: dg.AssetKey, entry_name: str
     path = None if entry is None else Path(str(entry.value))
     if path is None or not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    return inputs.load_json_file(path, entry_name)
 
 
 def golden_history(instance: dg.DagsterInstance, limit: int = HISTORY_RUNS) -> list[dict]:

@@ -6,17 +6,17 @@ A JSON object at a local path, ``file://`` URI or ``s3://bucket/key``: ``{"index
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import explain_validation_error
 from ragspine_pipeline.contracts.types import Id
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.jsonvalues import json_type
-from ragspine_pipeline.sources.errors import ManifestMissing, SourceError
+from ragspine_pipeline.sources.errors import ManifestMissing
 from ragspine_pipeline.sources.s3 import object_body, s3_client
 
 __all__ = ["IndexManifest", "ManifestMissing", "read_manifest"]
@@ -57,12 +57,7 @@ def read_manifest(
         data = _read_s3(uri, s3_client(endpoint_url=endpoint_url, region=region, max_attempts=max_attempts))
     else:
         data = _read_local(uri)
-    try:
-        raw = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(uri, f"not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(uri, f"malformed JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    raw = inputs.loads(data, uri)
     if not isinstance(raw, dict):
         raise InputError(uri, f"expected a JSON object, got {json_type(raw)}")
     try:
@@ -83,16 +78,12 @@ def _local_path(uri: str) -> Path:
 
 def _read_local(uri: str) -> bytes:
     path = _local_path(uri)
+    if not path.exists() and not path.is_symlink():
+        raise _no_manifest(uri)
     try:
-        with path.open("rb") as fh:
-            data = fh.read(_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise _no_manifest(uri) from None
-    except IsADirectoryError:
-        raise InputError(uri, "the index manifest is a directory, not a file") from None
-    except OSError as exc:
-        raise SourceError(uri, f"cannot read the index manifest: {exc.strerror or exc}") from None
-    return _bounded(uri, data)
+        return inputs.read_document(path, "index manifest", _MAX_BYTES)
+    except InputError as exc:
+        raise InputError(uri, exc.message) from None
 
 
 def _read_s3(uri: str, client) -> bytes:

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from ragspine_pipeline import inputs
+from ragspine_pipeline.contracts.jsonl import iter_records
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.reference_outcome import REFUSAL as REFUSAL
 from ragspine_pipeline.sources.reference_outcome import Claim, Figure, decide, reference_day
@@ -141,14 +143,11 @@ class Chunk:
 def load_corpus(path: str | Path) -> list[Chunk]:
     """Read ``corpus.jsonl`` (blank lines skipped). A malformed line is an InputError naming the line."""
     chunks = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                chunks.append(Chunk.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputError(str(path), f"not a corpus chunk: {exc}", number) from None
+    for number, row in iter_records(path):
+        try:
+            chunks.append(Chunk.from_dict(row))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InputError(str(path), f"not a corpus chunk: {exc}", number) from None
     return chunks
 
 
@@ -231,7 +230,9 @@ class ReferenceEngine:
         the manifest's ``corpus_hash`` is refused: that index was built from other content."""
         path = Path(path)
         try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
+            if not path.exists():
+                raise FileNotFoundError(path)
+            manifest = inputs.load_json_file(path, "index manifest")
             corpus = path.parent / manifest["corpus"]
             config = EngineConfig.from_dict(manifest.get("engine") or {})
             index_version = str(manifest["index_version"])

@@ -27,11 +27,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.canonical import aliased_column
-from ragspine_pipeline.contracts.columns import as_strings, explicit_schema
+from ragspine_pipeline.contracts.columns import all_finite, as_strings, explicit_schema
 from ragspine_pipeline.contracts.conformance import table_conforms
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
-from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, line_text
+from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, block_lines, line_text, raw_line
 
 __all__ = ["BlockReader", "BlockTraces"]
 
@@ -90,6 +91,8 @@ class BlockReader:
         self._schema: pa.Schema | None = None
 
     def read(self, block: RawBlock) -> BlockTraces:
+        if block.oversize:  # one line beyond the line cap: only the record reader names it
+            return BlockTraces(block.source, leftovers=list(block_lines(block)))
         return self._read_plain(block) or self._read_lines(block)
 
     def _read_plain(self, block: RawBlock) -> BlockTraces | None:
@@ -103,6 +106,8 @@ class BlockReader:
         starts, ends = starts[present], ends[present]
         if not len(starts) or not (np.all(buf[starts] == _OPEN) and np.all(buf[ends - 1] == _CLOSE)):
             return None
+        if not inputs.arrow_safe_lines(data, starts, ends):
+            return None  # a line too long or possibly too deep for the parser: line by line
         table = self._conforming_table(data, len(starts))
         if table is None:
             return None
@@ -129,10 +134,10 @@ class BlockReader:
             if not line:
                 continue
             line_no = block.first_line + offset
-            if line[:1] == b"{" and line[-1:] == b"}":
+            if line[:1] == b"{" and line[-1:] == b"}" and inputs.arrow_safe_line(line):
                 candidates.append((line_no, line, raw))
             else:
-                out.leftovers.append(RawLine(block.source, line_no, line_text(raw)))
+                out.leftovers.append(raw_line(block.source, line_no, raw))
         self._vouch(candidates, out)
         out.leftovers.sort(key=lambda line: line.line_no)
         strata = None
@@ -168,10 +173,12 @@ class BlockReader:
         attempts = [self._schema, None] if self._schema is not None else [None]
         for schema in attempts:
             table = _parse(data, schema)
+            if table is not None and inputs.schema_depth(table.schema) > inputs.MAX_DEPTH:
+                return None  # some line nests beyond the cap: the record reader names it
             if table is not None and as_strings(table.schema) != table.schema:
                 # pyarrow read ISO-looking strings as timestamps; the contract wants the text.
                 table = _parse(data, as_strings(table.schema))
-            if table is None or table.num_rows != rows or not _all_finite(table):
+            if table is None or table.num_rows != rows or not all_finite(table):
                 continue
             if table_conforms(table, Trace):
                 self._schema = table.schema
@@ -197,21 +204,6 @@ class BlockReader:
             return pa.nulls(table.num_rows, pa.string())
         # struct_field honours the parent's nulls (a trace whose tags are null has no stratum value).
         return pc.struct_field(tags, self.dimension).cast(pa.string())
-
-
-def _all_finite(table: pa.Table) -> bool:
-    """No NaN or infinity in any floating-point value, however deeply nested (extra fields included)."""
-    return all(_finite(column.combine_chunks()) for column in table.columns)
-
-
-def _finite(arr: pa.Array) -> bool:
-    if pa.types.is_floating(arr.type):
-        return pc.all(pc.is_finite(arr)).as_py() is not False
-    if pa.types.is_struct(arr.type):
-        return all(_finite(arr.field(i)) for i in range(arr.type.num_fields))
-    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
-        return _finite(arr.flatten())
-    return True
 
 
 def _parse(data: bytes, schema: pa.Schema | None) -> pa.Table | None:

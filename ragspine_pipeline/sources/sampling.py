@@ -22,9 +22,12 @@ smallest content hash (the others take their next priority instead); ``conflicts
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import heapq
 import json
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import explain_validation_error
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
 from ragspine_pipeline.errors import InputError
@@ -55,6 +59,8 @@ __all__ = [
 ]
 
 QUARANTINE_REASONS = ("invalid_json", "invalid_trace", "missing_request_id")
+QUARANTINE_MAX_BYTES = 64 << 20
+"""Bytes of quarantine entries written per pass; beyond it bad lines are counted, not kept."""
 
 # A redaction hook: a kept record in, ``(redacted record, findings per kind)`` out.
 Redactor = Callable[[dict], tuple[dict, Counter]]
@@ -97,12 +103,16 @@ def sample_day(
     floor: int = DEFAULT_FLOOR,
     redact: Redactor | None = None,
     redact_text: Callable[[str], str] | None = None,
+    quarantine_max_bytes: int = QUARANTINE_MAX_BYTES,
 ) -> DaySample:
     """Sample ``n`` distinct traces of ``day`` from ``store`` in one pass (see the module docstring).
 
-    Bad lines are appended to ``quarantine`` as JSON lines ``{source, line, reason, field, error, raw}``;
-    the caller owns the file (a re-run of a day should pass a fresh path or remove the old one). With
-    ``quarantine`` None they are only counted. ``stratify`` names a tag dimension to stratify on, with
+    Bad lines go to ``quarantine`` as JSON lines ``{source, line, reason, field, error, raw,
+    raw_base64, raw_bytes}`` (see :func:`quarantine_entry`). The file is replaced when the pass
+    completes (removed when no line was bad) and left as it was when the pass fails. Once
+    ``quarantine_max_bytes`` are written, further bad lines are only counted (``quarantine_kept`` and
+    ``quarantine_omitted`` in ``counts``; the counts per reason stay exact). With ``quarantine`` None
+    they are only counted. ``stratify`` names a tag dimension to stratify on, with
     ``floor`` traces owed to each stratum (see ``strata.allocate``). ``redact``, when given, is applied
     to every sampled record (and only to those) before it is returned; ``redact_text`` to the raw
     text of every quarantined line before it is written.
@@ -119,7 +129,8 @@ def sample_day(
     reader = BlockReader(stratify)
     quarantined = dict.fromkeys(QUARANTINE_REASONS, 0)
     read = valid = 0
-    with _Quarantine(None if quarantine is None else Path(quarantine)) as bad_lines, sampler:
+    bad_lines = _Quarantine(None if quarantine is None else Path(quarantine), quarantine_max_bytes)
+    with bad_lines, sampler:
         for block in read_ahead(store.iter_blocks(day)):
             traces = reader.read(block)
             sampler.offer_columns(traces)
@@ -129,7 +140,7 @@ def sample_day(
                 outcome = _parse(line)
                 if isinstance(outcome, _Bad):
                     quarantined[outcome.reason] += 1
-                    bad_lines.append(outcome.to_json(line, redact_text))
+                    bad_lines.append(quarantine_entry(line, outcome, redact_text))
                     continue
                 valid += 1
                 sampler.offer_record(*outcome)
@@ -146,6 +157,8 @@ def sample_day(
         "duplicates": valid - distinct_ids,
         "quarantined": quarantined,
         "sampled": len(records),
+        "quarantine_kept": bad_lines.written,
+        "quarantine_omitted": bad_lines.omitted,
     }
     if redact is not None:
         records, counts["redacted"] = _redact_all(records, redact)
@@ -181,31 +194,60 @@ def _redact_all(records: list[dict], redact: Redactor) -> tuple[list[dict], dict
 
 
 class _Quarantine:
-    """Appends bad lines to ``path``, opened on the first one; with no path they are only counted."""
+    """Bad lines, written to a temporary file beside ``path`` (opened on the first one) that replaces
+    ``path`` when the pass completes; a pass that fails leaves ``path`` as it was. Entries beyond
+    ``max_bytes`` are counted, not written. With no path they are only counted."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, max_bytes: int) -> None:
+        if path is not None and (path.is_symlink() or path.exists()) and not path.is_file():
+            raise InputError(str(path), "cannot write the quarantine: not a regular file")
         self.path = path
+        self.max_bytes = max_bytes
         self.written = 0
+        self.omitted = 0
+        self.size = 0
         self._out: TextIO | None = None
+        self._tmp: Path | None = None
 
     def append(self, entry: str) -> None:
         if self.path is None:
             return
+        if self.size + len(entry) + 1 > self.max_bytes:
+            self.omitted += 1
+            return
         try:
             if self._out is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._out = self.path.open("a", encoding="utf-8")
+                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+                self._tmp = Path(tmp)
+                self._out = os.fdopen(fd, "w", encoding="ascii")
             self._out.write(entry + "\n")
         except OSError as exc:
             raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
         self.written += 1
+        self.size += len(entry) + 1
 
     def __enter__(self) -> _Quarantine:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        if self._out is not None:
-            self._out.close()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        if self.path is None:
+            return
+        try:
+            if self._out is not None:
+                self._out.close()
+            if exc_type is not None:
+                return
+            if self._tmp is not None:
+                os.replace(self._tmp, self.path)
+                self._tmp = None
+            elif self.path.is_file() or self.path.is_symlink():
+                self.path.unlink()  # this pass found nothing bad: no stale file from an earlier one
+        except OSError as exc:
+            raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
+        finally:
+            if self._tmp is not None:
+                self._tmp.unlink(missing_ok=True)
 
 
 # -- one line ----------------------------------------------------------------------------------------
@@ -217,17 +259,33 @@ class _Bad:
     error: str
     field: str | None = None
 
-    def to_json(self, line: RawLine, redact_text: Callable[[str], str] | None = None) -> str:
-        entry = {
-            "source": line.source,
-            "line": line.line_no,
-            "reason": self.reason,
-            "field": self.field,
-            "error": self.error,
-            # A bad line is persisted too: its free text goes through the same redaction as the sample.
-            "raw": line.text if redact_text is None else redact_text(line.text),
-        }
-        return json.dumps(entry)  # ASCII: a raw line with undecodable bytes is kept, escaped
+
+def quarantine_entry(line: RawLine, bad: _Bad, redact_text: Callable[[str], str] | None = None) -> str:
+    """One quarantine line (ASCII JSON): where the line was, why it was set aside, and what it held.
+
+    ``raw_base64`` keeps the line's first ``inputs.KEEP_BYTES`` bytes losslessly (after redaction:
+    free text in a bad line is as private as in a good one); ``raw`` is the same bytes as text when
+    they are UTF-8 (else null), and ``raw_bytes`` the full length of the line.
+    """
+    text = line.text if redact_text is None else redact_text(line.text)
+    data = text.encode("utf-8", "surrogateescape")
+    length = line.oversize or len(line.text.encode("utf-8", "surrogateescape"))
+    kept = data[: inputs.KEEP_BYTES]
+    try:
+        readable: str | None = kept.decode("utf-8")
+    except UnicodeDecodeError:
+        readable = None
+    entry = {
+        "source": line.source,
+        "line": line.line_no,
+        "reason": bad.reason,
+        "field": bad.field,
+        "error": bad.error,
+        "raw": readable,
+        "raw_base64": base64.b64encode(kept).decode("ascii"),
+        "raw_bytes": length,
+    }
+    return json.dumps(entry)
 
 
 def _reject_constant(name: str) -> Any:
@@ -236,16 +294,23 @@ def _reject_constant(name: str) -> Any:
 
 def _parse(line: RawLine) -> tuple[str, bytes, dict, dict[str, str] | None] | _Bad:
     """``(request_id, content_hash, record, tags)`` of a valid trace line, or why it is quarantined."""
+    if line.oversize:
+        return _Bad("invalid_json", inputs.too_long_message(line.oversize))
     text = line.text.strip()
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:  # undecodable bytes, surrogate-escaped by the store
         return _Bad("invalid_json", f"not UTF-8 text: {exc.reason}")
+    depth = inputs.nesting_depth(data)
+    if depth > inputs.MAX_DEPTH:
+        return _Bad("invalid_json", inputs.too_deep_message(depth))
     try:
         raw = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         return _Bad("invalid_json", f"malformed JSON: {exc.msg} (column {exc.colno})")
     except ValueError as exc:  # NaN / Infinity: not JSON, and never a silent NaN downstream
+        if "digits" in str(exc):  # an integer longer than Python converts
+            return _Bad("invalid_json", "malformed JSON: a number has too many digits (at most 4,300)")
         return _Bad("invalid_json", f"malformed JSON: {exc}")
     except RecursionError:
         return _Bad("invalid_json", "malformed JSON: nested too deeply")

@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, parse_s3_uri, s3_client
@@ -35,6 +36,7 @@ __all__ = [
     "block_lines",
     "line_text",
     "open_trace_store",
+    "raw_line",
     "read_ahead",
     "split_blocks",
     "split_lines",
@@ -48,20 +50,26 @@ BLOCK_SIZE = 4 << 20  # bytes read (after decompression) per block: a few thousa
 class RawLine(NamedTuple):
     """One non-blank line: ``source`` names its object (file path or ``s3://`` URI), ``line_no`` is
     1-based and counts blank lines, ``text`` is the line without its terminator. Bytes that are not
-    UTF-8 are kept as surrogate escapes (``errors="surrogateescape"``) so that the reader decides."""
+    UTF-8 are kept as surrogate escapes (``errors="surrogateescape"``) so that the reader decides.
+    ``oversize`` is the full length of a line longer than ``inputs.MAX_LINE_BYTES``, of which ``text``
+    holds only the first ``inputs.KEEP_BYTES`` (0 for every other line)."""
 
     source: str
     line_no: int
     text: str
+    oversize: int = 0
 
 
 class RawBlock(NamedTuple):
     """Consecutive whole lines of one object: ``data`` holds them with their ``\\n`` terminators (the
-    object's last line may have none) and ``first_line`` is the 1-based number of the first of them."""
+    object's last line may have none) and ``first_line`` is the 1-based number of the first of them.
+    A block with ``oversize`` > 0 is one line longer than ``inputs.MAX_LINE_BYTES``: ``data`` is its
+    first ``inputs.KEEP_BYTES`` and ``oversize`` its full length (the rest was read and dropped)."""
 
     source: str
     first_line: int
     data: bytes
+    oversize: int = 0
 
 
 @runtime_checkable
@@ -137,24 +145,48 @@ def _is_trace_object(name: str) -> bool:
 
 def split_blocks(stream: BinaryIO, source: str, size: int | None = None) -> Iterator[RawBlock]:
     """Stream ``stream`` as blocks of whole lines of about ``size`` bytes (default ``BLOCK_SIZE``); only
-    the current block (and a line longer than a block, until it ends) is in memory.
+    the current block (and a line longer than a block, until it ends or reaches the line cap) is in
+    memory. A line longer than ``inputs.MAX_LINE_BYTES`` that spans reads becomes a block of its own
+    holding its first bytes and its length (``RawBlock.oversize``): a gzip bomb of one endless line
+    costs time, never memory.
 
     Splits on ``\\n`` only, so a local file and an S3 body split identically. Gzip is decompressed by the
     caller's stream, incrementally.
     """
     size = size or BLOCK_SIZE
     partial: list[bytes] = []  # the pieces of a line that spans reads: joined once, when it ends
+    held = 0  # bytes in partial
+    skipped = 0  # > 0 while dropping the rest of an over-long line: its length so far
     first_line = 1
     while chunk := stream.read(size):
-        cut = chunk.rfind(b"\n")
+        cut = chunk.find(b"\n") if skipped else chunk.rfind(b"\n")
         if cut < 0:
+            if skipped:
+                skipped += len(chunk)
+                continue
             partial.append(chunk)
+            held += len(chunk)
+            if held > inputs.MAX_LINE_BYTES:
+                partial, skipped = [b"".join(partial)[: inputs.KEEP_BYTES]], held
             continue
+        if skipped:  # the over-long line ends here
+            yield RawBlock(source, first_line, partial[0], skipped + cut)
+            first_line += 1
+            partial, held, skipped = [], 0, 0
+            chunk = chunk[cut + 1 :]
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                if chunk:
+                    partial, held = [chunk], len(chunk)
+                continue
         data = b"".join([*partial, chunk[: cut + 1]]) if partial else chunk[: cut + 1]
         partial = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
+        held = len(partial[0]) if partial else 0
         yield RawBlock(source, first_line, data)
         first_line += data.count(b"\n")
-    if partial:
+    if skipped:
+        yield RawBlock(source, first_line, partial[0], skipped)
+    elif partial:
         yield RawBlock(source, first_line, b"".join(partial))
 
 
@@ -203,10 +235,21 @@ def read_ahead(blocks: Iterator[RawBlock], depth: int = 2) -> Iterator[RawBlock]
 
 
 def block_lines(block: RawBlock) -> Iterator[RawLine]:
-    """The non-blank lines of ``block``, numbered (blank lines count), a trailing ``\\r`` dropped."""
+    """The non-blank lines of ``block``, numbered (blank lines count), a trailing ``\\r`` dropped; a
+    line longer than ``inputs.MAX_LINE_BYTES`` keeps only its first bytes (``RawLine.oversize``)."""
+    if block.oversize:
+        yield RawLine(block.source, block.first_line, line_text(block.data), block.oversize)
+        return
     for offset, raw in enumerate(block.data.split(b"\n")):
         if raw.strip():
-            yield RawLine(block.source, block.first_line + offset, line_text(raw))
+            yield raw_line(block.source, block.first_line + offset, raw)
+
+
+def raw_line(source: str, line_no: int, raw: bytes) -> RawLine:
+    """A line as read, cut to its first ``inputs.KEEP_BYTES`` when it is longer than the line cap."""
+    if len(raw) > inputs.MAX_LINE_BYTES:
+        return RawLine(source, line_no, line_text(raw[: inputs.KEEP_BYTES]), len(raw))
+    return RawLine(source, line_no, line_text(raw))
 
 
 def split_lines(stream: BinaryIO, source: str) -> Iterator[RawLine]:

@@ -196,8 +196,8 @@ def test_a_failed_write_keeps_the_old_lock_and_leaves_no_temporary_file(tmp_path
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("{not json", "golden lock is not valid JSON"),
-        ("", "golden lock is not valid JSON"),
+        ("{not json", "lock:1: malformed JSON"),
+        ("", "lock:1: malformed JSON"),
         ('["v3"]', "must be a JSON object, got list"),
         ('{"version": "v3", "sha256": "' + "a" * 64 + '"}', "missing n_cases, approved_by, frozen_at"),
         (
@@ -224,7 +224,7 @@ def test_a_corrupt_lock_is_an_input_error_naming_the_lock_file(tmp_path, text, m
         with pytest.raises(InputError, match=message) as exc:
             call(gold)
         assert exc.value.file == str(lock_path(gold))
-        assert str(exc.value).startswith(f"{lock_path(gold)}: ")
+        assert str(exc.value).startswith(f"{lock_path(gold)}:")
         assert "\n" not in str(exc.value)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
@@ -93,12 +94,16 @@ def test_counts_duplicates_and_quarantine(tmp_path):
         "duplicates": len(DUPLICATES),
         "quarantined": {reason: len(BAD[reason]) for reason in QUARANTINE_REASONS},
         "sampled": len(GOOD),
+        "quarantine_kept": len(ALL_BAD),
+        "quarantine_omitted": 0,
     }
     assert sample.quarantine_path == quarantine
     entries = [json.loads(line) for line in quarantine.read_text().splitlines()]
     assert {e["raw"] for e in entries} == set(ALL_BAD)
     for entry in entries:
-        assert set(entry) == {"source", "line", "reason", "field", "error", "raw"}
+        assert set(entry) == {"source", "line", "reason", "field", "error", "raw", "raw_base64", "raw_bytes"}
+        assert base64.b64decode(entry["raw_base64"]) == entry["raw"].encode()
+        assert entry["raw_bytes"] == len(entry["raw"].encode())
         name = Path(entry["source"]).name
         with (gzip.open if name.endswith(".gz") else open)(entry["source"], "rt") as fh:
             assert fh.read().split("\n")[entry["line"] - 1] == entry["raw"]  # names the exact line
@@ -109,12 +114,13 @@ def test_counts_duplicates_and_quarantine(tmp_path):
     assert by_raw[BAD["invalid_json"][2]]["error"] == "malformed JSON: NaN is not valid JSON"
 
 
-def test_quarantine_appends(tmp_path):
+def test_a_rerun_replaces_the_quarantine(tmp_path):
     store = write_day(tmp_path / "store", {"a.jsonl": GOOD[:2] + ALL_BAD})
     quarantine = tmp_path / "quarantine.jsonl"
     sample_day(store, DAY, n=5, seed=1, quarantine=quarantine)
     sample_day(store, DAY, n=5, seed=1, quarantine=quarantine)
-    assert len(quarantine.read_text().splitlines()) == 2 * len(ALL_BAD)
+    assert len(quarantine.read_text().splitlines()) == len(ALL_BAD)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
 
 
 def test_no_bad_lines_no_quarantine_file(tmp_path):
