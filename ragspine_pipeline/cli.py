@@ -371,7 +371,8 @@ def _alerts_list(args: argparse.Namespace) -> int:
 
 
 def _alerts_flush(args: argparse.Namespace) -> int:
-    from ragspine_pipeline.alerts.slack import flush, ttl_hours_from_env
+    from ragspine_pipeline.alerts.delivery import flush
+    from ragspine_pipeline.alerts.slack import ttl_hours_from_env
 
     outbox = _outbox(args)
     if args.ttl_hours is not None and not args.ttl_hours > 0:
@@ -388,6 +389,8 @@ def _alerts_flush(args: argparse.Namespace) -> int:
     )
     if result.skipped:
         print(f"not attempted: {result.skipped}", file=sys.stderr)
+    if result.error:
+        print(f"stopped: {result.error}", file=sys.stderr)
     for alert_id, error in result.failed.items():
         print(f"  {alert_id}: {error}", file=sys.stderr)
     if result.set_aside:

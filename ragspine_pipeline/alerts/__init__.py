@@ -1,1 +1,1 @@
-"""Alerts (SPEC §6): the alert model, Block Kit rendering, the persistent outbox, Slack delivery."""
+"""Alerts: the alert model, Block Kit rendering, the persistent outbox, Slack delivery."""

@@ -7,9 +7,11 @@ A production alert gives, per rate and slice, tonight's value with its n, the tr
 and nights, how much worse, and the p- and q-values — a trailing value is an estimate, never shown as a
 threshold. The alerts one run raised are one message (:func:`message`): the most severe leads.
 
-Everything that comes from data (index versions, slice names, questions, errors) is escaped, so nothing
-can mention a channel or smuggle a link; Slack's limits are kept (header ≤ 150 characters, section text
-≤ 3000, at most 50 blocks).
+Every text that reaches Slack — the fallback ``text``, every mrkdwn block and the plain-text header — has
+Slack's control characters escaped (``&`` ``<`` ``>`` as ``&amp;`` ``&lt;`` ``&gt;``), so an index version,
+slice, metric name, question or error holding ``<!channel>``, ``<@U123>`` or ``<http://x|y>`` shows as
+text and never pings anyone or links anywhere. Slack's limits are kept (header ≤ 150 characters, section
+text ≤ 3000, at most 50 blocks).
 """
 
 from __future__ import annotations
@@ -233,7 +235,8 @@ def _p(value: float) -> str:
 
 
 def _header(title: str) -> dict:
-    return {"type": "header", "text": {"type": "plain_text", "text": _clip(title, 150)}}
+    # Slack does not parse mentions in plain_text, but clients differ: it is escaped like the rest.
+    return {"type": "header", "text": {"type": "plain_text", "text": _clip(_escape(title), 150)}}
 
 
 def _footer(url: str | None, lead: Alert) -> list[dict]:

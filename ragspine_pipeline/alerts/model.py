@@ -3,7 +3,7 @@ which index, golden set and run, and what to do (a runbook line) — built from 
 of gate results, a night's drop tests, or a failed run.
 
 An alert is plain data (pydantic, JSON in the outbox); rendering is ``alerts.blocks``, delivery
-``alerts.slack``, de-duplication and persistence ``alerts.outbox``. The alerts one run raises are
+``alerts.delivery`` (through ``alerts.slack``), de-duplication and persistence ``alerts.outbox``. The alerts one run raises are
 delivered together, as one message.
 """
 
@@ -12,11 +12,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragspine_pipeline.scoring.significance import DropTest
+if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import for every `alerts` command
+    from ragspine_pipeline.scoring.significance import DropTest
 
 # Frozen; unknown keys ignored so that an outbox written by a newer version still reads.
 MODEL_CONFIG = ConfigDict(frozen=True, extra="ignore")
@@ -99,7 +101,8 @@ class Alert(BaseModel):
 
     model_config = MODEL_CONFIG
 
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    # Ids travel space-separated in the Slack message's metadata: no spaces, nothing to escape.
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")
     kind: AlertKind
     stream: str
     title: str
@@ -157,10 +160,11 @@ class Alert(BaseModel):
 
 
 def run_url(webserver_base_url: str | None, run_id: str | None) -> str | None:
-    """The Dagster UI page of a run (``<base>/runs/<id>``), or None without a base URL or run."""
+    """The Dagster UI page of a run (``<base>/runs/<id>``, the id percent-encoded), or None without a
+    base URL or run."""
     if not webserver_base_url or not run_id:
         return None
-    return f"{webserver_base_url.rstrip('/')}/runs/{run_id}"
+    return f"{webserver_base_url.rstrip('/')}/runs/{quote(run_id, safe='')}"
 
 
 def release_findings(decision: dict) -> list[Finding]:

@@ -1,29 +1,31 @@
-"""Delivering the outbox to Slack with slack-sdk (``WebClient.chat_postMessage``).
+"""Slack's side of alert delivery: settings, a time budget, and a slack-sdk ``WebClient`` that posts
+alerts and finds them again in a channel's history.
 
-Configuration comes from the environment only (SPEC §6): ``SLACK_BOT_TOKEN``, ``SLACK_CHANNEL`` and,
-optionally, ``SLACK_API_BASE_URL`` (slack-sdk's ``base_url``: a proxy, or a test server). Retries are
-slack-sdk's own handlers: HTTP 429 waits for ``Retry-After`` (up to a bound, beyond which the alert
-simply stays pending for the next run), 5xx answers back off, connection errors are retried.
+Configuration comes from the environment only: ``SLACK_BOT_TOKEN``, ``SLACK_CHANNEL`` (best the
+channel's ID, ``C…``; a name works too) and, optionally, ``SLACK_API_BASE_URL`` (slack-sdk's
+``base_url``: a proxy, or a test server). The bot needs ``chat:write``, and ``channels:history``
+(``groups:history`` for a private channel) to confirm a delivery after a crash; with a channel name, also
+``channels:read`` to look its ID up when no earlier delivery told it.
 
-The alerts one run raised are posted as one message (``alerts.blocks.message``); a run still in
-progress is left for the flush after it ends (the caller says which runs are finished). An alert that
-waited longer than its time to live (``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired
-instead of posted.
-
-Nothing here raises because Slack is absent or failing: :func:`flush` records each failed attempt
-with its error in the outbox and leaves the alert pending. The token is never part of an error
-message, a log line or the outbox.
+Every message carries Slack message metadata (``event_type`` ``ragspine_alert``, ``event_payload``
+``{"alert_ids": "<id> <id> …"}``), so a later pass can tell from the channel's history whether an
+unanswered post landed. slack-sdk's own retry handlers do the retrying, bounded by a :class:`WaitBudget`:
+a ``Retry-After`` or back-off wait happens only when it fits, and each request's timeout is cut to what is
+left. A request that may have reached Slack (a timeout, a connection lost while waiting for the answer)
+is never retried here. Every failure is a :class:`DeliveryError` of one line; the token is never part of
+an error message, a log line or the outbox. The delivery protocol itself is in ``alerts.delivery``.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from urllib.error import URLError
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -33,10 +35,28 @@ from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryInterv
 
 from ragspine_pipeline.alerts.blocks import message
 from ragspine_pipeline.alerts.model import Alert
-from ragspine_pipeline.alerts.outbox import Entry, Outbox
+from ragspine_pipeline.errors import InputError
 
 DEFAULT_BASE_URL = WebClient.BASE_URL
 DEFAULT_TTL_HOURS = 24.0
+DEFAULT_BUDGET_S = 30.0
+METADATA_EVENT = "ragspine_alert"
+MIN_REQUEST_S = 1.0  # less time than this left in the budget: no new request is started
+HISTORY_PAGES = 10  # of 200 messages: how far back a confirmation looks before it gives up
+
+
+def seconds_from_env(name: str, default: float, minimum: float) -> float:
+    """A number of seconds from the environment; a value that is not one is a one-line InputError."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(name, f"expected a number of seconds, got {raw[:40]!r}") from None
+    if not value >= minimum:
+        raise InputError(name, f"expected at least {minimum:g} seconds, got {raw[:40]!r}")
+    return value
 
 
 def ttl_hours_from_env(env: Mapping[str, str] = os.environ) -> float:
@@ -79,168 +99,284 @@ class SlackSettings:
         return f"{' and '.join(absent)} not set: alerts stay in the outbox" if absent else None
 
 
-class BoundedRateLimitRetryHandler(RateLimitErrorRetryHandler):
-    """slack-sdk's 429 handler (it sleeps for ``Retry-After``), except when Slack asks for a longer
-    wait than ``max_wait_s``: then the post fails now and the alert waits in the outbox instead of
-    holding the run."""
+class WaitBudget:
+    """The wall-clock time one delivery pass may spend with Slack, on the monotonic clock."""
 
-    def __init__(self, max_retry_count: int, max_wait_s: float) -> None:
+    def __init__(self, seconds: float = DEFAULT_BUDGET_S) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def fits(self, wait_s: float) -> bool:
+        """Whether waiting ``wait_s`` still leaves time for one more request."""
+        return wait_s + MIN_REQUEST_S <= self.remaining()
+
+    def spent(self) -> str:
+        return (
+            f"the {self.seconds:g} s this flush may spend with Slack are spent "
+            "(RAGSPINE_ALERT_FLUSH_BUDGET_S); the rest waits for the next flush"
+        )
+
+
+class _WithinBudget:
+    """A slack-sdk retry handler whose wait happens only when it fits in the pass's budget; after it,
+    ``on_wait`` cuts the next request's timeout to what is left."""
+
+    budget: WaitBudget
+    on_wait: Callable[[], None]
+    _wait_s: float = 0.0
+
+    def can_retry(self, *, state, request, response=None, error=None) -> bool:
+        if not super().can_retry(state=state, request=request, response=response, error=error):
+            return False
+        self._wait_s = self._next_wait(state, response)
+        return self.budget.fits(self._wait_s)
+
+    def prepare_for_next_attempt(self, *, state, request, response=None, error=None) -> None:
+        state.next_attempt_requested = True
+        time.sleep(self._wait_s)
+        state.increment_current_attempt()
+        self.on_wait()
+
+    def _next_wait(self, state, response) -> float:
+        return self.interval_calculator.calculate_sleep_duration(state.current_attempt)
+
+
+class BoundedRateLimitRetryHandler(_WithinBudget, RateLimitErrorRetryHandler):
+    """slack-sdk's 429 handler: it waits for ``Retry-After`` — unless Slack asks for longer than
+    ``max_wait_s`` or than the pass's budget has left: then the post fails now and the alert waits in
+    the outbox instead of holding the run."""
+
+    def __init__(
+        self,
+        max_retry_count: int,
+        max_wait_s: float,
+        budget: WaitBudget | None = None,
+        on_wait: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(max_retry_count=max_retry_count)
-        self.max_wait_s = max_wait_s
+        self.max_wait_s, self.budget, self.on_wait = max_wait_s, budget or WaitBudget(), on_wait
 
     def _can_retry(self, *, state, request, response=None, error=None) -> bool:
-        if not super()._can_retry(state=state, request=request, response=response, error=error):
-            return False
-        retry_after = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), ["1"])
-        try:
-            return float(retry_after[0]) <= self.max_wait_s
-        except (TypeError, ValueError):
-            return True  # unreadable: slack-sdk falls back to about a second
+        return super()._can_retry(state=state, request=request, response=response, error=error) and (
+            _retry_after(response.headers) <= self.max_wait_s
+        )
+
+    def _next_wait(self, state, response) -> float:
+        return _retry_after(response.headers)
+
+
+class _ServerErrorRetry(_WithinBudget, ServerErrorRetryHandler):
+    def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
+        super().__init__(max_retry_count, BackoffRetryIntervalCalculator(backoff_factor=0.5))
+        self.budget, self.on_wait = budget, on_wait
+
+
+class _UnsentRequestRetry(_WithinBudget, ConnectionErrorRetryHandler):
+    """Retries only a request that never reached Slack: urllib raises URLError while connecting or
+    sending. A connection lost while waiting for the answer (reset, closed, timed out) is not retried:
+    Slack may have posted it, so the next pass looks in the channel's history first."""
+
+    def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
+        super().__init__(max_retry_count, BackoffRetryIntervalCalculator(backoff_factor=0.5), [URLError])
+        self.budget, self.on_wait = budget, on_wait
 
 
 class DeliveryError(Exception):
-    """One failed post, as one line without secrets; ``unreachable`` when Slack did not answer at all."""
+    """One failed Slack call, as one line without secrets. ``maybe_posted``: Slack did not answer, so it
+    may have posted the message; ``stop``: trying the next message in this pass is pointless (Slack
+    unreachable or rate limiting, the budget spent)."""
 
-    def __init__(self, message: str, unreachable: bool = False) -> None:
+    def __init__(self, message: str, *, maybe_posted: bool = False, stop: bool = False) -> None:
         super().__init__(message)
-        self.unreachable = unreachable
+        self.maybe_posted = maybe_posted
+        self.stop = stop or maybe_posted
+
+
+@dataclass(frozen=True)
+class Posted:
+    ts: str | None
+    channel: str  # the channel's ID as Slack answered it (the configured channel if it did not say)
 
 
 class SlackSender:
-    """Posts alerts with one configured ``WebClient``."""
+    """Posts alerts, and finds them in the channel's history, with one configured ``WebClient``."""
 
     def __init__(
         self,
         settings: SlackSettings,
-        timeout_s: int = 10,
+        timeout_s: float = 10,
         rate_limit_retries: int = 3,
         max_retry_after_s: float = 30,
         server_error_retries: int = 2,
         connection_retries: int = 2,
+        budget: WaitBudget | None = None,
     ) -> None:
         if settings.missing:
             raise ValueError(settings.missing)
         self.settings = settings
-        backoff = BackoffRetryIntervalCalculator(backoff_factor=0.5)
+        self.timeout_s = timeout_s
+        self.budget = budget or WaitBudget()
+        self.max_retry_after_s = max_retry_after_s
+        self._handlers = [
+            BoundedRateLimitRetryHandler(
+                rate_limit_retries, max_retry_after_s, self.budget, self._fit_timeout
+            ),
+            _ServerErrorRetry(server_error_retries, self.budget, self._fit_timeout),
+            _UnsentRequestRetry(connection_retries, self.budget, self._fit_timeout),
+        ]
         self.client = WebClient(
-            token=settings.token,
-            base_url=settings.base_url,
-            timeout=timeout_s,
-            retry_handlers=[
-                BoundedRateLimitRetryHandler(rate_limit_retries, max_retry_after_s),
-                ServerErrorRetryHandler(max_retry_count=server_error_retries, interval_calculator=backoff),
-                ConnectionErrorRetryHandler(max_retry_count=connection_retries, interval_calculator=backoff),
-            ],
+            token=settings.token, base_url=settings.base_url, timeout=timeout_s, retry_handlers=self._handlers
         )
 
-    def post(self, alerts: Alert | Sequence[Alert]) -> str | None:
-        """Post one message covering ``alerts`` (one run's); the message's ``ts``. Raises
-        :class:`DeliveryError` when Slack did not take it."""
-        text, blocks = message([alerts] if isinstance(alerts, Alert) else list(alerts))
+    def use_budget(self, budget: WaitBudget) -> None:
+        """Spend ``budget`` from here on (one per delivery pass)."""
+        self.budget = budget
+        for handler in self._handlers:
+            handler.budget = budget
+
+    def post(self, alerts: Alert | Sequence[Alert]) -> Posted:
+        """Post one message covering ``alerts`` (one run's), with their ids in its metadata. Raises
+        :class:`DeliveryError` when Slack did not take it or did not answer."""
+        alerts = [alerts] if isinstance(alerts, Alert) else list(alerts)
+        text, blocks = message(alerts)
+        metadata = {
+            "event_type": METADATA_EVENT,
+            "event_payload": {"alert_ids": " ".join(a.id for a in alerts)},
+        }
+        response = self._call(
+            "post to",
+            self.client.chat_postMessage,
+            maybe_posted=True,
+            channel=self.settings.channel,
+            text=text,
+            blocks=blocks,
+            metadata=metadata,
+            link_names=False,  # a bare "@channel" in an alert stays text, whatever the workspace default
+        )
+        channel = response.get("channel")
+        return Posted(response.get("ts"), channel if isinstance(channel, str) else self.settings.channel)
+
+    def posted_alerts(self, channel_id: str, since: float, wanted: set[str]) -> tuple[dict[str, str], bool]:
+        """The ids of ``wanted`` that messages of ours in ``channel_id`` since ``since`` (Unix time) name
+        in their metadata, each with its message's ``ts``; and whether that answer is complete (every
+        wanted id found, or the history read to its end within :data:`HISTORY_PAGES` pages)."""
+        found: dict[str, str] = {}
+        cursor = None
+        for _ in range(HISTORY_PAGES):
+            page = self._call(
+                "read the history of",
+                self.client.conversations_history,
+                channel=channel_id,
+                oldest=f"{since:.6f}",
+                limit=200,
+                include_all_metadata=True,
+                cursor=cursor,
+            )
+            for ts, ids in _our_messages(page.get("messages")):
+                for alert_id in ids & wanted:
+                    found.setdefault(alert_id, ts)
+            cursor = _next_cursor(page)
+            if wanted <= found.keys() or not cursor:
+                return found, True
+        return found, False
+
+    def channel_id(self, name: str) -> str | None:
+        """The ID of the channel called ``name`` (``#`` optional), by ``conversations.list``."""
+        wanted, cursor = name.removeprefix("#"), None
+        for _ in range(HISTORY_PAGES):
+            page = self._call(
+                "list the channels of",
+                self.client.conversations_list,
+                types="public_channel,private_channel",
+                exclude_archived=True,
+                limit=1000,
+                cursor=cursor,
+            )
+            for channel in page.get("channels") or []:
+                if isinstance(channel, dict) and channel.get("name") == wanted and channel.get("id"):
+                    return str(channel["id"])
+            cursor = _next_cursor(page)
+            if not cursor:
+                return None
+        return None
+
+    def _call(self, doing: str, method: Callable, *, maybe_posted: bool = False, **kwargs):
+        """One Web API call within the budget; every failure a :class:`DeliveryError`."""
+        self._fit_timeout()
+        if self.budget.remaining() < MIN_REQUEST_S:
+            raise DeliveryError(self.budget.spent(), stop=True)
         try:
-            response = self.client.chat_postMessage(channel=self.settings.channel, text=text, blocks=blocks)
+            return method(**kwargs)
         except SlackApiError as exc:
-            status = exc.response.status_code
-            error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
-            raise DeliveryError(
-                self._scrub(f"Slack answered HTTP {status}: {error or 'no error code'}")
-            ) from None
-        except Exception as exc:  # urllib's URLError, timeouts, an answer that is not JSON: not delivered
-            problem = f"cannot post to {self.settings.base_url}: {_reason(exc)}"
-            raise DeliveryError(self._scrub(problem), unreachable=True) from None
-        return response.get("ts")
+            raise self._answered(exc, maybe_posted) from None
+        except (URLError, SlackRequestError) as exc:  # the request never reached Slack
+            problem = f"cannot {doing} {self.settings.base_url}: {_reason(exc)}"
+            raise DeliveryError(self._scrub(problem), stop=True) from None
+        except Exception as exc:  # a timeout, a connection lost before the answer, an answer not JSON
+            problem = f"no answer from {self.settings.base_url} ({_reason(exc)})"
+            if maybe_posted:
+                problem += ": Slack may have posted it; a later flush looks for it before posting again"
+            raise DeliveryError(self._scrub(problem), maybe_posted=maybe_posted, stop=True) from None
+
+    def _answered(self, exc: SlackApiError, maybe_posted: bool) -> DeliveryError:
+        status = exc.response.status_code
+        error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+        problem = f"Slack answered HTTP {status}: {error or 'no error code'}"
+        if status == 429:
+            wait = _retry_after(exc.response.headers or {})
+            problem += (
+                f" (Retry-After {wait:g} s: more than the {self.max_retry_after_s:g} s bound"
+                if wait > self.max_retry_after_s
+                else f" (Retry-After {wait:g} s does not fit in the {self.budget.remaining():.1f} s left of "
+                f"this flush's {self.budget.seconds:g} s budget"
+            ) + "; left for the next flush)"
+        # A 5xx may come after Slack stored the message: confirm it before posting again.
+        return DeliveryError(
+            self._scrub(problem), maybe_posted=maybe_posted and status >= 500, stop=status == 429
+        )
+
+    def _fit_timeout(self) -> None:
+        """The next request may take no longer than the budget has left."""
+        self.client.timeout = max(0.1, min(self.timeout_s, self.budget.remaining()))
 
     def _scrub(self, message: str) -> str:
         token = self.settings.token
         return " ".join((message.replace(token, "[token]") if token else message).split())
 
 
-@dataclass
-class FlushResult:
-    delivered: list[str] = field(default_factory=list)  # alert ids
-    failed: dict[str, str] = field(default_factory=dict)  # alert id -> error of this attempt
-    expired: list[str] = field(default_factory=list)  # alert ids past their time to live
-    pending: int = 0  # still pending after this pass (failed, not attempted, or their run not finished)
-    waiting: int = 0  # of those, alerts of runs still in progress
-    messages: int = 0  # Slack messages posted
-    set_aside: int = 0  # corrupt outbox lines moved aside during this pass
-    skipped: str | None = None  # why nothing was attempted
+def _our_messages(messages) -> list[tuple[str, set[str]]]:
+    """``(ts, alert ids)`` of the messages in a history page that carry our metadata."""
+    out = []
+    for msg in messages if isinstance(messages, list) else []:
+        metadata = msg.get("metadata") if isinstance(msg, dict) else None
+        if not isinstance(metadata, dict) or metadata.get("event_type") != METADATA_EVENT:
+            continue
+        payload = metadata.get("event_payload")
+        ids = payload.get("alert_ids") if isinstance(payload, dict) else None
+        if isinstance(ids, str) and isinstance(msg.get("ts"), str):
+            out.append((msg["ts"], set(ids.split())))
+    return out
 
 
-def flush(
-    outbox: Outbox,
-    settings: SlackSettings | None = None,
-    sender: SlackSender | None = None,
-    *,
-    finished: Callable[[str], bool] | None = None,
-    ttl_hours: float = DEFAULT_TTL_HOURS,
-    now: datetime | None = None,
-) -> FlushResult:
-    """Deliver every pending alert, oldest first, one message per run; record each delivery, failed
-    attempt or expiry.
-
-    ``finished(run_id)`` says whether a run has ended (None: every run has); the alerts of a run still
-    in progress wait, so that the run's alerts go out together once it ends. Alerts older than
-    ``ttl_hours`` are marked expired, never posted. Without a token or channel nothing is attempted
-    (``skipped`` says why) and every alert stays pending. After the first connection failure the rest
-    are not attempted in this pass: Slack is down, and each would only wait for its own timeouts.
-    """
-    settings = settings or SlackSettings.from_env()
-    deadline = (now or datetime.now(UTC)) - timedelta(hours=ttl_hours)
-    with outbox.delivering():
-        view = outbox.read()
-        result = FlushResult(set_aside=view.set_aside)
-        pending = []
-        for entry in view.pending:
-            if _created(entry) < deadline:
-                outbox.record_expiry(entry.alert.id, ttl_hours)
-                result.expired.append(entry.alert.id)
-            else:
-                pending.append(entry)
-        groups = _by_run(pending)
-        ready = [
-            g for g in groups if g[0].alert.run_id is None or finished is None or finished(g[0].alert.run_id)
-        ]
-        result.waiting = sum(len(g) for g in groups) - sum(len(g) for g in ready)
-        result.pending = len(pending)
-        if settings.missing and sender is None:
-            result.skipped = settings.missing
-            return result
-        sender = sender or SlackSender(settings)
-        for group in ready:
-            ids = [entry.alert.id for entry in group]
-            try:
-                ts = sender.post([entry.alert for entry in group])
-            except DeliveryError as exc:
-                for alert_id in ids:
-                    outbox.record_failure(alert_id, str(exc))
-                    result.failed[alert_id] = str(exc)
-                if exc.unreachable:
-                    break
-                continue
-            for alert_id in ids:
-                outbox.record_delivery(alert_id, sender.settings.channel or "", ts)
-            result.delivered += ids
-            result.messages += 1
-        result.pending = len(pending) - len(result.delivered)
-        return result
+def _next_cursor(page) -> str | None:
+    meta = page.get("response_metadata")
+    cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
+    return cursor if isinstance(cursor, str) and cursor else None
 
 
-def _by_run(entries: list[Entry]) -> list[list[Entry]]:
-    """Pending entries grouped by run (an alert without a run is a group of its own), in the order each
-    group's first alert was queued."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in entries:
-        groups.setdefault(entry.alert.run_id or f"alert:{entry.alert.id}", []).append(entry)
-    return list(groups.values())
-
-
-def _created(entry: Entry) -> datetime:
+def _retry_after(headers) -> float:
+    """Slack's ``Retry-After`` in seconds (1 when absent or unreadable), from slack-sdk's header dict
+    (a string per name) or its retry response (a list per name)."""
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    value = value[0] if isinstance(value, list) and value else value
     try:
-        created = datetime.fromisoformat(entry.alert.created_at)
-    except ValueError:
-        return datetime.now(UTC)  # unreadable: treat as new rather than drop it
-    return created if created.tzinfo else created.replace(tzinfo=UTC)
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return seconds if 0 <= seconds < float("inf") else 1.0
 
 
 def _reason(exc: Exception) -> str:

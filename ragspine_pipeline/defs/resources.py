@@ -16,17 +16,13 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
+from ragspine_pipeline.alerts.delivery import FlushResult, flush
 from ragspine_pipeline.alerts.model import Alert, runbook_line
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
-from ragspine_pipeline.alerts.slack import (
-    DEFAULT_TTL_HOURS,
-    FlushResult,
-    SlackSettings,
-    flush,
-    ttl_hours_from_env,
-)
+from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl_hours_from_env
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
+from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.replay import Answer
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
@@ -116,7 +112,7 @@ class AlertsResource(dg.ConfigurableResource):
     def queue(self, alert: Alert, log=None) -> Alert | None:
         """Queue ``alert`` if it is news for its stream (de-duplication); it is delivered with the rest
         of its run's alerts when the run ends."""
-        queued = self.outbox().observe(alert)
+        queued = self.outbox().observe(alert)  # a full disk: a one-line InputError, nothing queued
         if queued is not None and log is not None:
             log.warning(f"alert queued: {queued.title} (posted when the run ends)")
         return queued
@@ -138,20 +134,28 @@ class AlertsResource(dg.ConfigurableResource):
                     f"{len(result.expired)} alert(s) older than {self.ttl_hours:g} h expired unposted"
                 )
             if result.pending - result.waiting:
-                reason = result.skipped or next(iter(result.failed.values()), "not attempted")
+                reason = result.skipped or result.error or next(iter(result.failed.values()), "not attempted")
                 log.warning(f"{result.pending - result.waiting} alert(s) pending in the outbox: {reason}")
         return result
 
     def alert_check(self, alert: Alert, log, check_name: str | None = None) -> dg.AssetCheckResult:
         """What an alert check does: queue ``alert`` (when it is news) and say so. It always passes:
-        a regression fails its own checks, and Slack being absent or down never changes a run."""
-        queued = self.queue(alert, log)
+        a regression fails its own checks, and Slack being absent or down never changes a run. An
+        alert the outbox cannot take (a full disk) is a WARN with the reason; its stream's state is
+        unchanged, so the next evaluation raises it again."""
+        try:
+            queued, problem = self.queue(alert, log), None
+        except InputError as exc:
+            queued, problem = None, f"not queued: {exc}"
+            if log is not None:
+                log.error(f"alert {alert.title!r} {problem}")
         return dg.AssetCheckResult(
             check_name=check_name,
-            passed=True,
+            passed=problem is None,
             severity=dg.AssetCheckSeverity.WARN,
+            description=problem,
             metadata={
-                "new_alert": "none" if queued is None else f"{queued.kind}: {queued.title}",
+                "new_alert": problem or ("none" if queued is None else f"{queued.kind}: {queued.title}"),
                 "outbox": dg.MetadataValue.path(str(self.outbox().path)),
             },
         )

@@ -1,0 +1,270 @@
+"""Delivering the outbox to Slack, at most once per alert.
+
+The alerts one run raised are posted as one message (``alerts.blocks.message``); a run still in
+progress is left for the flush after it ends (the caller says which runs are finished). An alert that
+waited longer than its time to live (``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired
+instead of posted.
+
+The delivery protocol, which survives a crash at any point, a full disk and a slow Slack:
+
+1. Before a message is posted, a ``sending`` event with its alert ids is appended to the outbox and
+   fsynced. If that fails (ENOSPC, EDQUOT, EIO, …) nothing is posted: the alerts stay pending and the
+   pass stops with a one-line error.
+2. The message carries Slack message metadata: ``event_type`` ``ragspine_alert``, ``event_payload``
+   ``{"alert_ids": "<id> <id> …"}``.
+3. Slack's answer is recorded: its ``ts`` as ``delivered``; an answer that proves nothing was posted (an
+   error payload, a 4xx or 429, a connection refused before the request was sent) as ``failed``, and
+   the next pass posts again; no answer (a timeout, a connection lost after the request went out, a 5xx)
+   as ``failed`` *unconfirmed*, and the pass stops there.
+4. An unconfirmed alert — after a timeout, a kill between 1 and 3, or a delivery that could not be
+   recorded — is never posted blindly. Once its attempt is older than ``RAGSPINE_ALERT_CONFIRM_AFTER_S``
+   (default 120 s: a slow request may still land), the next pass reads the channel's history since the
+   attempt (``conversations.history`` with ``include_all_metadata``, from five minutes before it, at
+   most :data:`HISTORY_PAGES` pages): a message naming the alert in its metadata is recorded as the
+   delivery, with its ``ts``; only a history read to the end without it lets the alert be posted again.
+   A history that cannot be read leaves the alert pending, with the reason.
+5. Every pass has a budget of wall-clock time with Slack (``RAGSPINE_ALERT_FLUSH_BUDGET_S``, default
+   30 s, or ``flush(budget_s=…)``): a Retry-After or back-off wait happens only when it fits, each
+   request's timeout is cut to what is left, and once it is spent the remaining alerts stay pending and
+   ``FlushResult.error`` says so.
+
+Nothing here raises because Slack is absent or failing, or because the disk is full: failed attempts are
+recorded with their error and the alerts stay pending. The token is never part of an error message, a
+log line or the outbox.
+
+Slack settings and the client are in ``alerts.slack``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ragspine_pipeline.alerts.outbox import Entry, Outbox, OutboxView
+from ragspine_pipeline.alerts.slack import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_TTL_HOURS,
+    HISTORY_PAGES,
+    MIN_REQUEST_S,
+    DeliveryError,
+    SlackSender,
+    SlackSettings,
+    WaitBudget,
+    seconds_from_env,
+)
+from ragspine_pipeline.errors import InputError
+
+DEFAULT_CONFIRM_AFTER_S = 120.0
+HISTORY_MARGIN_S = 300  # how much earlier than the recorded attempt history is read (clock skew)
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{6,}$")
+
+
+@dataclass
+class FlushResult:
+    delivered: list[str] = field(default_factory=list)  # alert ids (those confirmed in Slack included)
+    confirmed: list[str] = field(default_factory=list)  # of those, found in the channel's history
+    failed: dict[str, str] = field(default_factory=dict)  # alert id -> why this pass did not deliver it
+    expired: list[str] = field(default_factory=list)  # alert ids past their time to live
+    pending: int = 0  # still pending after this pass (failed, not attempted, or their run not finished)
+    waiting: int = 0  # of those, alerts of runs still in progress
+    messages: int = 0  # Slack messages posted
+    set_aside: int = 0  # corrupt outbox lines moved aside during this pass
+    skipped: str | None = None  # why nothing was attempted
+    error: str | None = None  # why the pass stopped early: a full disk, the budget spent, Slack down
+
+
+def flush(
+    outbox: Outbox,
+    settings: SlackSettings | None = None,
+    sender: SlackSender | None = None,
+    *,
+    finished: Callable[[str], bool] | None = None,
+    ttl_hours: float = DEFAULT_TTL_HOURS,
+    now: datetime | None = None,
+    budget_s: float | None = None,
+    confirm_after_s: float | None = None,
+) -> FlushResult:
+    """Deliver every pending alert, oldest first, one message per run, by the protocol of this module;
+    record each delivery, failed attempt or expiry.
+
+    ``finished(run_id)`` says whether a run has ended (None: every run has); the alerts of a run still
+    in progress wait, so that the run's alerts go out together once it ends. Alerts older than
+    ``ttl_hours`` are marked expired, never posted. Without a token or channel nothing is attempted
+    (``skipped`` says why) and every alert stays pending. ``budget_s`` (default
+    ``RAGSPINE_ALERT_FLUSH_BUDGET_S`` or 30) bounds the time spent with Slack; ``confirm_after_s``
+    (default ``RAGSPINE_ALERT_CONFIRM_AFTER_S`` or 120) is how old an unanswered attempt must be before
+    the channel's history is trusted to show it. After the first failure that says more attempts are
+    pointless (Slack unreachable, rate limiting, no answer, a full disk, the budget spent) the rest
+    are not attempted in this pass.
+    """
+    settings = settings or SlackSettings.from_env()
+    if budget_s is None:
+        budget_s = seconds_from_env("RAGSPINE_ALERT_FLUSH_BUDGET_S", DEFAULT_BUDGET_S, MIN_REQUEST_S)
+    if confirm_after_s is None:
+        confirm_after_s = seconds_from_env("RAGSPINE_ALERT_CONFIRM_AFTER_S", DEFAULT_CONFIRM_AFTER_S, 0)
+    now = now or datetime.now(UTC)
+    with outbox.delivering():
+        budget = WaitBudget(budget_s)
+        view = outbox.read()
+        result = FlushResult(set_aside=view.set_aside)
+        if not settings.missing or sender is not None:
+            sender = sender or SlackSender(settings)
+            sender.use_budget(budget)
+        held = _confirm(outbox, sender, view, now, confirm_after_s, result)
+        deadline = now - timedelta(hours=ttl_hours)
+        live, confirmed = [], set(result.delivered)
+        for entry in view.pending:
+            if entry.alert.id in confirmed:
+                continue
+            if _created(entry) < deadline:
+                if _record(result, outbox.record_expiry, [entry.alert.id], ttl_hours):
+                    result.expired.append(entry.alert.id)
+                continue  # an expiry that could not be recorded is retried next pass, never posted
+            live.append(entry)
+        groups = _by_run(live)
+        ready = [
+            g for g in groups if g[0].alert.run_id is None or finished is None or finished(g[0].alert.run_id)
+        ]
+        result.waiting = sum(len(g) for g in groups) - sum(len(g) for g in ready)
+        result.pending = len(live)
+        if sender is None:
+            result.skipped = settings.missing
+            return result
+        posted = _post(
+            outbox, sender, [g for g in ready if not held.intersection(e.alert.id for e in g)], result
+        )
+        result.pending = len(live) - posted
+        return result
+
+
+def _confirm(
+    outbox: Outbox,
+    sender: SlackSender | None,
+    view: OutboxView,
+    now: datetime,
+    confirm_after_s: float,
+    result: FlushResult,
+) -> set[str]:
+    """Settle the unconfirmed alerts of ``view`` by the channel's history: record those found there as
+    delivered (into ``result``); return the ids that must not be posted in this pass (too recent to
+    tell, or the history could not say)."""
+    held: set[str] = set()
+    by_target: dict[str, list[Entry]] = {}
+    for entry in view.pending:
+        if not entry.unconfirmed:
+            continue
+        held.add(entry.alert.id)
+        if sender is None:
+            continue  # nothing is attempted without Slack settings; FlushResult.skipped says why
+        if (now - _time(entry.sending_at, entry)).total_seconds() < confirm_after_s:
+            result.failed[entry.alert.id] = (
+                f"posted at {entry.sending_at} without an answer: Slack's history is checked once that "
+                f"attempt is {confirm_after_s:g} s old (RAGSPINE_ALERT_CONFIRM_AFTER_S)"
+            )
+            continue
+        held.discard(entry.alert.id)
+        by_target.setdefault(entry.target or sender.settings.channel or "", []).append(entry)
+    for target, entries in by_target.items():
+        ids = {entry.alert.id for entry in entries}
+        try:
+            channel = _channel_id(target, view, sender)
+            since = min(_time(entry.sending_at, entry) for entry in entries).timestamp() - HISTORY_MARGIN_S
+            found, complete = sender.posted_alerts(channel, since, ids)
+        except DeliveryError as exc:
+            held |= ids
+            result.failed.update(
+                dict.fromkeys(ids, f"cannot tell whether Slack took the last attempt: {exc}")
+            )
+            continue
+        for ts in sorted(set(found.values())):
+            with_ts = sorted(i for i, t in found.items() if t == ts)
+            if _record(result, outbox.record_delivery, with_ts, channel, ts, target, True):
+                result.confirmed += with_ts
+            else:
+                held.update(with_ts)
+            result.delivered += with_ts  # it is in Slack either way; an unrecorded one is found again
+        if not complete:
+            missing = ids - found.keys()
+            held |= missing
+            reason = f"not found in the last {HISTORY_PAGES} pages of the channel's history; not posted again"
+            result.failed.update(dict.fromkeys(missing, reason))
+    return held
+
+
+def _channel_id(target: str, view: OutboxView, sender: SlackSender) -> str:
+    """The ID of the channel ``target`` names: itself when it is one, else what an earlier delivery to it
+    answered, else what ``conversations.list`` says."""
+    if _CHANNEL_ID.match(target):
+        return target
+    known = view.channel_ids.get(target) or sender.channel_id(target)
+    if not known:
+        raise DeliveryError(f"no channel {target!r} found; set SLACK_CHANNEL to the channel's ID (C…)")
+    return known
+
+
+def _post(outbox: Outbox, sender: SlackSender, groups: list[list[Entry]], result: FlushResult) -> int:
+    """Post each group as one message by steps 1–3 of the protocol; how many alerts were delivered."""
+    target = sender.settings.channel or ""
+    delivered = 0
+    for group in groups:
+        ids = [entry.alert.id for entry in group]
+        if sender.budget.remaining() < MIN_REQUEST_S:
+            result.error = sender.budget.spent()
+            break
+        try:
+            outbox.record_sending(ids, target)
+        except InputError as exc:
+            result.error = f"not posted: {exc}"
+            result.failed.update(dict.fromkeys(ids, result.error))
+            break
+        try:
+            posted = sender.post([entry.alert for entry in group])
+        except DeliveryError as exc:
+            # Unrecorded, a definite failure still reads as unconfirmed: the next pass looks, then posts.
+            _record(result, outbox.record_failure, ids, str(exc), exc.maybe_posted)
+            result.failed.update(dict.fromkeys(ids, str(exc)))
+            if exc.stop:
+                result.error = result.error or str(exc)
+                break
+            continue
+        result.delivered += ids
+        result.messages += 1
+        delivered += len(ids)
+        if not _record(result, outbox.record_delivery, ids, posted.channel, posted.ts, target):
+            break  # the disk is full: the "sending" line makes the next pass confirm instead of repost
+    return delivered
+
+
+def _record(result: FlushResult, write: Callable[..., None], *args) -> bool:
+    """Run one outbox write; a refused write (a full disk) becomes the pass's error instead of an
+    exception, so what was done so far is still reported."""
+    try:
+        write(*args)
+    except InputError as exc:
+        result.error = result.error or str(exc)
+        return False
+    return True
+
+
+def _by_run(entries: list[Entry]) -> list[list[Entry]]:
+    """Pending entries grouped by run (an alert without a run is a group of its own), in the order each
+    group's first alert was queued."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.alert.run_id or f"alert:{entry.alert.id}", []).append(entry)
+    return list(groups.values())
+
+
+def _created(entry: Entry) -> datetime:
+    return _time(entry.alert.created_at, None)
+
+
+def _time(text: str | None, entry: Entry | None) -> datetime:
+    """An ISO time as an aware datetime; unreadable, the alert's creation (or now: treat it as new)."""
+    try:
+        when = datetime.fromisoformat(text or "")
+    except ValueError:
+        return _created(entry) if entry is not None else datetime.now(UTC)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
