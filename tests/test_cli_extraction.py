@@ -65,10 +65,10 @@ def test_json_report_without_a_baseline_passes(capsys, files):
         1,
     )
     assert report["channels"]["cell_value"] == {"total": 3, "correct": 3, "accuracy": 1.0, "mismatches": []}
-    assert report["channels"]["color_mapping"] == {
-        "total": 2,
-        "correct": 1,
-        "accuracy": 0.5,
+    assert report["channels"]["color_mapping"] == {  # C4: no tags on either side is a match
+        "total": 3,
+        "correct": 2,
+        "accuracy": 0.6667,
         "mismatches": [{"cell": "Summary!B4", "expected": {"fill": "green"}, "actual": None}],
     }
     assert report["channels"]["header_attribution"]["accuracy"] == 1.0
@@ -79,20 +79,20 @@ def test_json_report_without_a_baseline_passes(capsys, files):
 
 
 def test_a_channel_below_its_threshold_exits_1(capsys, files):
-    files["baseline"].write_text(json.dumps({"cell_value": 1.0, "color_mapping": 0.6}), encoding="utf-8")
+    files["baseline"].write_text(json.dumps({"cell_value": 1.0, "color_mapping": 0.7}), encoding="utf-8")
     code, out, _ = run(capsys, files, "--baseline", str(files["baseline"]))
     report = json.loads(out)
     assert code == 1 and report["pass"] is False
     assert report["baseline"] == {
         "path": str(files["baseline"]),
-        "thresholds": {"cell_value": 1.0, "color_mapping": 0.6},
-        "failed": [{"channel": "color_mapping", "accuracy": 0.5, "threshold": 0.6, "delta": -0.1}],
+        "thresholds": {"cell_value": 1.0, "color_mapping": 0.7},
+        "failed": [{"channel": "color_mapping", "accuracy": 0.6667, "threshold": 0.7, "delta": -0.0333}],
         "unmeasured": [],
     }
 
 
 def test_equal_to_the_threshold_exits_0(capsys, files):
-    files["baseline"].write_text(json.dumps({"color_mapping": 0.5, "cell_value": 1.0}), encoding="utf-8")
+    files["baseline"].write_text(json.dumps({"header_attribution": 1.0, "cell_value": 1.0}), encoding="utf-8")
     code, out, _ = run(capsys, files, "--baseline", str(files["baseline"]))
     assert code == 0 and json.loads(out)["baseline"]["failed"] == []
 
@@ -120,7 +120,7 @@ def test_promote_after_a_passing_run_and_not_after_a_failing_one(capsys, files):
     assert code == 0 and "promoted" in err
     assert json.loads(baseline.read_text("utf-8")) == {
         "cell_value": 1.0,
-        "color_mapping": 0.5,
+        "color_mapping": 2 / 3,
         "header_attribution": 1.0,
     }
     files["facts"].write_text(json.dumps({**FACTS[0], "merge_span": ["A1", "E1"]}) + "\n", encoding="utf-8")
@@ -141,16 +141,16 @@ def test_markdown_report_to_a_file(capsys, files, tmp_path):
     )
     text = out_file.read_text("utf-8")
     assert code == 1 and out == ""
-    assert text.startswith("# Extraction evaluation: FAIL (color_mapping 0.5000 < 0.9000)")
-    assert "| color_mapping | 0.5000 | 1 | 2 | 0.9000 | **FAIL** |" in text
+    assert text.startswith("# Extraction evaluation: FAIL (color_mapping 0.6667 < 0.9000)")
+    assert "| color_mapping | 0.6667 | 2 | 3 | 0.9000 | **FAIL** |" in text
     assert "| cell_value | 1.0000 | 3 | 3 | — | not checked |" in text
-    assert "| header_attribution | 1.0000 | 1 | 1 | 1.0000 | pass |" in text
+    assert "| header_attribution | 1.0000 | 3 | 3 | 1.0000 | pass |" in text
     assert '| `Summary!B4` | `{"fill": "green"}` | `null` |' in text
     assert f"- `{files['facts']}:6: field 'cell_ref':" in text
 
 
 def test_unmeasured_channel_in_the_baseline_passes_and_is_reported(capsys, files):
-    facts = [f for f in FACTS if f["cell_ref"] != "A1"]
+    facts = [f for f in FACTS if f["cell_ref"] == "Z9"]  # no cell on both sides: nothing to measure
     files["facts"].write_text("".join(json.dumps(f) + "\n" for f in facts), encoding="utf-8")
     files["baseline"].write_text(json.dumps({"header_attribution": 1.0}), encoding="utf-8")
     code, out, err = run(capsys, files, "--baseline", str(files["baseline"]))
@@ -177,4 +177,4 @@ def test_an_invalid_line_is_left_out_of_every_denominator(capsys, files):
         in report["invalid_facts"]["errors"][1]
     )
     assert (report["aligned"], report["truth_only"]) == (3, 1)  # D4 is still not extracted
-    assert [report["channels"][name]["total"] for name in report["channels"]] == [3, 2, 1]
+    assert [report["channels"][name]["total"] for name in report["channels"]] == [3, 3, 3]

@@ -1,4 +1,4 @@
-"""Extraction channels: how much of a workbook a document parser read correctly. SPEC §2.5.
+"""Extraction channels: how much of a workbook a document parser read correctly.
 
 Facts and ground truth are aligned on the cell key ``"{sheet}!{cell_ref}"``; only cells present on both
 sides are scored (the others are counted as ``facts_only`` and ``truth_only``). Each channel compares one
@@ -10,13 +10,14 @@ field:
 
 For each channel::
 
-    total    = |{aligned cells whose ground truth has the field (non-null)}|
-    correct  = |{those cells whose fact has an equal field}|
+    total    = |{aligned cells}|            (every cell present on both sides, in every channel)
+    correct  = |{those cells whose fact and truth have equal fields}|
     accuracy = correct / total,  and 1.0 when total = 0 (no NaN; total 0 is reported, and a
                baseline treats the channel as unmeasured, see ``decision.extraction_baseline``)
 
-A fact without the field where the truth has one is a mismatch with ``actual`` null; a fact with a field
-the truth leaves null is not scored. Equality is equality of :func:`canonical` forms: lists and tuples
+A field that is absent counts as null: null against null is a match (the parser rightly found no
+merge span, no tags), null against a value is a mismatch either way round. This is how RAGSpine counts
+its channels, so the same facts give the same totals there and here. Equality is equality of :func:`canonical` forms: lists and tuples
 with the same items are equal, recursively (``("A1", "D1") == ["A1", "D1"]``); numbers compare
 numerically (``1702 == 1702.0``, ``-0.0 == 0``); strings compare exactly (``"1702" != 1702``); booleans
 are not numbers (``true != 1``); object keys are unordered, list items ordered (a tag list in another
@@ -46,14 +47,14 @@ CHANNELS: tuple[str, ...] = tuple(CHANNEL_FIELDS)
 @dataclass(frozen=True)
 class Mismatch:
     cell: str  # the key, "{sheet}!{cell_ref}"
-    expected: Any
+    expected: Any  # None when the truth leaves the field null
     actual: Any  # None when the fact lacks the field
 
 
 @dataclass(frozen=True)
 class ChannelScore:
     channel: str
-    total: int  # aligned cells whose ground truth has the channel's field
+    total: int  # aligned cells (every one, in every channel)
     correct: int
     mismatches: tuple[Mismatch, ...]  # sorted by cell
 
@@ -146,12 +147,9 @@ def score_channel(
     total = correct = 0
     mismatches: list[Mismatch] = []
     for truth_cell, fact_cell in zip(expected_cells, actual_cells, strict=True):
-        expected = getattr(truth_cell, field)
-        if expected is None:
-            continue
+        expected, actual = getattr(truth_cell, field), getattr(fact_cell, field)
         total += 1
-        actual = getattr(fact_cell, field)
-        if actual is not None and canonical(actual) == canonical(expected):
+        if canonical(actual) == canonical(expected):  # None == None: both null is a match
             correct += 1
         else:
             mismatches.append(Mismatch(truth_cell.key, expected, actual))
