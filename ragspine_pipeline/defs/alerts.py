@@ -14,8 +14,8 @@ a blocked release fails through ``release_gates``, not because Slack is absent o
 
 import dagster as dg
 
-from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
 from ragspine_pipeline.alerts.delivery import FlushResult
+from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
 from ragspine_pipeline.defs.golden import ScoredRun
 from ragspine_pipeline.defs.release import decision_record, release_decision
 from ragspine_pipeline.defs.reports import slice_report

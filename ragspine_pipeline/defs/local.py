@@ -27,8 +27,8 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.alerts.delivery import FlushResult
+from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.defs.alerts import finish_failed_run, regression_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
 from ragspine_pipeline.defs.extraction import extraction_alert, extraction_scores

@@ -17,8 +17,10 @@ For each channel::
 
 A field that is absent counts as null: null against null is a match (the parser rightly found no
 merge span, no tags), null against a value is a mismatch either way round. This is how RAGSpine counts
-its channels, so the same facts give the same totals there and here. Equality is equality of :func:`canonical` forms: lists and tuples
-with the same items are equal, recursively (``("A1", "D1") == ["A1", "D1"]``); numbers compare
+its channels, so the same facts give the same totals there and here.
+
+Equality is equality of :func:`canonical` forms: lists and tuples with the same items are equal,
+recursively (``("A1", "D1") == ["A1", "D1"]``); numbers compare
 numerically (``1702 == 1702.0``, ``-0.0 == 0``); strings compare exactly (``"1702" != 1702``); booleans
 are not numbers (``true != 1``); object keys are unordered, list items ordered (a tag list in another
 order is a mismatch). Mismatches are listed ``{cell, expected, actual}`` in cell order (:func:`cell_order`:
