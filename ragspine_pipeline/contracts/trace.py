@@ -9,11 +9,11 @@ dialect maps to the canonical columns; ``contracts.columns`` computes the same o
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, FiniteFloat, StrictBool, field_validator, model_validator
 
-from ragspine_pipeline.contracts.gold import ClarificationMode, SourceRef
+from ragspine_pipeline.contracts.gold import SourceRef
 from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, Number, drop_nulls
 
 TRACE_QID_ALIASES = ("qid", "q_id", "case_id", "id", "request_id")
@@ -30,6 +30,12 @@ Int64 = Annotated[int, Field(ge=-(2**63), lt=2**63)]
 REFUSAL_TOKEN = "not in context"
 # ASCII whitespace only, spelled out, so that the column implementation trims exactly the same set.
 WHITESPACE = " \t\n\r\f\v"
+# What Python's str.strip() strips: every character for which str.isspace() holds (NBSP, U+2003, the
+# ideographic space U+3000, ...). A claim is a refusal when it is the token once these are stripped.
+UNICODE_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 # `citations: [a, b]` inside an answer text. Explicit character classes (not \s) keep the regex
 # identical under Python's re and the RE2 engine used for columns.
 EMBEDDED_CITATIONS = r"(?i)citations[ \t\r\n]*:[ \t\r\n]*\[([^\]]*)\]"
@@ -74,6 +80,12 @@ class TokenUsage(BaseModel):
     )
 
 
+ObservedClarificationMode = Literal["none", "ask_first", "answer_with_assumptions", "out_of_scope_entity"]
+"""What a system may report it did. ``out_of_scope_entity`` (RAGSpine's engine, for a question about an
+entity outside its corpus) is an observation only: no golden case may expect it, so it never equals an
+expected mode and fails ``clarification_appropriateness`` wherever that gate applies."""
+
+
 class Outcome(BaseModel):
     """What the SUT observed about its own answer, for the QA gates (SPEC §2.2, §3.3). Other keys
     (``route``, ``retrieved_context``, …) are kept, unread."""
@@ -81,7 +93,7 @@ class Outcome(BaseModel):
     model_config = MODEL_CONFIG
     _nulls = model_validator(mode="before")(drop_nulls)
 
-    clarification_mode: ClarificationMode | None = None
+    clarification_mode: ObservedClarificationMode | None = None
     refused: StrictBool | None = None
     found_value: Number | None = None
     found_unit: str | None = None
@@ -207,9 +219,12 @@ class Trace(BaseModel):
 
 
 def is_refusal(claim: str | None, outcome_refused: bool | None = None) -> bool:
-    """SPEC §2.2: the stripped claim equals ``not in context``, case-insensitively, or ``outcome.refused``
-    is true."""
-    return outcome_refused is True or (claim is not None and claim.strip(WHITESPACE).lower() == REFUSAL_TOKEN)
+    """Whether an answer is a refusal: ``outcome.refused`` when the trace carries it (the system under
+    test said so); otherwise the claim, stripped as ``str.strip()`` strips (Unicode whitespace), equals
+    ``not in context`` case-insensitively."""
+    if outcome_refused is not None:
+        return outcome_refused
+    return claim is not None and claim.strip().lower() == REFUSAL_TOKEN
 
 
 def timestamp_text(ts: int | float | str | None) -> str | None:

@@ -49,7 +49,7 @@ from ragspine_pipeline import inputs
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, canonical_names
 from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.scoring.qa_gates import PERIOD_PATTERN, check_period_pattern
+from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
 from ragspine_pipeline.scoring.significance import DropSettings
 
 Threshold = Annotated[float, Strict(), AllowInfNan(False)]

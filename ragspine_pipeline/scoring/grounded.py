@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import lists_from_rows
-from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, WHITESPACE
+from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE, WHITESPACE
 from ragspine_pipeline.scoring import rowwise
 from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
@@ -88,12 +88,15 @@ class GroundedScore:
 
 
 def refusals(claim_lower: pa.Array, outcome_refused: pa.Array | None = None) -> np.ndarray:
-    """SPEC §2.2: the stripped, lower-cased claim is exactly the refusal token, or ``outcome.refused`` is
-    true (the trace column ``outcome_refused``; null means the trace does not say)."""
-    refused = np.asarray(pc.equal(pc.utf8_trim(claim_lower, WHITESPACE), REFUSAL_TOKEN))
+    """Per answer, whether it is a refusal: ``outcome.refused`` where the trace carries it (the column
+    ``outcome_refused``; null means the trace does not say), else the lower-cased claim stripped of
+    Unicode whitespace (what ``str.strip()`` strips) is exactly the refusal token."""
+    token = pc.equal(pc.utf8_trim(claim_lower, UNICODE_WHITESPACE), REFUSAL_TOKEN)
+    refused = np.asarray(pc.fill_null(token, False), dtype=bool)
     if outcome_refused is None:
         return refused
-    return refused | np.asarray(pc.fill_null(outcome_refused, False), dtype=bool)
+    said = np.asarray(outcome_refused.is_valid(), dtype=bool)
+    return np.where(said, np.asarray(pc.fill_null(outcome_refused, False), dtype=bool), refused)
 
 
 def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:

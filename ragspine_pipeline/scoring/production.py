@@ -40,11 +40,10 @@ Edge cases and readings, stated once:
 * **Admissible**: every rule of SPEC §3.2 that needs no gold (``scoring.admissibility``; a trace without
   gold has no case id to match, so ``missing_trace`` never applies). ``admissibility_failures`` counts the
   traces breaking each rule; a trace may break several.
-* **Fabrication**: in the answer text of a refusal, period tokens are removed with ``period_pattern``
-  (SPEC §3.3: ``FY2024``, ``2025H1``, ``2024 年 上半年``), then any remaining ``\d+(?:\.\d+)?`` is a
-  fabricated number (``9999%``, ``8.18b``, ``slide=5,table=1``). The text is NFKC-normalised first, so
-  full-width digits and spaces read as ASCII ones; both patterns run on RE2, where ``\d`` is ``[0-9]``
-  and ``\s`` is ``[\t\n\f\r ]``.
+* **Fabrication**: the answer text of a refusal is NFKC-normalised (full-width digits and spaces read as
+  ASCII ones, so ``２０２５年`` is the period 2025年), then the rule of ``scoring.fabrication`` applies:
+  reporting periods removed with ``period_pattern`` (``FY2024``, ``2025H1``, ``2024 年 上半年``), any
+  remaining Unicode digit is a fabricated number (``9999%``, ``8.18b``, ``slide=5,table=1``).
 * **Lexical faithfulness**: a shipped answer's claims are its claim ledger, else its text as one claim;
   a claim is supported by a chunk under the SPEC §3.2 rule (every support phrase in the chunk's registry
   text, else ≥ 60 % of its word tokens) — ``scoring.layered.claim_support``. Selected chunks are
@@ -66,15 +65,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring import fabrication, rowwise
 from ragspine_pipeline.scoring.admissibility import ADMISSIBILITY_RULES, Registry, admissibility
+from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
 from ragspine_pipeline.scoring.grounded import compliant, refusals
 from ragspine_pipeline.scoring.layered import DEFAULT_REQUIRED_VERSIONS, answer_claims, claim_support
 from ragspine_pipeline.scoring.stats import wilson_interval
-
-PERIOD_PATTERN = r"(?:FY\s*)?(?:19|20)\d{2}\s*年?\s*(?:H\s*[12]|Q\s*[1-4]|上半年|下半年)?"
-"""SPEC §3.3: a reporting period (a year, optionally a half or quarter), not a figure."""
-NUMBER_PATTERN = r"\d+(?:\.\d+)?"
 
 # Rules that need no gold: production traces have no case id to match.
 GOLD_FREE_RULES = tuple(rule for rule in ADMISSIBILITY_RULES if rule != "missing_trace")
@@ -269,20 +265,15 @@ def production_metrics(
 
 
 def fabricated_numbers(text: pa.Array, period_pattern: str = PERIOD_PATTERN) -> np.ndarray:
-    """Per text: a number ``\\d+(?:\\.\\d+)?`` remains after NFKC normalisation and removing the period
-    tokens of ``period_pattern`` (SPEC §3.3). A null text has none."""
-    normalised = pc.utf8_normalize(text, form="NFKC")
-    without_periods = pc.replace_substring_regex(normalised, period_pattern, "")
-    return np.asarray(
-        pc.fill_null(pc.match_substring_regex(without_periods, NUMBER_PATTERN), False), dtype=bool
-    )
+    """Per text: a number remains after NFKC normalisation and removing the reporting periods of
+    ``period_pattern``. A null text has none."""
+    return fabrication.fabricated(pc.utf8_normalize(text, form="NFKC"), period_pattern)
 
 
 def _check_pattern(pattern: str) -> None:
-    try:  # RE2 compiles a pattern when a kernel first runs; run one so that an empty table fails too
-        pc.replace_substring_regex(pa.array([""]), pattern, "")
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(f"period_pattern is not a valid RE2 expression: {exc}") from None
+    problem = check_period_pattern(pattern)
+    if problem:
+        raise ValueError(f"period_pattern is not a valid RE2 expression: {problem}")
 
 
 def _per_trace(traces: pa.Table, registry: Registry | None, required_versions, period_pattern) -> dict:

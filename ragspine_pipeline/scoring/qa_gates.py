@@ -1,4 +1,4 @@
-"""RAGSpine's four QA gates and the fabrication count (SPEC §3.3), over canonical gold and trace columns.
+"""RAGSpine's four QA gates and the fabrication count, over canonical gold and trace columns.
 
 The gates are kept separate, each with ``total`` (cases it applies to), ``passed``, ``pass_rate``
 (1.0 when it applies to no case), ``failures`` (``{id, expected, actual}``) and ``by_tag``
@@ -17,17 +17,15 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
   refusal. A refusal is the refusal token or ``outcome.refused`` (SPEC §2.2).
 * ``clarification_appropriateness`` — every QA-gate case: ``outcome.clarification_mode`` equals
   ``expected.clarification`` (either one absent reads as ``none``).
-* ``fabrication`` — on the cases that expect a refusal: period tokens are removed from the answer with
-  ``period_pattern`` (default :data:`PERIOD_PATTERN`, configurable), then any remaining number
-  ``\\d+(?:\\.\\d+)?`` is a fabrication. ``count`` is the number of such answers; the target is 0.
-
-Patterns run in Arrow's RE2 engine, where ``\\d`` is an ASCII digit.
+* ``fabrication`` — on the cases that expect a refusal: reporting periods are removed from the answer
+  with ``period_pattern`` (default :data:`~ragspine_pipeline.scoring.fabrication.PERIOD_PATTERN`,
+  configurable), then any remaining Unicode digit makes the answer a fabrication
+  (``scoring.fabrication``). ``count`` is the number of such answers; the target is 0.
 """
 
 from __future__ import annotations
 
 import operator
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,13 +33,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import lists_from_rows
+from ragspine_pipeline.scoring import fabrication
+from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.rowwise import any_per_row, member_of_row
 
 GATES = ("numeric_accuracy", "citation_validity", "refusal_appropriateness", "clarification_appropriateness")
-PERIOD_PATTERN = r"(?:FY\s*)?(?:19|20)\d{2}\s*年?\s*(?:H\s*[12]|Q\s*[1-4]|上半年|下半年)?"
-NUMBER_PATTERN = r"\d+(?:\.\d+)?"
 RELATIVE_TOLERANCE = 1e-9
 
 _CONTAINS = np.frompyfunc(operator.contains, 2, 1)
@@ -193,27 +191,18 @@ def score_qa_gates(gold: pa.Table, traces: pa.Table, period_pattern: str = PERIO
     return QAGates(gates, _fabrication(claim, expect_refusal & qa_case, ids, period_pattern), cases)
 
 
-def check_period_pattern(pattern: str) -> str | None:
-    """Why ``pattern`` cannot be used as the period regex (RE2 syntax), or None."""
-    try:
-        pc.replace_substring_regex(pa.array(["FY2025"]), pattern, "")
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        return str(exc).splitlines()[0]
-    return None
-
-
 def _fabrication(claim: pa.Array, checked: np.ndarray, ids: list, period_pattern: str) -> Fabrication:
     rows = np.flatnonzero(checked)
     answers = claim.take(pa.array(rows, pa.int64()))
-    without_periods = pc.replace_substring_regex(answers, period_pattern, " ")
-    fabricated = np.asarray(pc.count_substring_regex(without_periods, NUMBER_PATTERN)) > 0
+    remaining = fabrication.without_periods(answers, period_pattern)
+    found = fabrication.fabricated(answers, period_pattern)
     cases = [
         {
             "id": ids[rows[i]],
-            "numbers": re.findall(r"[0-9]+(?:\.[0-9]+)?", without_periods[i].as_py()),
+            "numbers": fabrication.numbers(remaining[i].as_py()),
             "answer": answers[i].as_py()[:200],
         }
-        for i in np.flatnonzero(fabricated)
+        for i in np.flatnonzero(found)
     ]
     return Fabrication(count=len(cases), checked=len(rows), cases=cases)
 

@@ -36,8 +36,12 @@ def tokens(text: str | None) -> list[str]:
     return WORD.findall(text.lower())
 
 
-def is_refusal(claim: str | None) -> bool:
-    return claim is not None and claim.strip(ASCII_WHITESPACE).lower() == REFUSAL
+def is_refusal(claim: str | None, outcome_refused: bool | None = None) -> bool:
+    """The trace's own refusal flag when it carries one; else the claim, stripped as str.strip() strips
+    (Unicode whitespace), is the refusal token."""
+    if outcome_refused is not None:
+        return outcome_refused
+    return claim is not None and claim.strip().lower() == REFUSAL
 
 
 def has_repeats(values: list) -> bool:
@@ -147,7 +151,7 @@ def score_case(
     if selected is None:
         selected = first
     selected = selected or []
-    refused = present and is_refusal(trace.get("claim"))
+    refused = present and is_refusal(trace.get("claim"), trace.get("outcome_refused"))
     answered = present and not refused
     claims = claims_of(trace) if answered else []
 

@@ -12,8 +12,12 @@ WS = " \t\n\r\f\v"
 PHRASE = re.compile(r"[^\W_](?:[^\W_]|[- \t\n\r\f\v])*")
 
 
-def is_refusal(claim: str | None) -> bool:
-    return claim is not None and claim.strip(WS).lower() == REFUSAL
+def is_refusal(claim: str | None, outcome_refused: bool | None = None) -> bool:
+    """The trace's own refusal flag when it carries one; else the claim, stripped as str.strip() strips
+    (Unicode whitespace), is the refusal token."""
+    if outcome_refused is not None:
+        return outcome_refused
+    return claim is not None and claim.strip().lower() == REFUSAL
 
 
 def containment(claim: str, substrs: list[str]) -> bool:

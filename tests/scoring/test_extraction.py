@@ -108,9 +108,10 @@ def test_a_ragspine_fixture_with_three_wrong_merge_spans_scores_58_of_61_as_rags
     # RAGSpine's fixture shape: 61 aligned cells, most of them with merge_span null on both sides;
     # three header cells whose span the parser got wrong. RAGSpine: 58/61 = 0.9508, above 0.9.
     truth_rows = [{"cell_ref": f"B{r}", "value": r, "merge_span": None} for r in range(2, 60)]
-    truth_rows += [{"cell_ref": f"A{r}", "value": f"H{r}", "merge_span": [f"A{r}", f"C{r}"]} for r in (1, 60, 61)]
+    headers = (1, 60, 61)
+    truth_rows += [{"cell_ref": f"A{r}", "value": f"H{r}", "merge_span": [f"A{r}", f"C{r}"]} for r in headers]
     fact_rows = [{**row, "merge_span": None} for row in truth_rows[:58]]
-    fact_rows += [{"cell_ref": f"A{r}", "value": f"H{r}", "merge_span": [f"A{r}", f"B{r}"]} for r in (1, 60, 61)]
+    fact_rows += [{"cell_ref": f"A{r}", "value": f"H{r}", "merge_span": [f"A{r}", f"B{r}"]} for r in headers]
     spans = score_extraction(cells(*fact_rows), cells(*truth_rows)).channels["header_attribution"]
     assert (spans.correct, spans.total) == (58, 61)
     assert spans.accuracy == 58 / 61 and spans.accuracy >= 0.9

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import unicodedata
 from unittest.mock import patch
 
@@ -24,18 +23,15 @@ from ragspine_pipeline.contracts.columns import EVIDENCE_SCHEMA, load_gold, load
 from ragspine_pipeline.scoring import production
 from ragspine_pipeline.scoring.grounded import score_grounded
 from ragspine_pipeline.scoring.layered import score_layered
-from ragspine_pipeline.scoring.production import PERIOD_PATTERN, fabricated_numbers, production_metrics
-from tests.scoring import layered_oracle
+from ragspine_pipeline.scoring.production import fabricated_numbers, production_metrics
+from tests.scoring import layered_oracle, peer_rules
 from tests.scoring.conftest import gold_table, trace_table
 
 # -- the oracle ------------------------------------------------------------------------------------
 
 Z = 1.959963984540054
 RULES = tuple(rule for rule in layered_oracle.RULES if rule != "missing_trace")
-# RE2 reads \d as [0-9] and \s as [\t\n\f\r ]: Python's re.ASCII is the same but for \v, which the
-# generated texts never contain.
-PERIOD_RE = re.compile(PERIOD_PATTERN, re.ASCII)
-DIGIT_RE = re.compile(r"\d", re.ASCII)
+PERIOD_RE, DIGIT_RE = peer_rules.RAGSPINE_PERIOD_RE, peer_rules.DIGIT_RE
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -79,7 +75,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def is_refusal(trace: dict) -> bool:
-    return trace.get("outcome_refused") is True or layered_oracle.is_refusal(trace.get("claim"))
+    return layered_oracle.is_refusal(trace.get("claim"), trace.get("outcome_refused"))
 
 
 def has_fabricated_number(text: str | None) -> bool:

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ragspine_pipeline.contracts.columns import load_gold, load_traces
-from ragspine_pipeline.scoring.qa_gates import check_period_pattern, has_qa_cases, score_qa_gates
+from ragspine_pipeline.scoring.fabrication import check_period_pattern
+from ragspine_pipeline.scoring.qa_gates import has_qa_cases, score_qa_gates
 
 SOURCE = {"doc": "ACME_FY2025_Results.pptx", "locator": "slide=5,table=1,row=2,col=3"}
 NUMERIC = {"clarification": "none", "refuse": False, "value": 1702.0, "unit": "USD_M", "source": SOURCE}

@@ -1,0 +1,151 @@
+"""Side by side with the source systems: minimal inputs written the way RAGSpine and the seed-000 (WFGY)
+scorer write them, each expected figure worked out by hand from that system's own rule (the comment
+says how), never by running this code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ragspine_pipeline.cli import main
+
+
+def write(tmp_path, name: str, rows: list[dict]) -> str:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def score(tmp_path, capsys, gold: list[dict], traces: list[dict], *extra: str) -> tuple[int, dict, str]:
+    code = main(
+        [
+            "score",
+            "--gold",
+            write(tmp_path, "gold.jsonl", gold),
+            "--trace",
+            write(tmp_path, "traces.jsonl", traces),
+            *extra,
+        ]
+    )
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else {}), err
+
+
+# -- RAGSpine: clarification_mode "out_of_scope_entity" ---------------------------------------------
+
+REFUSAL_CASE = {
+    "id": "ref-oos",
+    "question": "What was Globex's revenue in FY2025?",
+    "case_type": "refusal",
+    "expected": {"clarification": "none", "refuse": True},
+    "tags": {"topic": "FIN"},
+    "reference_date": "2026-06-12",
+}
+CLARIFY_CASE = {
+    "id": "clar-001",
+    "question": "What was revenue?",
+    "case_type": "clarification",
+    "expected": {"clarification": "ask_first", "refuse": False},
+    "tags": {"topic": "FIN"},
+    "reference_date": "2026-06-12",
+}
+
+
+def ragspine_trace(qid: str, claim: str, **outcome) -> dict:
+    """A trace as RAGSpine's engine writes one: the answer text and its ``outcome``."""
+    return {"id": qid, "answer": {"claim": claim, "citations": []}, "outcome": {"route": "qa", **outcome}}
+
+
+def test_an_out_of_scope_entity_observation_is_read_and_scored_by_equality(tmp_path, capsys):
+    traces = [
+        ragspine_trace("ref-oos", "not in context", clarification_mode="out_of_scope_entity", refused=True),
+        ragspine_trace("clar-001", "Which entity?", clarification_mode="ask_first", refused=False),
+    ]
+    code, report, err = score(tmp_path, capsys, [REFUSAL_CASE, CLARIFY_CASE], traces, "--format", "json")
+    # RAGSpine: refusal_appropriateness = refused as expected, both cases -> 2/2. clarification_
+    # appropriateness = observed mode == expected mode: "out_of_scope_entity" != "none" -> 1/2.
+    assert code == 1 and err.count("\n") <= 1  # a verdict (the clarification gate), not unusable input
+    gates = report["qa_gates"]
+    assert (gates["refusal_appropriateness"]["passed"], gates["refusal_appropriateness"]["total"]) == (2, 2)
+    clarification = gates["clarification_appropriateness"]
+    assert (clarification["passed"], clarification["total"], clarification["pass_rate"]) == (1, 2, 0.5)
+    assert [f["id"] for f in clarification["failures"]] == ["ref-oos"]
+
+
+def test_out_of_scope_entity_is_not_a_legal_expected_mode(tmp_path, capsys):
+    case = {**REFUSAL_CASE, "expected": {"clarification": "out_of_scope_entity", "refuse": True}}
+    trace = ragspine_trace("ref-oos", "not in context", refused=True)
+    code, _, err = score(tmp_path, capsys, [case], [trace])
+    assert code == 2 and err.count("\n") == 1
+    assert "gold.jsonl:1" in err and "id=ref-oos" in err and "clarification" in err
+
+
+# -- RAGSpine: fabrication digits and periods ---------------------------------------------------------
+
+# (answer of a refusal case, fabricated under RAGSpine's rule): remove periods matched by
+# (?:FY\s*)?(?:19|20)\d{2}\s*年?\s*(?:H\s*[12]|Q\s*[1-4]|上半年|下半年)? compiled with re.IGNORECASE (\s and
+# \d Unicode-aware), then any digit left (\d: any Unicode decimal digit) is a fabrication.
+FABRICATION_CASES = [
+    ("营收为１２３４百万", True),  # full-width digits are digits
+    ("２０３０年的数据不在上下文中", True),  # full-width "２０" is not the ASCII "20" a period starts with
+    ("2024h2 is not in context", False),  # lower-case half: still a period
+    ("fy2025 q1 not in context", False),
+    ("2025\u3000Q1 not in context", False),  # ideographic space inside the period
+    ("FY\u00a02025 not in context", False),  # NBSP after FY
+    ("٣ segments are not in context", True),  # an Arabic-Indic digit
+    ("not in context", False),
+]
+
+
+def test_fabrication_counts_every_unicode_digit_and_reads_periods_as_ragspine_does(tmp_path, capsys):
+    gold = [{**REFUSAL_CASE, "id": f"ref-{i}"} for i in range(len(FABRICATION_CASES))]
+    traces = [
+        ragspine_trace(f"ref-{i}", answer, refused=True, clarification_mode="none")
+        for i, (answer, _) in enumerate(FABRICATION_CASES)
+    ]
+    code, report, _ = score(tmp_path, capsys, gold, traces, "--format", "json")
+    expected = [f"ref-{i}" for i, (_, fabricated) in enumerate(FABRICATION_CASES) if fabricated]
+    assert (report["fabrication"]["count"], report["fabrication"]["checked"]) == (3, 8)
+    assert sorted(case["id"] for case in report["fabrication"]["cases"]) == expected
+    numbers = {case["id"]: case["numbers"] for case in report["fabrication"]["cases"]}
+    assert numbers["ref-0"] == ["１２３４"] and numbers["ref-6"] == ["٣"]
+    assert code == 1  # the default fabrication gate is a count of 0
+
+
+# -- seed-000 (WFGY): the refusal token after str.strip() ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "claim", ["not in context\u00a0", "not in context\u2003", "\u3000not in context", " NOT IN CONTEXT\u2029"]
+)
+def test_the_refusal_token_is_stripped_of_unicode_whitespace_as_the_seed_scorer_strips(
+    tmp_path, capsys, claim
+):
+    gold = [
+        {"qid": "u1", "question": "q", "answerable": False, "gold_claim_substr": [], "gold_citations": []},
+        {"qid": "a1", "question": "q", "answerable": True, "gold_claim_substr": [], "gold_citations": ["d1"]},
+    ]
+    traces = [
+        {"qid": "u1", "answer": claim, "citations": [], "retrieved_ids": ["d1"]},
+        {"qid": "a1", "answer": "Kestrel", "citations": ["d1"], "retrieved_ids": ["d1"]},
+    ]
+    code, report, _ = score(tmp_path, capsys, gold, traces, "--format", "json")
+    # seed-000: claim.strip().lower() == "not in context" -> u1 is refused: S = {a1}, R = {u1}.
+    # under_refusal = |S ∩ U| / |U| = 0/1; precision = 1/1 (a1 shipped, hit, no substrings).
+    assert (report["answered"], report["refused"]) == (1, 1)
+    assert report["under_refusal"] == 0.0 and report["precision"] == 1.0
+    assert [c["label"] for c in sorted(report["cases"], key=lambda c: c["qid"])] == ["OK", "REFUSAL_OK"]
+    assert code == 0
+
+
+def test_a_trace_that_carries_its_refusal_flag_is_judged_by_it(tmp_path, capsys):
+    # RAGSpine writes outcome.refused on every answer; that flag, not the text, says whether it refused.
+    gold = [CLARIFY_CASE, {**REFUSAL_CASE, "id": "ref-2"}]
+    traces = [
+        ragspine_trace("clar-001", "not in context", clarification_mode="ask_first", refused=False),
+        ragspine_trace("ref-2", "I cannot answer that from the documents.", refused=True),
+    ]
+    _, report, _ = score(tmp_path, capsys, gold, traces, "--format", "json")
+    refusal = report["qa_gates"]["refusal_appropriateness"]
+    assert (refusal["passed"], refusal["total"]) == (2, 2)
