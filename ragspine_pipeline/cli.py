@@ -111,6 +111,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     score.add_argument("--config", help="gates config (YAML): gates, slice gate, k, required versions")
     score.add_argument(
+        "--references",
+        help="directory of reference texts, one per narrative_doc (DOC.txt or DOC.md): RAGSpine's "
+        "answer_accuracy gate measures narrative answers against them (overrides the config's)",
+    )
+    score.add_argument(
         "--baseline",
         help="baseline file (JSON, keyed by mode; a path or s3://bucket/key): regressions block; read, "
         "compared and promoted under a lock (S3: conditional writes), so concurrent runs never lower it",
@@ -195,8 +200,13 @@ def _score(args: argparse.Namespace) -> int:
     if args.promote and not args.baseline:
         raise UsageError("--promote needs --baseline")
     config = load_config(args.config, KNOWN_METRICS) if args.config else EvalConfig()
+    if args.references:
+        config = config.model_copy(update={"references": args.references})
     gates = _gates(args, config)
-    layered_gates = [g.metric for g in gates or () if g.metric in LAYERED_METRICS]
+    # ``faithfulness`` is also RAGSpine's narrative gate, measured from the traces alone.
+    layered_gates = [
+        g.metric for g in gates or () if g.metric in LAYERED_METRICS and g.metric != "faithfulness"
+    ]
     if layered_gates and not args.evidence:
         raise UsageError(f"gates on {', '.join(layered_gates)} need --evidence")
     warnings: list[str] = []

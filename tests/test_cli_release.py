@@ -241,7 +241,7 @@ def test_a_bad_baseline_file_is_unusable_and_untouched(tmp_path, capsys):
 
 def test_layered_gates_need_evidence(tmp_path, capsys):
     gold, traces, _ = build(tmp_path, {"access": 1})
-    code, _, err = run(capsys, "score", "--gold", gold, "--trace", traces, "--gates", "faithfulness=0.9")
+    code, _, err = run(capsys, "score", "--gold", gold, "--trace", traces, "--gates", "context_recall=0.9")
     assert code == 2 and "need --evidence" in err
 
 

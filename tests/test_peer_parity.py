@@ -149,3 +149,118 @@ def test_a_trace_that_carries_its_refusal_flag_is_judged_by_it(tmp_path, capsys)
     _, report, _ = score(tmp_path, capsys, gold, traces, "--format", "json")
     refusal = report["qa_gates"]["refusal_appropriateness"]
     assert (refusal["passed"], refusal["total"]) == (2, 2)
+
+
+# -- RAGSpine: the narrative groundedness gates ------------------------------------------------------
+
+
+def narrative_case(qid: str, doc: str) -> dict:
+    expected = {"clarification": "none", "refuse": False, "narrative_doc": doc}
+    return {"id": qid, "question": f"why {qid}?", "case_type": "narrative", "expected": expected, "tags": {}}
+
+
+def narrative_trace(qid: str, doc: str, told: str, context: list) -> dict:
+    outcome = {
+        "clarification_mode": "none",
+        "refused": False,
+        "sources": [{"doc": doc, "locator": "slide=1"}],
+        "narrative_answer": told,
+        "retrieved_context": context,
+    }
+    return {"id": qid, "answer": {"claim": f"{told} [{doc}]", "citations": []}, "outcome": outcome}
+
+
+NARRATIVE = [
+    (  # every claim covered: 6/6 and 4/4 tokens in the context -> faithful
+        narrative_case("nar-1", "HK_QBR.pptx"),
+        narrative_trace(
+            "nar-1",
+            "HK_QBR.pptx",
+            "Bancassurance sales fell 12% in Q4. The regulator capped commissions.",
+            [
+                "HK bancassurance sales fell 12% in Q4 2025.",
+                {"doc": "REG.pptx", "text": "The regulator capped commissions."},
+            ],
+        ),
+    ),
+    (  # second claim "margins doubled thanks to ai": 0/5 tokens in the context -> not faithful
+        narrative_case("nar-2", "CN_QBR.pptx"),
+        narrative_trace(
+            "nar-2",
+            "CN_QBR.pptx",
+            "Growth came from new agents. Margins doubled thanks to AI.",
+            ["Growth came from new agents in Guangdong."],
+        ),
+    ),
+    (  # CJK characters are tokens: 收紧佣金规则 has 6, the context holds 收 紧 规 则 -> 4/6 = 0.67 >= 0.6
+        narrative_case("nar-3", "REG_WATCH_HK.pptx"),
+        narrative_trace("nar-3", "REG_WATCH_HK.pptx", "监管收紧佣金规则。", ["香港监管机构收紧了规则"]),
+    ),
+    (  # exactly 3/5 = 0.6 of "abc def ghi jkl mno" in the context -> faithful (at the threshold passes)
+        narrative_case("nar-4", "MEMO.docx"),
+        narrative_trace("nar-4", "MEMO.docx", "abc def ghi jkl mno", ["abc def ghi"]),
+    ),
+]
+REFERENCES = {
+    # nar-1 answer has the, regulator, capped, commissions, bancassurance, sales, fell, 12, in, q4 ...;
+    # reference tokens: the regulator capped bancassurance commissions at 10 percent (8) -> the,
+    # regulator, capped, bancassurance, commissions recalled: 5/8 = 0.625 -> passes
+    "HK_QBR.pptx.txt": "The regulator capped bancassurance commissions at 10 percent",
+    # nar-2: growth came from new agents margins doubled thanks to ai vs 9 reference tokens, of which
+    # growth, from, new, agents: 4/9 = 0.4444 -> fails
+    "CN_QBR.txt": "Growth from new agents offset weaker bank channel sales",
+    # nar-3: 监 管 收 紧 佣 金 规 则 vs 香港监管收紧规则 (8): 监 管 收 紧 规 则 -> 6/8 = 0.75 -> passes
+    "REG_WATCH_HK.pptx.md": "香港监管收紧规则",
+    # nar-4: abc def ghi jkl mno vs "abc xyz" (2): abc -> 1/2 = 0.5 -> fails
+    "MEMO.docx.txt": "abc xyz",
+}
+
+
+def narrative_files(tmp_path) -> tuple[list[dict], list[dict], str]:
+    references = tmp_path / "references"
+    references.mkdir()
+    for name, text in REFERENCES.items():
+        (references / name).write_text(text, encoding="utf-8")
+    return [c for c, _ in NARRATIVE], [t for _, t in NARRATIVE], str(references)
+
+
+def test_narrative_faithfulness_and_answer_accuracy_as_ragspine_scores_them(tmp_path, capsys):
+    gold, traces, references = narrative_files(tmp_path)
+    _, report, _ = score(
+        tmp_path, capsys, gold, traces, "--references", references, "--gates", "faithfulness=0.5"
+    )
+    gates = report["qa_gates"]
+    faithful = gates["faithfulness"]
+    assert (faithful["passed"], faithful["total"]) == (3, 4)
+    [failure] = faithful["failures"]
+    assert failure["id"] == "nar-2" and failure["actual"]["coverage"] == 0.0
+    assert failure["actual"]["weakest_claim"] == "margins doubled thanks to ai"
+    accuracy = gates["answer_accuracy"]
+    assert (accuracy["passed"], accuracy["total"]) == (2, 4)
+    assert {f["id"]: f["actual"]["recall"] for f in accuracy["failures"]} == {"nar-2": 0.4444, "nar-4": 0.5}
+
+
+SIX_GATES = {
+    "numeric_accuracy": 1.0,
+    "citation_validity": 1.0,
+    "refusal_appropriateness": 1.0,
+    "clarification_appropriateness": 1.0,
+    "faithfulness": 1.0,
+    "answer_accuracy": 1.0,
+}
+
+
+def test_a_six_gate_ragspine_baseline_is_enforced_in_full(tmp_path, capsys):
+    gold, traces, references = narrative_files(tmp_path)
+    baseline = tmp_path / "qa_baseline.json"
+    baseline.write_text(json.dumps({"tool": {"metrics": SIX_GATES, "fabrication_count": 0, "n_cases": 4}}))
+    args = ["--references", references, "--baseline", str(baseline), "--mode", "tool"]
+    code, report, _ = score(tmp_path, capsys, gold, traces, *args, "--gates", "refusal_appropriateness=1.0")
+    assert code == 1
+    regressions = {r["metric"]: r["current"] for r in report["release"]["regressions"]}
+    assert regressions == {"faithfulness": 0.75, "answer_accuracy": 0.5}
+    assert report["release"].get("unmeasured", []) == []
+    # Without the reference texts, answer_accuracy cannot go silently unmeasured: unusable input.
+    code, _, err = score(tmp_path, capsys, gold, traces, "--baseline", str(baseline), "--mode", "tool")
+    assert code == 2 and err.count("\n") == 1
+    assert "answer_accuracy" in err and "--references" in err

@@ -289,7 +289,24 @@ def _outcome_columns(outcome: pa.Array | None, n: int) -> dict[str, pa.Array]:
         "outcome_found_doc": _cast_or_nulls(_child(found, "doc"), pa.string(), n),
         "outcome_found_locator": _cast_or_nulls(_child(found, "locator"), pa.string(), n),
         "outcome_source_docs": _cast_or_nulls(docs, STR_LIST, n),
+        "outcome_narrative": _cast_or_nulls(_child(outcome, "narrative_answer"), pa.string(), n),
+        "outcome_context": _cast_or_nulls(_context_texts(_child(outcome, "retrieved_context")), STR_LIST, n),
     }
+
+
+def _context_texts(context: pa.Array | None) -> pa.Array | None:
+    """``outcome.retrieved_context`` as its texts: a list of strings as it is, a list of objects as their
+    ``text``; a list mixing both (or anything else) goes to the record reader."""
+    if context is None or pa.types.is_null(context.type):
+        return None
+    if not pa.types.is_list(context.type):
+        raise NotSure
+    item = context.type.value_type
+    if pa.types.is_string(item) or pa.types.is_null(item):
+        return context
+    if pa.types.is_struct(item) and item.get_field_index("text") >= 0:
+        return _list_child(context, "text")
+    raise NotSure
 
 
 def _struct_keys(struct: pa.Array | None, n: int) -> pa.Array:

@@ -320,6 +320,8 @@ def _outcome_fields(outcome: Outcome | None) -> dict[str, Any]:
         "outcome_found_doc": None if found is None else found.doc,
         "outcome_found_locator": None if found is None else found.locator,
         "outcome_source_docs": None if sources is None else [source.doc for source in sources],
+        "outcome_narrative": None if outcome is None else outcome.narrative_answer,
+        "outcome_context": None if outcome is None else outcome.context_texts,
     }
 
 

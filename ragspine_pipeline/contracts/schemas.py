@@ -68,6 +68,8 @@ TRACE_SCHEMA = pa.schema(
         pa.field("outcome_found_doc", pa.string()),
         pa.field("outcome_found_locator", pa.string()),
         pa.field("outcome_source_docs", STR_LIST),
+        pa.field("outcome_narrative", pa.string()),
+        pa.field("outcome_context", STR_LIST),
     ]
 )
 """Canonical trace columns. Null means "not in the trace": a null ``citations`` is an answer that carries
@@ -75,10 +77,10 @@ no citation list (non-compliant), a null stage is a stage the trace does not car
 ``claims`` is the claim ledger (null without one); ``version_keys`` the keys of ``versions`` as written
 (a repeated key appears twice), ``index_version`` its ``index`` entry. ``ts`` is the event time as text
 (``contracts.trace.timestamp_text``); ``tags`` the slice dimensions, keys sorted; ``prompt_tokens`` and
-``completion_tokens`` come from ``token_usage``; ``outcome_refused`` is ``outcome.refused``, which makes a
-trace a refusal whatever its claim (SPEC §2.2); the other ``outcome_*`` columns are what the QA gates
-read: ``clarification_mode``, ``found_value`` / ``found_unit``, ``found_source`` (doc, locator) and
-the docs of ``sources``."""
+``completion_tokens`` come from ``token_usage``; ``outcome_refused`` is ``outcome.refused``, which decides
+whether the trace is a refusal when it is given; the other ``outcome_*`` columns are what the QA gates
+read: ``clarification_mode``, ``found_value`` / ``found_unit``, ``found_source`` (doc, locator), the
+docs of ``sources``, ``narrative_answer`` and the texts of ``retrieved_context``."""
 
 EVIDENCE_SCHEMA = pa.schema(
     [

@@ -86,9 +86,19 @@ entity outside its corpus) is an observation only: no golden case may expect it,
 expected mode and fails ``clarification_appropriateness`` wherever that gate applies."""
 
 
+class ContextPassage(BaseModel):
+    """One passage of ``outcome.retrieved_context`` written as an object: its ``text`` is what counts
+    (``doc``, ``locator`` and other keys are kept, unread)."""
+
+    model_config = MODEL_CONFIG
+
+    text: str
+
+
 class Outcome(BaseModel):
-    """What the SUT observed about its own answer, for the QA gates (SPEC §2.2, §3.3). Other keys
-    (``route``, ``retrieved_context``, …) are kept, unread."""
+    """What the SUT observed about its own answer, for the QA gates. ``narrative_answer`` and
+    ``retrieved_context`` feed the narrative gates (``scoring.narrative``); other keys (``route``, …)
+    are kept, unread."""
 
     model_config = MODEL_CONFIG
     _nulls = model_validator(mode="before")(drop_nulls)
@@ -100,6 +110,14 @@ class Outcome(BaseModel):
     found_source: SourceRef | None = None
     sources: list[SourceRef] | None = None
     narrative_answer: str | None = None
+    retrieved_context: list[str | ContextPassage] | None = None
+
+    @property
+    def context_texts(self) -> list[str] | None:
+        """The texts of ``retrieved_context`` (a string, or an object's ``text``), in order."""
+        if self.retrieved_context is None:
+            return None
+        return [item if isinstance(item, str) else item.text for item in self.retrieved_context]
 
     @field_validator("refused", mode="before")
     @classmethod

@@ -109,6 +109,9 @@ class EvalConfig(BaseModel):
     # cases that flipped, ``decision.paired``) for systems that sample.
     baseline_test: Literal["strict", "paired"] = "strict"
     paired: PairedSettings = Field(default_factory=PairedSettings)
+    # The directory of reference texts, one per narrative_doc, that answer_accuracy measures against;
+    # relative to the config file. ``--references`` overrides it.
+    references: str | None = None
 
     @field_validator("period_pattern")
     @classmethod
@@ -189,4 +192,6 @@ def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
         config.gate_list(known_metrics)
     except GateSpecError as exc:
         raise InputError(str(path), str(exc), field="gates") from None
+    if config.references is not None:
+        config = config.model_copy(update={"references": str(Path(path).parent / config.references)})
     return config

@@ -29,20 +29,28 @@ from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates, ev
 from ragspine_pipeline.decision.golden import GoldenLock
 from ragspine_pipeline.decision.paired import paired_test
 from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
+from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS
 from ragspine_pipeline.scoring.grounded import METRICS, GroundedScore, score_grounded
 from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
+from ragspine_pipeline.scoring.narrative import read_references
 from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
 from ragspine_pipeline.scoring.qa_gates import QAGates, has_qa_cases, score_qa_gates
 from ragspine_pipeline.scoring.slices import Slice, slices
 
 LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
 FABRICATION = "fabrication"  # a count of refusal answers stating a number (target 0), gated like a metric
-# RAGSpine's narrative gate (lexical answer accuracy): its baselines list it, this version does not measure
-# it, so a baseline entry is reported unmeasured and a gate on it fails, like any unmeasured metric.
-NOT_MEASURED_HERE = ("answer_accuracy",)
-KNOWN_METRICS = (*METRICS, *LAYERED_METRICS, *QA_GATES, FABRICATION, *JUDGED_METRICS, *NOT_MEASURED_HERE)
+# RAGSpine's narrative faithfulness gate shares its name with the layered metric; in a run that has both
+# (an evidence registry and narrative QA cases) the gate is called this, and ``faithfulness`` is the
+# layered metric. RAGSpine runs have no registry, so its baselines' ``faithfulness`` is its gate.
+NARRATIVE_FAITHFULNESS = "narrative_faithfulness"
+KNOWN_METRICS = tuple(
+    dict.fromkeys(
+        (*METRICS, *LAYERED_METRICS, *QA_GATES, NARRATIVE_FAITHFULNESS, FABRICATION, *JUDGED_METRICS)
+    )
+)
+ANSWER_ACCURACY = "answer_accuracy"
 PASSING_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
 PAIRED_REGRESSION = "case_pass_rate (paired)"
 
@@ -89,6 +97,13 @@ class Evaluation:
         return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
 
     @property
+    def qa_metric_names(self) -> dict[str, str]:
+        """``{QA gate: the metric name it has in this run}`` (see :func:`qa_metric_name`)."""
+        if self.qa is None:
+            return {}
+        return {gate: qa_metric_name(gate, self.layered is not None) for gate in self.qa.gates}
+
+    @property
     def denominators(self) -> dict[str, int]:
         """How many cases each rate is over (see :func:`metric_denominators`)."""
         return metric_denominators(self.grounded, self.layered, self.qa)
@@ -110,8 +125,37 @@ def metric_denominators(
     if layered is not None:
         out.update(layered.denominators)
     if qa is not None:
-        out.update({name: gate.total for name, gate in qa.gates.items()})
+        out.update({qa_metric_name(name, layered is not None): gate.total for name, gate in qa.gates.items()})
     return out
+
+
+def qa_metric_name(gate: str, has_layered: bool) -> str:
+    """The metric name of a QA gate in a run: its own, but RAGSpine's ``faithfulness`` gate is
+    ``narrative_faithfulness`` in a run whose layered evaluation has a ``faithfulness`` of its own."""
+    return NARRATIVE_FAITHFULNESS if has_layered and gate == "faithfulness" else gate
+
+
+def narrative_references(gold: pa.Table, config: EvalConfig, wanted: Iterable[str]) -> dict[str, str] | None:
+    """The reference texts ``answer_accuracy`` measures against: ``{narrative_doc: text}`` for the docs
+    the golden set names, read from ``config.references``. None when no case names one, or when no
+    directory is configured and nothing asks for ``answer_accuracy``; asked for (a gate or a baseline
+    entry lists it) without a directory, a one-line InputError — it would otherwise go unmeasured."""
+    if "expected_narrative_doc" not in gold.column_names:
+        return None
+    docs = set(gold.column("expected_narrative_doc").drop_null().to_pylist())
+    if not docs:
+        return None
+    if config.references is not None:
+        return read_references(config.references, docs)
+    if ANSWER_ACCURACY in set(wanted):
+        raise InputError("references", _NO_REFERENCES.format(listed="a gate or the baseline lists"))
+    return None
+
+
+_NO_REFERENCES = (
+    "{listed} answer_accuracy, which needs the reference text of each narrative_doc: give --references "
+    "DIR (one text file per doc) or references: DIR in the gates config"
+)
 
 
 def default_gates_for(gold: pa.Table, traces: pa.Table) -> list[Gate]:
@@ -176,9 +220,13 @@ def evaluate(
         layered = score_layered(gold, traces, evidence, config.required_versions)
         metrics.update(layered.metrics)
         all_slices = slices(gold.column("tags"), layered.cases, RATIO_METRICS)
-    qa = score_qa_gates(gold, traces, config.period_pattern) if has_qa_cases(gold) else None
-    if qa is not None:
-        metrics.update(qa.metrics)
+    qa = None
+    if has_qa_cases(gold):
+        listed = baseline.metrics if compare_baseline and baseline is not None else {}
+        wanted = [*(gate.metric for gate in gates), *listed]
+        references = narrative_references(gold, config, wanted)
+        qa = score_qa_gates(gold, traces, config.period_pattern, references)
+        metrics.update({qa_metric_name(name, layered is not None): v for name, v in qa.metrics.items()})
         metrics[FABRICATION] = float(qa.fabrication.count)
     metrics.update(judged or {})
     results = evaluate_gates(gates, metrics, metric_denominators(grounded, layered, qa))
@@ -229,6 +277,11 @@ def with_baseline(evaluation: Evaluation, entry: BaselineEntry | None, config: E
       the cases both runs evaluated. The aggregate metrics are compared only to be reported (their
       deltas are sampling noise for such a system): listed ones the run did not measure stay listed.
     """
+    # Listed and measurable but without reference texts, answer_accuracy must not go silently unmeasured.
+    narrative = evaluation.qa is not None and "faithfulness" in evaluation.qa.gates
+    listed = entry is not None and ANSWER_ACCURACY in entry.metrics
+    if narrative and listed and ANSWER_ACCURACY not in evaluation.metrics:
+        raise InputError("references", _NO_REFERENCES.format(listed="the baseline lists"))
     strict = compare(entry, evaluation.baseline_metrics, evaluation.fabrication_count)
     if config.baseline_test == "paired":
         comparison = _paired(entry, evaluation.case_outcomes, config, strict.unmeasured)

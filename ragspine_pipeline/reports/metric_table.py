@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from ragspine_pipeline.decision.evaluation import Evaluation
 from ragspine_pipeline.scoring.layered import RATIO_METRICS
-from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
 
 if TYPE_CHECKING:
     from ragspine_pipeline.judge.run import Judgment
@@ -48,12 +47,12 @@ def metric_table(evaluation: Evaluation, judgments: Sequence[Judgment] = ()) -> 
     if evaluation.layered is not None:
         sources.append((evaluation.layered.cases, (*RATIO_METRICS, *LAYERED_FLAGS)))
     if evaluation.qa is not None:
-        sources.append((evaluation.qa.cases, QA_GATES))
+        sources.append((evaluation.qa.cases, tuple(evaluation.qa_metric_names.items())))
     parts = []
     for cases, names in sources:
         qid = cases.column("qid").combine_chunks()
-        for name in names:
-            value = cases.column(name).combine_chunks().cast(pa.float64())
+        for column, name in ((n, n) if isinstance(n, str) else n for n in names):
+            value = cases.column(column).combine_chunks().cast(pa.float64())
             parts.append(
                 pa.table(
                     {

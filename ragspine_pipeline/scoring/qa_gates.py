@@ -17,6 +17,10 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
   refusal. A refusal is the refusal token or ``outcome.refused`` (SPEC §2.2).
 * ``clarification_appropriateness`` — every QA-gate case: ``outcome.clarification_mode`` equals
   ``expected.clarification`` (either one absent reads as ``none``).
+* ``faithfulness`` and ``answer_accuracy`` — RAGSpine's groundedness gates on the cases that name an
+  ``expected.narrative_doc``: every claim of the narrative answer lexically entailed by the trace's
+  retrieved context, and the answer's token recall of the doc's reference text (given as
+  ``references``), both at 0.6 (``scoring.narrative``).
 * ``fabrication`` — on the cases that expect a refusal: reporting periods are removed from the answer
   with ``period_pattern`` (default :data:`~ragspine_pipeline.scoring.fabrication.PERIOD_PATTERN`,
   configurable), then any remaining Unicode digit makes the answer a fabrication
@@ -26,6 +30,7 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,9 +42,17 @@ from ragspine_pipeline.scoring import fabrication
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
+from ragspine_pipeline.scoring.narrative import GATES as NARRATIVE_GATES
+from ragspine_pipeline.scoring.narrative import score_narrative
 from ragspine_pipeline.scoring.rowwise import any_per_row, member_of_row
 
-GATES = ("numeric_accuracy", "citation_validity", "refusal_appropriateness", "clarification_appropriateness")
+GATES = (
+    "numeric_accuracy",
+    "citation_validity",
+    "refusal_appropriateness",
+    "clarification_appropriateness",
+    *NARRATIVE_GATES,
+)
 RELATIVE_TOLERANCE = 1e-9
 
 _CONTAINS = np.frompyfunc(operator.contains, 2, 1)
@@ -52,6 +65,8 @@ _OUTCOME = (
     "outcome_found_doc",
     "outcome_found_locator",
     "outcome_source_docs",
+    "outcome_narrative",
+    "outcome_context",
 )
 
 
@@ -93,7 +108,7 @@ class Fabrication:
 
 @dataclass(frozen=True)
 class QAGates:
-    """The four gates, the fabrication count, and per case which gates passed (None: not applicable)."""
+    """The gates, the fabrication count, and per case which gates passed (None: not applicable)."""
 
     gates: dict[str, QAGate]
     fabrication: Fabrication
@@ -115,8 +130,15 @@ def has_qa_cases(gold: pa.Table) -> bool:
     return any(gold.column(name).null_count < gold.num_rows for name in columns)
 
 
-def score_qa_gates(gold: pa.Table, traces: pa.Table, period_pattern: str = PERIOD_PATTERN) -> QAGates:
-    """The QA gates and fabrication over canonical gold and trace columns (``contracts.columns``)."""
+def score_qa_gates(
+    gold: pa.Table,
+    traces: pa.Table,
+    period_pattern: str = PERIOD_PATTERN,
+    references: Mapping[str, str] | None = None,
+) -> QAGates:
+    """The QA gates and fabrication over canonical gold and trace columns (``contracts.columns``).
+    The narrative gates are present only when some case names an ``expected.narrative_doc``;
+    ``answer_accuracy`` also needs ``references`` (``{narrative_doc: text}``)."""
     gold = gold.combine_chunks()
     trace_rows, _counts = join_traces(gold, traces)
     traces = traces.select([name for name in _OUTCOME if name in traces.column_names])
@@ -164,12 +186,22 @@ def score_qa_gates(gold: pa.Table, traces: pa.Table, period_pattern: str = PERIO
         pc.fill_null(g["expected_clarification"], "none"), pc.fill_null(col["outcome_clarification"], "none")
     )
 
+    narrative = score_narrative(
+        g["expected_narrative_doc"],
+        claim,
+        col["outcome_narrative"],
+        col["outcome_context"],
+        references,
+    )
     outcomes = {
         "numeric_accuracy": (numeric & qa_case, numeric_ok),
         "citation_validity": ((wants_source | wants_narrative) & qa_case, citation_ok),
         "refusal_appropriateness": (qa_case, refusal_ok),
         "clarification_appropriateness": (qa_case, clarification_ok),
     }
+    if narrative.applies["faithfulness"].any():  # a golden set without narrative cases reports the four
+        kept = NARRATIVE_GATES if references is not None else ("faithfulness",)
+        outcomes.update({gate: (narrative.applies[gate], narrative.ok[gate]) for gate in kept})
     ids = g["qid"].to_pylist()
     tags = g["tags"]
     gates = {
@@ -177,7 +209,9 @@ def score_qa_gates(gold: pa.Table, traces: pa.Table, period_pattern: str = PERIO
             name,
             int(applies.sum()),
             int((applies & ok).sum()),
-            _failures(name, np.flatnonzero(applies & ~ok), ids, g, col, refused, expect_refusal),
+            narrative.failures(name, np.flatnonzero(applies & ~ok), ids)
+            if name in NARRATIVE_GATES
+            else _failures(name, np.flatnonzero(applies & ~ok), ids, g, col, refused, expect_refusal),
             _by_tag(tags, applies, ok),
         )
         for name, (applies, ok) in outcomes.items()

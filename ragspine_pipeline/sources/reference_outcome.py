@@ -177,6 +177,7 @@ def _extractive(context: Sequence[Chunk], claims: Sequence[Claim]) -> Reply:
     }
     if named:
         outcome["narrative_answer"] = answer
+        outcome["retrieved_context"] = [chunk.text for chunk in context]
         answer = _with_citations(answer, [_chunk_source(chunk) for chunk in cited if chunk.doc])
     return Reply(answer, tuple(claims), outcome)
 
@@ -237,6 +238,7 @@ def _figure_reply(
         claims += narrative
         sources += cited
         outcome["narrative_answer"] = told
+        outcome["retrieved_context"] = [chunk.text for chunk in context]
     outcome["sources"] = sources
     return Reply(answer, tuple(claims), outcome)
 
