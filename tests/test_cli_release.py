@@ -261,5 +261,5 @@ def test_the_shipped_layered_example_is_frozen_and_ships(capsys):
     code, out, _ = run(capsys, "score", "--gold", gold, *inputs, "--config", str(example / "gates.yaml"))
     report = json.loads(out)
     assert code == 0 and report["release"]["decision"] == "ship"
-    assert report["release"]["golden_version"] == "demo-2026.11"
+    assert report["release"]["golden_version"] == "demo-2026.11.1"  # re-frozen when two cases became canaries
     assert set(report["slices"]["workflow"]) == {"access", "expenses", "incident", "release-freeze"}

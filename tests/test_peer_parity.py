@@ -5,6 +5,7 @@ says how), never by running this code."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -264,3 +265,59 @@ def test_a_six_gate_ragspine_baseline_is_enforced_in_full(tmp_path, capsys):
     code, _, err = score(tmp_path, capsys, gold, traces, "--baseline", str(baseline), "--mode", "tool")
     assert code == 2 and err.count("\n") == 1
     assert "answer_accuracy" in err and "--references" in err
+
+
+# -- the permission-safe harness: versions as [key, value] pairs, six required keys, canaries ----------
+
+LAYERED = Path(__file__).resolve().parents[1] / "examples" / "layered"
+SIX_KEYS = ["index", "embedder", "retriever", "reranker", "generator", "acl_policy"]
+
+
+def layered_rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (LAYERED / name).read_text("utf-8").splitlines() if line.strip()]
+
+
+def layered_score(tmp_path, capsys, gold: list[dict], traces: list[dict]) -> tuple[int, dict]:
+    args = ["--evidence", str(LAYERED / "evidence.jsonl"), "--config", str(LAYERED / "gates.yaml")]
+    code, report, _ = score(tmp_path, capsys, gold, traces, *args, "--format", "json")
+    return code, report
+
+
+def test_the_harness_versions_as_pairs_are_read_and_a_repeated_key_is_still_repeated(tmp_path, capsys):
+    gold, traces = layered_rows("gold.jsonl")[:3], layered_rows("traces.jsonl")[:3]
+    assert [pair[0] for pair in traces[0]["versions"]] == SIX_KEYS  # the shipped example, as written
+    traces[1]["versions"] = [*traces[1]["versions"], ["retriever", "bm25-2.2"]]  # a key written twice
+    traces[2]["versions"] = [pair for pair in traces[2]["versions"] if pair[0] != "acl_policy"]
+    code, report = layered_score(tmp_path, capsys, gold, traces)
+    # The harness: all six keys once -> admissible; a repeated key -> repeated_version; a missing key
+    # -> missing_version. Two of three cases inadmissible.
+    rules = {case["qid"]: case["inadmissible"] for case in report["cases"]}
+    assert rules == {"FRZ-01": [], "FRZ-02": ["repeated_version"], "FRZ-03": ["missing_version"]}
+    assert code == 1
+
+
+def test_canaries_that_come_out_the_wrong_way_block_and_are_named(tmp_path, capsys):
+    gold, traces = layered_rows("gold.jsonl")[:4], layered_rows("traces.jsonl")[:4]
+    for case in gold:
+        case.pop("expect", None)
+    gold[0]["expect"], gold[1]["expect"] = "releasable", "blocked"  # FRZ-02 is known-bad, yet releasable
+    gold[2]["expect"] = "blocked"  # FRZ-03: made inadmissible below, so blocked as expected
+    traces[2]["selected_versions"] = ["v1"] * len(traces[2]["selected_versions"])  # a stale version
+    code, report = layered_score(tmp_path, capsys, gold, traces)
+    gates = {gate["metric"]: gate for gate in report["gates"]}
+    # known-good: FRZ-01 released -> 1/1. known-bad: FRZ-02 released (wrong), FRZ-03 blocked -> 1/2.
+    assert (gates["known_good_released"]["value"], gates["known_good_released"]["denominator"]) == (1.0, 1)
+    assert (gates["known_bad_blocked"]["value"], gates["known_bad_blocked"]["denominator"]) == (0.5, 2)
+    assert gates["known_bad_blocked"]["pass"] is False and code == 1
+    assert report["release"]["decision"] == "block"
+    assert report["release"]["causes"]["wrong_canaries"] == [
+        {"id": "FRZ-02", "expect": "blocked", "outcome": "releasable"}
+    ]
+
+
+def test_canaries_that_come_out_as_expected_pass_their_checks(tmp_path, capsys):
+    gold, traces = layered_rows("gold.jsonl"), layered_rows("traces.jsonl")
+    code, report = layered_score(tmp_path, capsys, gold, traces)
+    gates = {gate["metric"]: gate for gate in report["gates"]}
+    assert gates["known_good_released"]["pass"] is True and "known_bad_blocked" not in gates
+    assert code == 0 and "wrong_canaries" not in report["release"]["causes"]

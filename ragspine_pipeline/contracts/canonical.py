@@ -71,6 +71,7 @@ def gold_columns(table: pa.Table) -> pa.Table:
             "required_points": _non_null_lists(_column(table, "required_points"), n),
             "tags": _struct_to_map(_column(table, "tags"), n),
             **_expected_columns(table, n),
+            "expect": _cast_or_nulls(_column(table, "expect"), pa.string(), n),
         }
     )
 

@@ -277,6 +277,8 @@ def _evidence_records(path: Path):
 
 
 def _version_keys(raw_versions: Any, trace: Trace) -> list[str] | None:
+    if isinstance(raw_versions, list):  # [key, value] pairs: the keys as written, a repeated one twice
+        return [key for key, value in raw_versions if value is not None]
     if trace.versions is None:
         return None
     repeated = getattr(raw_versions, "repeated", [])

@@ -67,6 +67,9 @@ class GoldCase(BaseModel):
     case_type: CaseType | None = None
     expected: Expected | None = None
     reference_date: date | None = None
+    # A canary: a case whose release outcome is known in advance. A known-good case must come out
+    # releasable, a known-bad one blocked; one that comes out the other way blocks the release.
+    expect: Literal["releasable", "blocked"] | None = None
 
     _tags_nulls = field_validator("tags", mode="before")(drop_nulls)
 

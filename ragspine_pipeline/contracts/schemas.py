@@ -36,11 +36,13 @@ GOLD_SCHEMA = pa.schema(
         pa.field("expected_source_doc", pa.string()),
         pa.field("expected_source_locator", pa.string()),
         pa.field("expected_narrative_doc", pa.string()),
+        pa.field("expect", pa.string()),
     ]
 )
 """Canonical gold columns. Lists and tags are never null (absent means empty). ``reference_date`` is the
 case's ISO date ("today" for relative periods); ``case_type`` and the ``expected_*`` columns are the
-RAGSpine QA-gate expectations (SPEC §3.3); all of them null where a case has none."""
+RAGSpine QA-gate expectations; all of them null where a case has none. ``expect`` marks a canary
+(``releasable`` or ``blocked``), null for other cases."""
 
 TRACE_SCHEMA = pa.schema(
     [

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, FiniteFloat, StrictBool, field_validator, model_validator
 
 from ragspine_pipeline.contracts.gold import SourceRef
+from ragspine_pipeline.contracts.jsonl import KeyCountingDict
 from ragspine_pipeline.contracts.types import MODEL_CONFIG, QUESTION_ALIASES, Id, Number, drop_nulls
 
 TRACE_QID_ALIASES = ("qid", "q_id", "case_id", "id", "request_id")
@@ -164,7 +165,16 @@ class Trace(BaseModel):
     token_usage: TokenUsage | None = None
     tags: dict[str, str] | None = None
 
-    _map_nulls = field_validator("versions", "tags", mode="before")(drop_nulls)
+    _map_nulls = field_validator("tags", mode="before")(drop_nulls)
+
+    @field_validator("versions", mode="before")
+    @classmethod
+    def _versions_as_object(cls, versions: Any) -> Any:
+        """``versions`` as an object; a list of ``[key, value]`` pairs (the permission-safe harness's
+        form) becomes one, a repeated key remembered as in an object written with it twice."""
+        if isinstance(versions, list):
+            versions = KeyCountingDict.from_pairs([_version_pair(item) for item in versions])
+        return drop_nulls(versions)
 
     # -- canonical view (reference definitions; columns.py vectorises exactly these) -----------------
 
@@ -234,6 +244,12 @@ class Trace(BaseModel):
         if self.retrieved_ids is not None:
             return self.retrieved_ids
         return None if self.chunks is None else [chunk.id for chunk in self.chunks]
+
+
+def _version_pair(item: Any) -> tuple[str, Any]:
+    if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+        raise ValueError(f"versions: expected an object or a list of [key, value] pairs (got {item!r:.60})")
+    return item[0], item[1]
 
 
 def is_refusal(claim: str | None, outcome_refused: bool | None = None) -> bool:

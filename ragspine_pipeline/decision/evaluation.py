@@ -45,9 +45,18 @@ FABRICATION = "fabrication"  # a count of refusal answers stating a number (targ
 # (an evidence registry and narrative QA cases) the gate is called this, and ``faithfulness`` is the
 # layered metric. RAGSpine runs have no registry, so its baselines' ``faithfulness`` is its gate.
 NARRATIVE_FAITHFULNESS = "narrative_faithfulness"
+CANARIES = ("known_good_released", "known_bad_blocked")  # see :func:`canaries`
 KNOWN_METRICS = tuple(
     dict.fromkeys(
-        (*METRICS, *LAYERED_METRICS, *QA_GATES, NARRATIVE_FAITHFULNESS, FABRICATION, *JUDGED_METRICS)
+        (
+            *METRICS,
+            *LAYERED_METRICS,
+            *QA_GATES,
+            NARRATIVE_FAITHFULNESS,
+            FABRICATION,
+            *JUDGED_METRICS,
+            *CANARIES,
+        )
     )
 )
 ANSWER_ACCURACY = "answer_accuracy"
@@ -81,20 +90,13 @@ class Evaluation:
     def baseline_metrics(self) -> dict[str, float]:
         """What a baseline records and compares: every metric that applies to this run (a metric with
         no case to measure is not a measurement), but the fabrication count, kept as its own entry."""
-        skip = {FABRICATION, *self.not_applicable}
+        skip = {FABRICATION, *CANARIES, *self.not_applicable}  # canaries: always gated at 1.0
         return {name: value for name, value in self.metrics.items() if name not in skip}
 
     @property
     def case_outcomes(self) -> dict[str, bool]:
-        """``{case id: passed}``: releasable with an evidence registry, else a label of ``OK`` or
-        ``REFUSAL_OK`` — what the paired baseline test compares."""
-        if self.layered is not None:
-            cases = self.layered.cases
-            passed = cases.column("releasable").to_pylist()
-        else:
-            cases = self.grounded.cases
-            passed = pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS).to_pylist()
-        return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
+        """``{case id: passed}`` (:func:`case_outcomes`): what the paired baseline test compares."""
+        return case_outcomes(self.grounded, self.layered)
 
     @property
     def qa_metric_names(self) -> dict[str, str]:
@@ -113,6 +115,58 @@ class Evaluation:
         """The metrics of this run whose denominator is 0, in ``metrics`` order: shown as n/a."""
         counts = self.denominators
         return [name for name in self.metrics if counts.get(name) == 0]
+
+
+def case_outcomes(grounded: GroundedScore, layered: LayeredScore | None) -> dict[str, bool]:
+    """``{case id: passed}``: releasable with an evidence registry, else a label of ``OK`` or
+    ``REFUSAL_OK``."""
+    if layered is not None:
+        cases = layered.cases
+        passed = cases.column("releasable").to_pylist()
+    else:
+        cases = grounded.cases
+        passed = pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS).to_pylist()
+    return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
+
+
+def canaries(gold: pa.Table, outcomes: dict[str, bool]) -> dict[str, tuple[float, int]]:
+    """The canary checks of a golden set whose cases carry ``expect``: ``{check: (rate, n)}`` —
+    ``known_good_released`` (of the cases expected releasable, the share that passed) and
+    ``known_bad_blocked`` (of those expected blocked, the share that did not); only the checks with
+    cases. Each is gated at 1.0: one canary out the wrong way blocks the release."""
+    if "expect" not in gold.column_names:
+        return {}
+    out = {}
+    expect = gold.column("expect").to_pylist()
+    ids = gold.column("qid").to_pylist()
+    for check, wanted, passing in (
+        ("known_good_released", "releasable", True),
+        ("known_bad_blocked", "blocked", False),
+    ):
+        rows = [qid for qid, e in zip(ids, expect, strict=True) if e == wanted]
+        if rows:
+            out[check] = (sum(outcomes.get(qid, False) is passing for qid in rows) / len(rows), len(rows))
+    return out
+
+
+def canary_cases(gold: pa.Table, outcomes: dict[str, bool]) -> list[dict]:
+    """The canaries that came out the wrong way: ``{id, expect, outcome}`` in gold order."""
+    if "expect" not in gold.column_names:
+        return []
+    pairs = zip(gold.column("qid").to_pylist(), gold.column("expect").to_pylist(), strict=True)
+    wrong = []
+    for qid, expect in pairs:
+        released = outcomes.get(qid, False)
+        if expect is not None and released != (expect == "releasable"):
+            wrong.append({"id": qid, "expect": expect, "outcome": "releasable" if released else "blocked"})
+    return wrong
+
+
+def _with_canaries(
+    causes: dict, gold: pa.Table, grounded: GroundedScore, layered: LayeredScore | None
+) -> dict:
+    wrong = canary_cases(gold, case_outcomes(grounded, layered))
+    return {**causes, "wrong_canaries": wrong} if wrong else causes
 
 
 def metric_denominators(
@@ -229,7 +283,13 @@ def evaluate(
         metrics.update({qa_metric_name(name, layered is not None): v for name, v in qa.metrics.items()})
         metrics[FABRICATION] = float(qa.fabrication.count)
     metrics.update(judged or {})
-    results = evaluate_gates(gates, metrics, metric_denominators(grounded, layered, qa))
+    denominators = metric_denominators(grounded, layered, qa)
+    checks = canaries(gold, case_outcomes(grounded, layered))
+    for check, (rate, n) in checks.items():
+        metrics[check], denominators[check] = rate, n
+    gated = {gate.metric for gate in gates}
+    gates = [*gates, *(Gate(check, 1.0, "min") for check in checks if check not in gated)]
+    results = evaluate_gates(gates, metrics, denominators)
     release = decide(
         [result for result in results if result.applicable],  # a gate that does not apply never blocks
         failed_slices(all_slices, config.slice_gate),
@@ -241,7 +301,7 @@ def evaluate(
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
         unmeasured=unmeasured(gates, metrics),
-        causes=release_causes(gold, grounded.cases, layered),
+        causes=_with_canaries(release_causes(gold, grounded.cases, layered), gold, grounded, layered),
         expected_index_version=expected_index_version,
     )
     evaluation = Evaluation(grounded, results, release, metrics, layered, all_slices, None, qa)

@@ -128,8 +128,17 @@ def verify(gold_path: str | Path) -> Verification:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
+# Fields the case model gained after golden sets were frozen: left out of the hash while a case does not
+# set them, so that every existing lock still verifies.
+LATER_FIELDS = ("expect",)
+
+
 def _canonical_line(case: GoldCase) -> str:
-    return json.dumps(case.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = case.model_dump(mode="json")
+    for name in LATER_FIELDS:
+        if data.get(name) is None:
+            data.pop(name, None)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _label(gold_path: str | Path, what: str, value: Any) -> str:
