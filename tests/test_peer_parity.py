@@ -321,3 +321,33 @@ def test_canaries_that_come_out_as_expected_pass_their_checks(tmp_path, capsys):
     gates = {gate["metric"]: gate for gate in report["gates"]}
     assert gates["known_good_released"]["pass"] is True and "known_bad_blocked" not in gates
     assert code == 0 and "wrong_canaries" not in report["release"]["causes"]
+
+
+# -- RAGSpine: extraction channels count every aligned cell ----------------------------------------
+
+
+def test_ragspines_extraction_fixture_with_three_wrong_spans_is_58_of_61_and_passes_0_9(tmp_path, capsys):
+    # RAGSpine's facts: one JSON object per cell, merge_span null where the cell heads no merged range.
+    truth = [{"sheet": "P&L", "cell_ref": f"B{r}", "value": r * 10, "merge_span": None} for r in range(2, 60)]
+    truth += [
+        {"sheet": "P&L", "cell_ref": f"A{r}", "value": "Header", "merge_span": [f"A{r}", f"D{r}"]}
+        for r in (1, 60, 61)
+    ]
+    facts = [dict(cell) for cell in truth[:58]]
+    facts += [
+        {**cell, "merge_span": [cell["cell_ref"], cell["cell_ref"].replace("A", "C")]} for cell in truth[58:]
+    ]
+    (tmp_path / "truth.json").write_text(json.dumps({"cells": truth}), encoding="utf-8")
+    write(tmp_path, "facts.jsonl", facts)
+    (tmp_path / "baseline.json").write_text(json.dumps({"header_attribution": 0.9}), encoding="utf-8")
+    args = ["--facts", str(tmp_path / "facts.jsonl"), "--truth", str(tmp_path / "truth.json")]
+    code = main(["extraction", *args, "--baseline", str(tmp_path / "baseline.json")])
+    report = json.loads(capsys.readouterr().out)
+    # RAGSpine: 61 aligned cells in every channel; spans equal on 58 (null = null), wrong on 3 -> 58/61.
+    spans = report["channels"]["header_attribution"]
+    assert (spans["correct"], spans["total"], spans["accuracy"]) == (58, 61, 0.9508)
+    assert (report["channels"]["color_mapping"]["correct"], report["channels"]["color_mapping"]["total"]) == (
+        61,
+        61,
+    )
+    assert code == 0 and report["pass"] is True
