@@ -1,11 +1,17 @@
-"""``ragspine-eval judge``: LLM-judge metrics (SPEC §3.4) of a trace file, with intervals and gates.
+"""``ragspine-eval judge``: LLM-judge metrics of a trace file, with intervals and gates.
 
 The judge is any OpenAI-compatible endpoint named by ``RAGSPINE_JUDGE_BASE_URL`` and
 ``RAGSPINE_JUDGE_MODEL`` (comma-separated for an ensemble), with ``RAGSPINE_JUDGE_API_KEY``. Without them
 the command refuses to run (exit 2): nothing pretends to judge.
 
 Exit codes: 0 judged and every ``--gates`` gate passes; 1 a gate fails (an unmeasured metric fails its
-gate) or the judge step failed (the endpoint could not be reached); 2 unusable input or configuration.
+gate), the judge step failed (the endpoint could not be reached), or no judgment succeeded at all (every
+call rejected, every call over the budget, nothing to judge): the report then says ``"pass": false`` and
+why; 2 unusable input or configuration.
+
+Cost is bounded before anything is sent: each prompt input (question, answer, context, reference) is cut
+to ``--max-input-chars`` characters, and each cut is reported per case; a call whose estimated tokens do
+not fit in what ``--max-tokens`` has left is not sent.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_t
 from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
-from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS
+from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS, METRICS
 from ragspine_pipeline.sources.errors import SourceError
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -35,7 +41,7 @@ def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--trace", required=True, help="traces (JSONL, any dialect of SPEC §2.2)")
+    parser.add_argument("--trace", required=True, help="traces (JSONL, any trace dialect)")
     parser.add_argument("--gold", help="golden set: reference facts for context_recall, slice tags")
     parser.add_argument("--evidence", help="evidence registry: the chunk texts the answers were given")
     parser.add_argument(
@@ -50,7 +56,18 @@ def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
         "--threshold", default="", help="pass thresholds, metric=score,... (default 3 for every metric)"
     )
     parser.add_argument("--max-calls", type=_POSITIVE, help="budget: at most this many judge calls")
-    parser.add_argument("--max-tokens", type=_POSITIVE, help="budget: at most this many tokens")
+    parser.add_argument(
+        "--max-tokens",
+        type=_POSITIVE,
+        help="budget: at most this many tokens; each call is checked on its estimate before it is sent",
+    )
+    parser.add_argument(
+        "--max-input-chars",
+        type=_POSITIVE,
+        default=DEFAULT_MAX_INPUT_CHARS,
+        help=f"longest prompt input sent, per field (default {DEFAULT_MAX_INPUT_CHARS}); longer ones are cut "
+        "and the cut is reported per case",
+    )
     parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
     parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals")
@@ -89,7 +106,13 @@ def run_judge_command(args: argparse.Namespace) -> int:
         thresholds = parse_thresholds(args.threshold)
     except ValueError as exc:
         raise InputError("--threshold", str(exc)) from None
-    settings = JudgeSettings(metrics=args.metrics, repeat=args.repeat, thresholds=thresholds, seed=args.seed)
+    settings = JudgeSettings(
+        metrics=args.metrics,
+        repeat=args.repeat,
+        thresholds=thresholds,
+        seed=args.seed,
+        max_input_chars=args.max_input_chars,
+    )
     traces = load_traces(args.trace).table
     gold = load_gold(args.gold).table if args.gold else None
     evidence = load_evidence(args.evidence).table if args.evidence else None
@@ -112,7 +135,10 @@ def run_judge_command(args: argparse.Namespace) -> int:
         }
         for gate in gates
     ]
-    report["pass"] = run.failed is None and all(g["passed"] for g in report["gates"])
+    nothing = run.nothing_judged
+    report["pass"] = run.failed is None and nothing is None and all(g["passed"] for g in report["gates"])
+    if nothing is not None:
+        report["reason"] = nothing
     text = json.dumps(report, indent=2) + "\n" if args.format == "json" else render_markdown(report)
     if args.out:
         with atomic_writer(args.out, "judge report") as fh:  # a reader never sees half a report
@@ -121,6 +147,15 @@ def run_judge_command(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if run.failed:
         print(f"ragspine-eval: error: the judge step failed: {run.failed}", file=sys.stderr)
+    elif nothing is not None:
+        print(f"ragspine-eval: error: {nothing}", file=sys.stderr)
+    if run.truncated:
+        cut = len({(row["qid"], row["metric"]) for row in run.truncated})
+        print(
+            f"ragspine-eval: warning: {cut} judgment input(s) cut to {args.max_input_chars} characters "
+            "(see 'truncated' in the report)",
+            file=sys.stderr,
+        )
     for gate in report["gates"]:
         if not gate["passed"]:
             value = "not measured" if gate["value"] is None else f"{gate['value']:.4f}"

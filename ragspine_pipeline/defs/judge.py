@@ -16,7 +16,7 @@ from pydantic import Field
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.judge.cache import open_judgment_cache
 from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
-from ragspine_pipeline.judge.prompts import JudgeItem
+from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JudgeItem
 from ragspine_pipeline.judge.report import judge_report, judged_metrics
 from ragspine_pipeline.judge.run import JudgeRun, JudgeSettings, parse_thresholds, run_judge
 from ragspine_pipeline.sources.errors import SourceError
@@ -30,7 +30,12 @@ class JudgeResource(dg.ConfigurableResource):
     repeat: int = Field(default=1, ge=1, description="judgments per model; the median is kept")
     thresholds: str = Field(default="", description="pass thresholds, metric=score,... (default 3)")
     max_calls: int | None = Field(default=None, ge=1, description="budget per run: judge calls")
-    max_tokens: int | None = Field(default=None, ge=1, description="budget per run: tokens")
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="budget per run: tokens, each call checked on its estimate"
+    )
+    max_input_chars: int = Field(
+        default=DEFAULT_MAX_INPUT_CHARS, ge=1, description="longest prompt input sent, per field (cut beyond)"
+    )
     cache_uri: str | None = Field(default=None, description="judgment cache: a directory or s3://…")
     cache_endpoint_url: str | None = None
     production_sample: int = Field(default=50, ge=0, description="nightly traces judged (0: none)")
@@ -60,7 +65,10 @@ def judge_step(
         if endpoint is None:
             return JudgeOutcome("off")
         settings = JudgeSettings(
-            repeat=judge.repeat, thresholds=parse_thresholds(judge.thresholds), seed=judge.seed
+            repeat=judge.repeat,
+            thresholds=parse_thresholds(judge.thresholds),
+            seed=judge.seed,
+            max_input_chars=judge.max_input_chars,
         )
         cache = (
             open_judgment_cache(judge.cache_uri, endpoint_url=judge.cache_endpoint_url)
@@ -73,9 +81,12 @@ def judge_step(
         log.warning(f"the judge step failed: {exc}")
         return JudgeOutcome("failed", reason=str(exc))
     report = judge_report(run, tags=tags)
-    if run.failed:
-        log.warning(f"the judge step failed: {run.failed}")
-        return JudgeOutcome("failed", run, report, run.failed)
+    if run.failed or (items and run.nothing_judged):  # a configured judge that judged nothing failed
+        reason = run.failed or run.nothing_judged
+        log.warning(f"the judge step failed: {reason}")
+        return JudgeOutcome("failed", run, report, reason)
+    if run.truncated:
+        log.warning(f"{len(run.truncated)} judge input(s) cut to {judge.max_input_chars} characters")
     return JudgeOutcome("ok", run, report)
 
 

@@ -23,6 +23,7 @@ from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.replay import Answer
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
@@ -324,6 +325,7 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             cache_uri=path("RAGSPINE_JUDGE_CACHE", Path(path("RAGSPINE_WORK", "var/work")) / "judge-cache"),
             cache_endpoint_url=endpoint,
             production_sample=int(env.get("RAGSPINE_JUDGE_PRODUCTION_SAMPLE", "50")),
+            max_input_chars=int(env.get("RAGSPINE_JUDGE_MAX_INPUT_CHARS") or DEFAULT_MAX_INPUT_CHARS),
         ),
         "sut": SutResource(
             kind=env.get("RAGSPINE_SUT", "reference"),  # type: ignore[arg-type]

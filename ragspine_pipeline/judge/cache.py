@@ -14,11 +14,14 @@ Two stores with the same layout ``<root>/<key[:2]>/<key>.json``: a local directo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ragspine_pipeline import inputs
+from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
@@ -45,9 +48,11 @@ def open_judgment_cache(uri: str, *, endpoint_url: str | None = None) -> Judgmen
 
 
 def _entry(data: bytes | str) -> dict | None:
+    """A stored entry, or None when it is not one: unreadable (torn, not UTF-8, nested too deep, a huge
+    number) or of the wrong shape. A bad entry is a cache miss, never an error."""
     try:
-        entry = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        entry = inputs.loads(data, "judgment cache entry")
+    except (InputError, ValueError):
         return None
     ok = (
         isinstance(entry, dict)
@@ -74,12 +79,12 @@ class LocalJudgmentCache:
 
     def get(self, key: str) -> dict | None:
         path = self.root / _relative(key)
-        try:
-            return _entry(path.read_bytes())
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return None
-        except OSError as exc:
-            raise SourceError(str(path), f"cannot read the judgment cache: {exc.strerror or exc}") from None
+        try:  # a regular file of bounded size; anything else (a FIFO, a directory) is a miss
+            return _entry(inputs.read_document(path, "judgment cache entry"))
+        except InputError:
+            return None
 
     def put(self, key: str, entry: dict) -> None:
         path = self.root / _relative(key)

@@ -6,11 +6,14 @@
 Retries with backoff are the SDK's own (429 / 408 / 409 / 5xx / timeouts / connection errors;
 ``Retry-After`` and ``retry-after-ms`` are honoured).
 
-Budget: before sending each call, if the calls sent so far reach ``Budget.max_calls`` or the prompt +
-completion tokens counted so far reach ``Budget.max_tokens``, the call is not sent and gets status
-``"budget"``. A call retried by the SDK counts once. Calls already in flight finish, so the token total may
-overshoot ``max_tokens`` by at most the tokens of the calls in flight (``concurrency`` calls). The budget and
-the accounting are per :class:`JudgeClient` instance and accumulate across ``complete_all`` calls.
+Budget: before sending each call, if the calls sent so far reach ``Budget.max_calls``, or the call's
+estimated tokens (:func:`estimated_tokens`: its prompt and its completion limit) do not fit in what
+``Budget.max_tokens`` has left, the call is not sent and gets status ``"budget"`` with the estimate and
+the remainder in its error. What is left is ``max_tokens`` minus the tokens counted for finished calls
+(the usage the endpoint reports; its estimate when it reports none) and minus the estimates of the calls
+in flight, so concurrent calls cannot overshoot the budget either. A call retried by the SDK counts once.
+The budget and the accounting are per :class:`JudgeClient` instance and accumulate across
+``complete_all`` calls.
 
 Per-call failures never raise; each request gets a :class:`ChatResult` whose ``status`` is
 ``"ok"``; ``"error"`` (an HTTP error after the SDK's retries, a timeout, an unparseable or empty reply);
@@ -113,6 +116,14 @@ class ChatResult:
     attempts: int = 0
 
 
+def estimated_tokens(request: ChatRequest) -> int:
+    """A conservative token count of ``request`` before it is sent: its messages' UTF-8 bytes / 3 (a
+    tokeniser gives about 4 bytes a token in English and 3 a character in CJK scripts), plus 8 per
+    message, plus the completion limit ``max_tokens``."""
+    size = sum(len(str(m.get("content", "")).encode("utf-8", "surrogatepass")) for m in request.messages)
+    return -(-size // 3) + 8 * len(request.messages) + request.max_tokens
+
+
 class JudgeUnavailable(Exception):
     """For callers: judging was required but the endpoint is not configured or not reachable.
 
@@ -127,6 +138,7 @@ class JudgeClient:
         self._counts = {"calls": 0, "ok": 0, "errors": 0, "unreachable": 0, "budget_skipped": 0}
         self._prompt_tokens = 0
         self._completion_tokens = 0
+        self._reserved = 0  # estimated tokens of the calls in flight
         self._latencies: list[float] = []
 
     def __repr__(self) -> str:
@@ -168,6 +180,18 @@ class JudgeClient:
             b.max_tokens is not None and self._prompt_tokens + self._completion_tokens >= b.max_tokens
         )
 
+    def _over_budget(self, estimate: int) -> str | None:  # call with the lock held
+        """Why a call estimated at ``estimate`` tokens may not be sent, or None."""
+        b = self.budget
+        if b.max_calls is not None and self._counts["calls"] >= b.max_calls:
+            return f"call budget of {b.max_calls} spent, not sent"
+        if b.max_tokens is not None:
+            left = b.max_tokens - self._prompt_tokens - self._completion_tokens - self._reserved
+            if estimate > left:
+                left = max(left, 0)
+                return f"token budget: estimated {estimate} tokens > {left} left of {b.max_tokens}, not sent"
+        return None
+
     async def _complete_all(self, requests: list[ChatRequest]) -> list[ChatResult]:
         import openai  # deferred: the SDK takes ~0.6 s to import, paid only by runs that judge
 
@@ -187,20 +211,29 @@ class JudgeClient:
     async def _one(
         self, client: openai.AsyncOpenAI, semaphore: asyncio.Semaphore, req: ChatRequest
     ) -> ChatResult:
+        estimate = estimated_tokens(req)
         async with semaphore:
             with self._lock:
-                if self._budget_reached():
+                refusal = self._over_budget(estimate)
+                if refusal is not None:
                     self._counts["budget_skipped"] += 1
-                    return ChatResult(req.key, req.model, "budget", None, "budget exhausted, not sent")
+                    return ChatResult(req.key, req.model, "budget", None, refusal)
                 self._counts["calls"] += 1
+                self._reserved += estimate
             start = time.perf_counter()
             result = await self._send(client, req)
             latency = time.perf_counter() - start
         result = dataclasses.replace(result, latency_s=latency)
+        reported = result.prompt_tokens + result.completion_tokens
         with self._lock:
             self._counts[{"ok": "ok", "error": "errors", "unreachable": "unreachable"}[result.status]] += 1
-            self._prompt_tokens += result.prompt_tokens
-            self._completion_tokens += result.completion_tokens
+            self._reserved -= estimate
+            if reported or result.status != "ok":
+                self._prompt_tokens += result.prompt_tokens
+                self._completion_tokens += result.completion_tokens
+            else:  # an endpoint that reports no usage: count what the call was estimated to cost
+                self._prompt_tokens += estimate - req.max_tokens
+                self._completion_tokens += req.max_tokens
             self._latencies.append(latency)
         log.debug(
             "judge call %s (%s): %s after %d attempt(s)", req.key, req.model, result.status, result.attempts

@@ -122,6 +122,41 @@ def metric_inputs(metric: str, item: JudgeItem) -> dict[str, str | list[str]] | 
     return values
 
 
+DEFAULT_MAX_INPUT_CHARS = 8000
+"""The most characters of one prompt input (a question, an answer, the context) sent to the judge."""
+
+TRUNCATION_MARK = "[… {cut} more characters not shown to the judge]"
+
+
+def truncate_inputs(
+    inputs: dict[str, str | list[str]], max_chars: int
+) -> tuple[dict[str, str | list[str]], list[dict]]:
+    """``inputs`` with every field cut to ``max_chars`` characters (a list field: its items in order
+    until the field's budget is spent), each cut marked in the text; and one ``{field, chars, kept}`` per
+    field that was cut, for the report. A judge never receives more than the budget per field, however
+    large the trace."""
+    out: dict[str, str | list[str]] = {}
+    cuts: list[dict] = []
+    for name, value in inputs.items():
+        items = value if isinstance(value, list) else [value]
+        total, left, kept = sum(len(text) for text in items), max_chars, []
+        for text in items:
+            if left <= 0:
+                break
+            kept.append(
+                text
+                if len(text) <= left
+                else text[:left] + " " + TRUNCATION_MARK.format(cut=len(text) - left)
+            )
+            left -= len(text)
+        if len(kept) < len(items):
+            kept.append(f"[… {len(items) - len(kept)} more passages not shown to the judge]")
+        if total > max_chars:
+            cuts.append({"field": name, "chars": total, "kept": max_chars})
+        out[name] = kept if isinstance(value, list) else kept[0]
+    return out, cuts
+
+
 def build_messages(
     metric: str, inputs: dict[str, str | list[str]], unreadable_reply: str | None = None
 ) -> tuple[dict, ...]:

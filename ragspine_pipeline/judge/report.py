@@ -7,15 +7,16 @@ the threshold). A metric with no judged case has no aggregate: a gate on it fail
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.jsonvalues import DuplicateKey, no_duplicate_keys
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS, PROMPT_VERSION
 from ragspine_pipeline.judge.run import COMBINED, JudgeRun
 from ragspine_pipeline.judge.stats import krippendorff_alpha, score_summary
+from ragspine_pipeline.reports.markdown import md_cell, md_text
 
 __all__ = ["JUDGED_METRICS", "judge_report", "judged_metrics", "load_labels", "render_markdown"]
 
@@ -38,19 +39,12 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
     InputError naming the line.
     """
     labels: dict[tuple[str, str], int] = {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            str(path), f"cannot read the labels: {getattr(exc, 'strerror', None) or exc}"
-        ) from None
+    lines = inputs.read_text(path, "labels").splitlines()  # a regular file, bounded, UTF-8
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line, object_pairs_hook=no_duplicate_keys)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(path), f"malformed JSON: {exc.msg}", number) from None
+            row = inputs.loads(line, str(path), number, object_pairs_hook=no_duplicate_keys)
         except DuplicateKey as exc:
             raise InputError(str(path), "duplicate key", number, field=exc.key) from None
         if not isinstance(row, dict):
@@ -93,6 +87,7 @@ def judge_report(
         "metrics": summary,
         "usage": run.usage,
         "cache": run.cache,
+        "truncated": run.truncated,
     }
     if labels is not None:
         report["agreement"] = {metric: _agreement(run, metric, labels) for metric in run.settings.metrics}
@@ -162,8 +157,11 @@ def render_markdown(report: dict) -> str:
     agreement and usage."""
     lines = [f"# LLM-judge report ({report['prompt_version']})", ""]
     if report["failed"]:
-        lines += [f"**The judge step failed:** {report['failed']}", ""]
-    lines += [f"Models: {', '.join(report['models'])}; repeats per judgment: {report['repeat']}.", ""]
+        lines += [f"**The judge step failed:** {md_text(report['failed'])}", ""]
+    elif report.get("reason"):
+        lines += [f"**{md_text(report['reason'])}**", ""]
+    models = ", ".join(md_text(model) for model in report["models"])
+    lines += [f"Models: {models}; repeats per judgment: {report['repeat']}.", ""]
     for metric, summary in report["metrics"].items():
         lines += [
             f"## {metric} (pass: score ≥ {summary['threshold']:g})",
@@ -175,7 +173,7 @@ def render_markdown(report: dict) -> str:
         for model, s in rows:
             mean = f"{_figure(s['mean'])} | {_interval(s['mean_ci'])}"
             rate = f"{_figure(s['pass_rate'])} | {_interval(s['pass_rate_ci'])}"
-            lines.append(f"| {model} | {s['n']} | {s['excluded']} | {mean} | {rate} |")
+            lines.append(f"| {md_cell(model)} | {s['n']} | {s['excluded']} | {mean} | {rate} |")
         extras = [f"not applicable: {summary['not_applicable']}"]
         if summary["errors"]:
             extras.append("errors: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()))
@@ -185,6 +183,18 @@ def render_markdown(report: dict) -> str:
                 f"Krippendorff's α vs human labels: {_figure(agreement['alpha'], 3)} (n = {agreement['n']})"
             )
         lines += ["", "; ".join(extras) + ".", ""]
+    if report.get("truncated"):
+        lines += [
+            "## Inputs cut to the per-field limit",
+            "",
+            "| case | metric | field | characters | sent |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {md_cell(row['qid'])} | {row['metric']} | {row['field']} | {row['chars']} | {row['kept']} |"
+            for row in report["truncated"]
+        ]
+        lines.append("")
     usage, cache = report["usage"], report["cache"]
     lines.append(
         f"Calls: {usage.get('calls', 0)} ({usage.get('prompt_tokens', 0)} prompt + "

@@ -24,6 +24,7 @@ from functools import cached_property
 from ragspine_pipeline.judge.cache import JudgmentCache
 from ragspine_pipeline.judge.client import ChatRequest, ChatResult, JudgeClient
 from ragspine_pipeline.judge.prompts import (
+    DEFAULT_MAX_INPUT_CHARS,
     METRICS,
     PROMPT_VERSION,
     JudgeItem,
@@ -32,6 +33,7 @@ from ragspine_pipeline.judge.prompts import (
     judgment_key,
     metric_inputs,
     parse_judgment,
+    truncate_inputs,
 )
 from ragspine_pipeline.judge.stats import median_score, score_summary, self_consistency
 
@@ -73,6 +75,7 @@ class JudgeSettings:
     thresholds: Mapping[str, float] = field(default_factory=dict)  # per metric; DEFAULT_THRESHOLD otherwise
     seed: int = 0  # of the bootstrap intervals
     temperature: float = 0.0
+    max_input_chars: int = DEFAULT_MAX_INPUT_CHARS  # per prompt field; longer inputs are cut, and reported
 
     def threshold(self, metric: str) -> float:
         return float(self.thresholds.get(metric, DEFAULT_THRESHOLD))
@@ -103,6 +106,26 @@ class JudgeRun:
     usage: dict
     cache: dict[str, int]
     failed: str | None = None
+    truncated: list[dict] = field(default_factory=list)  # {qid, metric, field, chars, kept}
+
+    @property
+    def succeeded(self) -> int:
+        """Judgments that produced a score (per model; the ensemble's combined ones not counted)."""
+        return sum(1 for j in self.judgments if j.model != COMBINED and j.score is not None)
+
+    @property
+    def nothing_judged(self) -> str | None:
+        """Why no judgment succeeded, or None when one did."""
+        if self.succeeded:
+            return None
+        if self.failed:
+            return f"no judgment succeeded: {self.failed}"
+        errors = [j.error for j in self.judgments if j.model != COMBINED and j.error]
+        if errors:
+            kinds = Counter(_kind(error) for error in errors)
+            worst = ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+            return f"no judgment succeeded: all {len(errors)} failed ({worst}; first: {errors[0]})"
+        return "no judgment succeeded: nothing to judge (no case has the inputs of a requested metric)"
 
     def scores(self, metric: str, model: str = COMBINED) -> list[float | None]:
         """Per applicable case, the score (None: an error), in case order."""
@@ -147,9 +170,13 @@ def run_judge(
     asks: dict[str, _Ask] = {}  # by judgment key: identical inputs are judged once
     plan: list[tuple[JudgeItem, str, dict[str, str] | None]] = []
     hits = misses = 0
+    truncated: list[dict] = []
     for item in items:
         for metric in settings.metrics:
             inputs = metric_inputs(metric, item)
+            if inputs is not None:
+                inputs, cuts = truncate_inputs(inputs, settings.max_input_chars)
+                truncated += [{"qid": item.qid, "metric": metric, **cut} for cut in cuts]
             keys = {} if inputs is None else {m: judgment_key(m, metric, inputs) for m in models}
             plan.append((item, metric, keys or None))
             for model, key in keys.items():
@@ -168,7 +195,8 @@ def run_judge(
     judgments = []
     for item, metric, keys in plan:
         judgments.extend(_judgments(item.qid, metric, keys, asks, settings, models))
-    return JudgeRun(settings, models, judgments, client.usage, {"hits": hits, "misses": misses}, failed)
+    cache_counts = {"hits": hits, "misses": misses}
+    return JudgeRun(settings, models, judgments, client.usage, cache_counts, failed, truncated)
 
 
 @dataclass

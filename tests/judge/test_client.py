@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import socket
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from ragspine_pipeline.judge.client import Budget, ChatRequest, JudgeClient, JudgeEndpoint
+from ragspine_pipeline.judge.client import Budget, ChatRequest, JudgeClient, JudgeEndpoint, estimated_tokens
 from tests.judge.fake_judge import DEFAULT_REPLY, FakeJudge, FakeReply
 
 SECRET = "sk-test-SECRET-0123456789"
@@ -133,14 +134,36 @@ def test_budget_by_calls_stops_cleanly(fake_judge: FakeJudge) -> None:
     assert len(fake_judge.requests) == 3 and client.usage["budget_skipped"] == 4
 
 
-def test_budget_by_tokens(fake_judge: FakeJudge) -> None:
-    # each call: prompt 43 chars -> 10 tokens, reply 35 chars -> 8 tokens, so 18 tokens a call
-    client = JudgeClient(endpoint(fake_judge.url, concurrency=1), Budget(max_tokens=40))
-    results = client.complete_all(reqs(6))
-    assert [r.status for r in results] == ["ok"] * 3 + ["budget"] * 3  # 0, 18, 36 < 40; then 54
+def test_budget_by_tokens_is_checked_on_the_estimate_before_sending(fake_judge: FakeJudge) -> None:
+    # Each call: 43 bytes of prompt -> estimate 15 + 8 per message + 10 completion = 33 tokens; the fake
+    # judge reports 10 prompt + 8 completion = 18 tokens used. Budget 100: sent while 33 fits in what is
+    # left (100, 82, 64, 46), then 28 left < 33: not sent. Never over the budget.
+    client = JudgeClient(endpoint(fake_judge.url, concurrency=1), Budget(max_tokens=100))
+    requests = [dataclasses.replace(r, max_tokens=10) for r in reqs(6)]
+    assert estimated_tokens(requests[0]) == 33
+    results = client.complete_all(requests)
+    assert [r.status for r in results] == ["ok"] * 4 + ["budget"] * 2
+    assert results[4].error == "token budget: estimated 33 tokens > 28 left of 100, not sent"
     usage = client.usage
-    assert usage["prompt_tokens"] + usage["completion_tokens"] == 54
-    assert usage["budget_exhausted"] and usage["calls"] == 3
+    assert usage["prompt_tokens"] + usage["completion_tokens"] == 72 and usage["calls"] == 4
+    assert len(fake_judge.requests) == 4
+
+
+def test_a_request_larger_than_the_whole_token_budget_is_never_sent(fake_judge: FakeJudge) -> None:
+    client = JudgeClient(endpoint(fake_judge.url, concurrency=4), Budget(max_tokens=1000))
+    results = client.complete_all(reqs(3, content="x" * 20_000_000))  # 20 MB of prompt each
+    assert [r.status for r in results] == ["budget"] * 3 and fake_judge.requests == []
+    assert "estimated 6666932 tokens > 1000 left" in results[0].error  # ceil(20000003 / 3) + 8 + 256
+
+
+def test_concurrent_calls_cannot_overshoot_the_token_budget(fake_judge: FakeJudge) -> None:
+    fake_judge.latency_s = 0.05
+    client = JudgeClient(endpoint(fake_judge.url, concurrency=8), Budget(max_tokens=100))
+    results = client.complete_all([dataclasses.replace(r, max_tokens=10) for r in reqs(8)])
+    # In flight together, each reserves its 33-token estimate: 3 fit in 100, the rest are not sent.
+    assert sum(r.status == "ok" for r in results) == 3
+    usage = client.usage
+    assert usage["prompt_tokens"] + usage["completion_tokens"] <= 100
 
 
 def test_token_and_latency_accounting(fake_judge: FakeJudge) -> None:
