@@ -160,4 +160,4 @@ def test_ids_that_need_escaping_survive_json_and_markdown(tmp_path, capsys):
     code, out, _ = run(capsys, "--gold", str(gold), "--trace", str(traces))
     assert code == 0 and json.loads(out)["cases"][0]["qid"] == qid
     code, out, _ = run(capsys, "--gold", str(gold), "--trace", str(traces), "--format", "markdown")
-    assert '| odd "id" \\ with \\| pipe\tand tab | no | no |' in out
+    assert "| odd &quot;id&quot; \\\\ with \\| pipe\tand tab | no | no |" in out  # as text, one cell

@@ -11,14 +11,16 @@ from pathlib import Path
 import dagster as dg
 
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.reports.markdown import md_text
 from ragspine_pipeline.sources.errors import SourceError
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A GitHub-flavoured Markdown table; pipes in cells are escaped."""
+    """A GitHub-flavoured Markdown table; every cell is text from data, escaped (``reports.markdown``):
+    no live HTML, no Markdown, no extra column."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |")
+        lines.append("| " + " | ".join(md_text(cell) for cell in row) + " |")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from ragspine_pipeline.jsonvalues import DuplicateKey, no_duplicate_keys
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS, METRICS, PROMPT_VERSION
 from ragspine_pipeline.judge.run import COMBINED, JudgeRun
 from ragspine_pipeline.judge.stats import krippendorff_alpha, score_summary
-from ragspine_pipeline.reports.markdown import md_cell, md_text
+from ragspine_pipeline.reports.markdown import md_text
 
 __all__ = ["JUDGED_METRICS", "judge_report", "judged_metrics", "load_labels", "render_markdown"]
 
@@ -173,7 +173,7 @@ def render_markdown(report: dict) -> str:
         for model, s in rows:
             mean = f"{_figure(s['mean'])} | {_interval(s['mean_ci'])}"
             rate = f"{_figure(s['pass_rate'])} | {_interval(s['pass_rate_ci'])}"
-            lines.append(f"| {md_cell(model)} | {s['n']} | {s['excluded']} | {mean} | {rate} |")
+            lines.append(f"| {md_text(model)} | {s['n']} | {s['excluded']} | {mean} | {rate} |")
         extras = [f"not applicable: {summary['not_applicable']}"]
         if summary["errors"]:
             extras.append("errors: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()))
@@ -191,7 +191,7 @@ def render_markdown(report: dict) -> str:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {md_cell(row['qid'])} | {row['metric']} | {row['field']} | {row['chars']} | {row['kept']} |"
+            f"| {md_text(row['qid'])} | {row['metric']} | {row['field']} | {row['chars']} | {row['kept']} |"
             for row in report["truncated"]
         ]
         lines.append("")

@@ -56,12 +56,6 @@ def _state_index(column: pa.Array, values: Sequence[object]) -> np.ndarray:
     return np.where(np.asarray(column.is_null()), 2, truth)
 
 
-def markdown_cell(arr: pa.Array) -> pa.Array:
-    """Text safe inside a Markdown table cell: pipes escaped, line breaks folded."""
-    out = pc.replace_substring(arr, "|", "\\|")
-    return pc.replace_substring_regex(out, r"[\r\n]+", " ")
-
-
 def write_column(out: TextIO, rows: pa.Array, skip: int = 0) -> None:
     """Write every value of a string column, back to back, minus the first ``skip`` bytes.
 

@@ -30,11 +30,11 @@ from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
     concat,
     json_escaped,
-    markdown_cell,
     render_states,
     write_column,
 )
-from ragspine_pipeline.reports.why import markdown_text, why_markdown
+from ragspine_pipeline.reports.markdown import code_span, md_text, md_text_column
+from ragspine_pipeline.reports.why import why_markdown
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES
 from ragspine_pipeline.scoring.slices import Slice, worst_first
@@ -186,25 +186,26 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
     out.write("# Evaluation report\n\n")
     verdict = "SHIP" if release.ships else "BLOCK"
     out.write(
-        f"**{verdict}** — gold `{inputs.gold}` ({s['n_cases']} cases), traces `{inputs.trace}` "
-        f"({s['traces']} traces), k = {ev.grounded.k}"
-        + (f", evidence `{inputs.evidence}`" if inputs.evidence else "")
+        f"**{verdict}** — gold {code_span(inputs.gold)} ({s['n_cases']} cases), traces "
+        f"{code_span(inputs.trace)} ({s['traces']} traces), k = {ev.grounded.k}"
+        + (f", evidence {code_span(inputs.evidence)}" if inputs.evidence else "")
         + "\n\n"
     )
     facts = [
-        f"index version {release.index_version}" if release.index_version else None,
-        f"golden version {release.golden_version} (sha256 {release.golden_sha256[:12]}…)"
+        f"index version {md_text(release.index_version)}" if release.index_version else None,
+        f"golden version {md_text(release.golden_version)} (sha256 {release.golden_sha256[:12]}…)"
         if release.golden_version
         else "golden set not frozen",
-        f"run {release.run_id}",
+        f"run {md_text(release.run_id)}",
     ]
     out.write(" · ".join(f for f in facts if f) + "\n\n")
     for warning in inputs.warnings:
-        out.write(f"> ⚠ {warning}\n")
+        out.write(f"> ⚠ {md_text(warning)}\n")
     if inputs.warnings:
         out.write("\n")
     if ev.flakiness is not None:
-        flaky = ", ".join(f"`{c['qid']}` ({c['passed']}/{c['of']})" for c in ev.flakiness["flaky_cases"])
+        cases = ev.flakiness["flaky_cases"]
+        flaky = ", ".join(f"{code_span(c['qid'])} ({c['passed']}/{c['of']})" for c in cases)
         out.write(f"Replays: {flakiness_sentence(ev.flakiness)}" + (f": {flaky}" if flaky else "") + ".\n\n")
     _write_release(release, [result for result in ev.gates if not result.applicable], out)
 
@@ -266,20 +267,19 @@ def _write_qa_gates(ev: Evaluation, out: TextIO) -> None:
         if len(failures) > 50:
             out.write(f"\n… and {len(failures) - 50} more in the JSON report.\n")
     for case in fabrication.cases:
-        out.write(f"\n- fabrication in `{_cell(case['id'])}`: {', '.join(case['numbers'])}")
+        out.write(f"\n- fabrication in {code_span(case['id'])}: {md_text(', '.join(case['numbers']))}")
     if fabrication.cases:
         out.write("\n")
 
 
 def _cell(value) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], out: TextIO) -> None:
     out.write(f"## Release decision: **{release.decision}**\n\n")
     for problem in release.integrity:
-        out.write(f"- **blocked: {problem['reason']}**: {markdown_text(problem['detail'])}\n")
+        out.write(f"- **blocked: {md_text(problem['reason'])}**: {md_text(problem['detail'])}\n")
     if release.integrity:
         out.write("\n")
     why = "" if release.ships else why_markdown(release.causes)
@@ -311,7 +311,8 @@ def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], o
     for failed in release.failed_slices:
         low, high = failed.ci95
         out.write(
-            f"- slice **{failed.dimension}={failed.value}**: releasable {failed.releasable_rate:.1%} of "
+            f"- slice **{md_text(failed.dimension)}={md_text(failed.value)}**: releasable "
+            f"{failed.releasable_rate:.1%} of "
             f"{failed.n} (95% CI {low:.1%}–{high:.1%}), needs ≥ {failed.min_rate:.0%}\n"
         )
     for regression in release.regressions:
@@ -341,7 +342,7 @@ def _write_layered(ev: Evaluation, out: TextIO) -> None:
         for s in worst_first(ev.slices):
             cells = ["—" if s.metrics[name] is None else f"{s.metrics[name]:.3f}" for name in _SLICE_METRICS]
             out.write(
-                f"| {s.dimension}={s.value} | {s.n} | {s.releasable_rate:.1%} | "
+                f"| {md_text(s.dimension)}={md_text(s.value)} | {s.n} | {s.releasable_rate:.1%} | "
                 f"{s.ci_low:.1%}–{s.ci_high:.1%} | {' | '.join(cells)} |\n"
             )
 
@@ -360,7 +361,7 @@ def _write_cases(ev: Evaluation, out: TextIO) -> None:
         + "\n"
     )
     for start, cases in _slices_of(ev.grounded.cases):
-        parts = ["| ", markdown_cell(cases.column("qid").combine_chunks()), _markdown_tail(cases)]
+        parts = ["| ", md_text_column(cases.column("qid").combine_chunks()), _markdown_tail(cases)]
         if layered:
             stage = ev.layered.cases.slice(start, cases.num_rows).column("first_failed_stage")
             parts += [" ", stage.combine_chunks().cast(pa.string()), " |"]

@@ -26,6 +26,7 @@ from ragspine_pipeline.contracts.extraction import ExtractionCell, FactsLoad
 from ragspine_pipeline.decision import extraction_baseline
 from ragspine_pipeline.decision.extraction_baseline import ThresholdCheck
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.reports.markdown import code_span
 from ragspine_pipeline.scoring.extraction import ChannelScore, ExtractionScore, score_extraction
 
 DECIMALS = 4
@@ -189,8 +190,4 @@ def _json(value: Any) -> str:
 
 
 def _code(text: str) -> str:
-    """``text`` as an inline code span that is safe in a table cell (pipes escaped, one line)."""
-    text = " ".join(text.replace("|", "\\|").split())
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return code_span(text, cell=True)

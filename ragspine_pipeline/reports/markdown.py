@@ -1,19 +1,19 @@
 r"""Text from data, made safe for a Markdown report.
 
-Every Markdown report (the CLI's, ``slice_report.md``, the judge's, Dagster metadata) shows text that
-comes from data: slice names and values, case ids, index versions, model names, errors reported by the
-system under test. Rendered by GitHub, a Markdown viewer or the Dagster UI, raw HTML in such text would
-run (``<script>``, ``<img onerror=…>``) and Markdown syntax would restyle the page. So:
+Every Markdown report (the CLI's, ``slice_report.md``, the extraction and judge reports, Dagster
+metadata) shows text that comes from data: slice names and values, case ids and questions, index
+versions, model names, file names, errors reported by the system under test. Rendered by GitHub, a
+Markdown viewer or the Dagster UI, raw HTML in such text would run (``<script>``, ``<img onerror=…>``)
+and Markdown syntax would restyle the page or add a column to a table. So every such text goes through
+one of these, and our own markup (headings, tables, emphasis) is written around it, never through it:
 
-* :func:`md_text` — HTML special characters become entities (``<`` → ``&lt;``, ``&`` → ``&amp;``, quotes
-  too); the characters that open links, emphasis and code (``[ ] * ` \``) and ``|`` are
-  backslash-escaped; line breaks become spaces. Rendered, the text reads exactly as it was given.
-  (``_`` inside a word is not emphasis in CommonMark, so ``release_freeze`` stays as it is.)
-* :func:`md_cell` — the same (``|`` is escaped), so a value cannot add a column to a table row.
-* :func:`md_code` — text for an inline code span: HTML entities are not needed there (Markdown shows
-  code literally), but backticks and line breaks are neutralised.
-
-Our own markup (headings, tables, emphasis) is written around the escaped text, never through it.
+* :func:`md_text` — on one line (line breaks become spaces); the HTML special characters become
+  entities (``<`` → ``&lt;``, ``>``, ``&``, ``"``, ``'``); the characters that open links, emphasis and
+  code spans (``[ ] * ` \``) and the table separator ``|`` get a backslash. Rendered, the text reads
+  exactly as it was given. (``_`` inside a word is not emphasis in CommonMark: ``release_freeze``
+  stays as it is.) :func:`md_text_column` applies the same rule to a whole Arrow string column.
+* :func:`code_span` — the text as an inline code span (HTML is never live inside one), on one line,
+  fenced with two backticks when it holds one; ``cell=True`` also escapes ``|`` for a table cell.
 """
 
 from __future__ import annotations
@@ -21,21 +21,37 @@ from __future__ import annotations
 import html
 import re
 
-_MARKDOWN_INLINE = re.compile(r"([\\`*\[\]|])")
-_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_LINE_BREAKS = r"[\r\n\u2028\u2029]+"  # Python's spelling; RE2 (Arrow) writes \x{2028}
+_LINE_BREAKS_RE2 = r"[\r\n\x{2028}\x{2029}]+"
+_MARKUP = r"([\\`*\[\]|])"
+_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;"))
+_LINE_BREAKS_RE = re.compile(_LINE_BREAKS)
+_MARKUP_RE = re.compile(_MARKUP)
 
 
 def md_text(value: object) -> str:
-    """``value`` as Markdown text that renders as itself: no live HTML, no Markdown syntax."""
-    text = _LINE_BREAKS.sub(" ", str(value))
-    return _MARKDOWN_INLINE.sub(r"\\\1", html.escape(text, quote=True))
+    """``value`` as Markdown text that renders as itself: no live HTML, no Markdown syntax, one line."""
+    text = _LINE_BREAKS_RE.sub(" ", str(value))
+    return _MARKUP_RE.sub(r"\\\1", html.escape(text, quote=True))
 
 
-def md_cell(value: object) -> str:
-    """``value`` for a Markdown table cell (``|`` is escaped with the rest)."""
-    return md_text(value)
+def md_text_column(values: pa.Array) -> pa.Array:
+    """:func:`md_text` of every value of a string column (nulls stay null), without a Python loop."""
+    out = pc.replace_substring_regex(values.cast(pa.string()), _LINE_BREAKS_RE2, " ")
+    for char, entity in _ENTITIES:  # "&" first, so that no entity is escaped twice
+        out = pc.replace_substring(out, char, entity)
+    return pc.replace_substring_regex(out, _MARKUP, r"\\\1")
 
 
-def md_code(value: object) -> str:
-    """``value`` inside a code span written as ``` `…` ```: backticks become ``'``, line breaks spaces."""
-    return _LINE_BREAKS.sub(" ", str(value)).replace("`", "'")
+def code_span(text: object, *, cell: bool = False) -> str:
+    """``text`` on one line as an inline code span (fenced with two backticks when it holds one);
+    ``cell``: ``|`` escaped too, for a table cell."""
+    text = " ".join(str(text).split())
+    if cell:
+        text = text.replace("|", "\\|")
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from ragspine_pipeline.reports.html_parts import compact, headline_figures
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
-from ragspine_pipeline.reports.why import code_span, markdown_text, why_markdown
+from ragspine_pipeline.reports.markdown import code_span, md_text
+from ragspine_pipeline.reports.why import why_markdown
 
 SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
 PRODUCTION_METRICS = (
@@ -58,13 +59,11 @@ def _decision(report: dict) -> str:
     release = report["release"]
     lines = [
         f"## Release decision: **{release['decision'].upper()}**\n",
-        f"index `{release.get('index_version')}` · golden `{release.get('golden_version')}` · "
-        f"run `{release.get('run_id')}`\n",
+        f"index {code_span(release.get('index_version'))} · "
+        f"golden {code_span(release.get('golden_version'))} · run {code_span(release.get('run_id'))}\n",
     ]
     for problem in release.get("integrity") or []:
-        lines.append(
-            f"- **blocked: {markdown_text(problem.get('reason'))}**: {markdown_text(problem.get('detail'))}"
-        )
+        lines.append(f"- **blocked: {md_text(problem.get('reason'))}**: {md_text(problem.get('detail'))}")
     why = why_markdown(release.get("causes")) if release["decision"] == "block" else ""
     if why:
         lines.append(why)
@@ -86,7 +85,7 @@ def _decision(report: dict) -> str:
     for failed in release["failed_slices"]:
         low, high = failed["ci95"]
         lines.append(
-            f"- failed slice **{failed['dimension']}={failed['value']}**: releasable "
+            f"- failed slice **{md_text(failed['dimension'])}={md_text(failed['value'])}**: releasable "
             f"{failed['releasable_rate']:.1%} of {failed['n']} (95% CI {low:.1%}–{high:.1%}), "
             f"needs ≥ {failed['min_rate']:.0%}"
         )
@@ -190,7 +189,8 @@ def _slices(report: dict) -> str:
 def judge_markdown(judge: dict) -> str:
     """The judged metrics (combined over the judge models): mean score and pass rate with their bootstrap
     95 % intervals, overall and per slice, with the n behind each figure."""
-    rows = [f"## LLM judge ({', '.join(judge['models'])}; {judge['prompt_version']})\n"]
+    models = ", ".join(md_text(model) for model in judge["models"])
+    rows = [f"## LLM judge ({models}; {judge['prompt_version']})\n"]
     if judge.get("failed"):
         rows.append(f"**The judge step failed:** {_escape(judge['failed'])}\n")
     head = ["metric", "slice", "n", "errors", "mean score", "95% CI", "pass rate", "95% CI"]
@@ -236,9 +236,9 @@ def _num(value) -> str:
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    return md_text(text)
 
 
 def _code(value: object) -> str:
     """A JSON value of any shape as an inline code span that is safe in a table cell (one line)."""
-    return code_span(_escape(compact(value)))
+    return code_span(compact(value), cell=True)

@@ -7,14 +7,11 @@ from the golden set: they are escaped here, so a question holding ``<script>`` o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from ragspine_pipeline.decision.causes import cause_sentence, worst_case_reason
 from ragspine_pipeline.reports.charts import esc
-
-# Characters that could start Markdown or HTML markup inline; a backslash makes each literal text.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>&|~])")
+from ragspine_pipeline.reports.markdown import code_span, md_text
 
 
 def why_markdown(causes: Mapping | None) -> str:
@@ -23,14 +20,14 @@ def why_markdown(causes: Mapping | None) -> str:
     sentence = cause_sentence(causes)
     if sentence is None:
         return ""
-    blocks = [f"**Why:** {markdown_text(sentence)}."]
+    blocks = [f"**Why:** {md_text(sentence)}."]
     cases = [c for c in causes.get("worst_cases") or [] if isinstance(c, Mapping)]
     if cases:
         blocks.append("**Worst cases:**")
         blocks.append(
             "\n".join(
-                f"{i}. {code_span(str(c.get('qid')))} ({markdown_text(worst_case_reason(c))})"
-                + (f" — {markdown_text(c['question'])}" if c.get("question") else "")
+                f"{i}. {code_span(str(c.get('qid')))} ({md_text(worst_case_reason(c))})"
+                + (f" — {md_text(c['question'])}" if c.get("question") else "")
                 for i, c in enumerate(cases, 1)
             )
         )
@@ -51,16 +48,3 @@ def why_html(causes: Mapping | None) -> str:
         if isinstance(c, Mapping)
     ]
     return text + (f'<ol class="worst">{"".join(items)}</ol>' if items else "")
-
-
-def markdown_text(text: object) -> str:
-    """``text`` on one line with every character that could open Markdown or HTML markup escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def code_span(text: str) -> str:
-    """``text`` on one line as an inline code span, fenced with two backticks when it holds one."""
-    text = " ".join(text.split())
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"

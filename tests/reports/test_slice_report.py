@@ -108,7 +108,7 @@ def test_a_blocked_release_says_why_before_the_failed_gates():
         "**Why:** 36 of 84 cases fail first at admissibility (27 stale, 9 restricted, 1 missing trace); "
         "3 at candidate retrieval; 2 at answer faithfulness.\n\n"
         "**Worst cases:**\n\n"
-        "1. `q017` (admissibility: restricted, stale) — How long are \\<script\\>alert(1)\\</script\\> "
+        "1. `q017` (admissibility: restricted, stale) — How long are &lt;script&gt;alert(1)&lt;/script&gt; "
         "\\*\\*logs\\*\\* kept?\n"
         "2. `` q`9 `` (admissibility: stale)\n\n"
         "- failed gate **precision**"
