@@ -31,6 +31,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -41,11 +42,13 @@ from typing import Any
 
 import numpy as np
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.decision import golden
 from ragspine_pipeline.demo.corpus import GOLDEN_CASES, PRODUCTION_QUESTIONS, chunk_rows
 from ragspine_pipeline.demo.workbook import DEGRADED_PARSER, HEALTHY_PARSER, write_extraction_demo
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import write_if_changed, write_text_atomically
+from ragspine_pipeline.jsonvalues import json_type
 from ragspine_pipeline.sources.reference_engine import Chunk, EngineConfig, ReferenceEngine, file_sha256
 
 GOLDEN_VERSION = "demo-2026.11"
@@ -100,9 +103,13 @@ class DemoSummary:
 def init_demo(
     root: Path, *, today: date | None = None, traces_per_day: int = 300, seed: int = 7
 ) -> DemoSummary:
-    """Write the demo under ``root`` (created if needed) for the seven days before ``today`` (UTC)."""
+    """Write the demo under ``root`` (created if needed) for the seven days before ``today`` (UTC).
+
+    Everything that could stop it half-way is checked first (:func:`_check_root`): an unusable root or
+    ``today``, or an existing file in the way, is a one-line InputError with nothing written."""
     root = Path(root)
     today = today or datetime.now(UTC).date()
+    _check_root(root, today)
     for sub in ("golden", "index", "traces"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     rows = chunk_rows()
@@ -125,9 +132,10 @@ def init_demo(
     manifest = root / "index" / "manifest.json"
     index_version = _ensure_manifest(root, manifest, today)
     changed |= index_version is None
-    index_version = index_version or json.loads(manifest.read_text("utf-8"))["index_version"]
+    live = _read_manifest(manifest) or {}
+    index_version = index_version or str(live["index_version"])
     # The workbook as the parser of the live index build extracted it.
-    live_parser = json.loads(manifest.read_text("utf-8")).get("parser", HEALTHY_PARSER)
+    live_parser = live.get("parser", HEALTHY_PARSER)
     write_extraction_demo(root, degraded=live_parser == DEGRADED_PARSER)
 
     engine = production_engine()
@@ -167,6 +175,7 @@ def rebuild_index(
     return the manifest."""
     root = Path(root)
     corpus = root / "corpus.jsonl"
+    _check_root(root, None)
     if not corpus.is_file():
         raise InputError(str(corpus), "no demo corpus: run init_demo first")
     path = root / "index" / "manifest.json"
@@ -220,12 +229,9 @@ def _ensure_manifest(root: Path, path: Path, today: date) -> str | None:
     changed under an existing index, a healthy rebuild dated today. Returns the kept version, or None
     when a manifest was written."""
     corpus_hash = file_sha256(root / "corpus.jsonl")
-    if path.is_file():
-        try:
-            current = json.loads(path.read_text("utf-8"))
-        except json.JSONDecodeError:
-            current = {}
-        if current.get("corpus_hash") == corpus_hash:
+    current = _read_manifest(path)
+    if current is not None:
+        if current.get("corpus_hash") == corpus_hash and "index_version" in current:
             return str(current["index_version"])
         if _index_number(path) > 0:
             rebuild_index(root, now=_at(today, 0))
@@ -238,12 +244,56 @@ def _ensure_manifest(root: Path, path: Path, today: date) -> str | None:
 
 def _index_number(path: Path) -> int:
     """The number of the demo index a manifest names (0 when there is none)."""
-    try:
-        version = json.loads(path.read_text("utf-8")).get("index_version", "")
-    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
-        return 0
+    version = (_read_manifest(path) or {}).get("index_version", "")
     match = re.fullmatch(rf"{re.escape(INDEX_PREFIX)}(\d+)(-degraded)?(-parser)?", str(version))
     return int(match.group(1)) if match else 0
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """The demo's manifest as an object; None when there is none. One that is not a JSON object (a
+    list, not UTF-8, nested too deep, not a regular file) is a one-line InputError."""
+    if not os.path.lexists(path):
+        return None
+    raw = inputs.loads(inputs.read_text(path, "index manifest"), str(path))
+    if not isinstance(raw, dict):
+        raise InputError(str(path), f"expected a JSON object, got {json_type(raw)}")
+    return raw
+
+
+# -- before the first write -----------------------------------------------------------------------
+
+EARLIEST_TODAY = date(1970, 1, 1) + timedelta(days=DAYS + 2)
+
+
+def _check_root(root: Path, today: date | None) -> None:
+    """What :func:`init_demo` and :func:`rebuild_index` would trip over half-way, found before they write
+    anything: a ``today`` too early for the days before it, a root or sub-folder that is not a folder, a
+    file the demo writes that is not a regular file (a directory, a FIFO, a link loop), a manifest
+    that is not a JSON object, a golden lock that cannot be read. Each is a one-line InputError."""
+    if today is not None and today < EARLIEST_TODAY:
+        raise InputError(
+            "--today",
+            f"{today.isoformat()} is too early: the demo writes the {DAYS + 1} days before it, so it must "
+            f"be between {EARLIEST_TODAY.isoformat()} and {date.max.isoformat()}",
+        )
+    folders = [root, *(root / sub for sub in ("golden", "index", "traces", "extraction"))]
+    if today is not None:
+        days = (today - timedelta(days=n) for n in range(1, DAYS + 1))
+        folders += [root / "traces" / f"dt={day.isoformat()}" for day in days]
+    for folder in folders:
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise InputError(str(folder), "the demo needs a folder here, and this is not one")
+    files = [root / name for name in ("corpus.jsonl", "evidence.jsonl", "gates.yaml")]
+    files += [root / "golden" / "gold.jsonl", golden.lock_path(root / "golden" / "gold.jsonl")]
+    files += [root / "index" / "manifest.json"]
+    files += [root / "extraction" / name for name in ("truth.json", "facts.jsonl", "baseline.json")]
+    for folder in folders[5:]:
+        files += [folder / "part-00000.jsonl", folder / "part-00000.jsonl.gz"]
+    for path in files:
+        if os.path.lexists(path):
+            inputs.check_regular(path, "demo file")
+    _read_manifest(root / "index" / "manifest.json")
+    golden.read_lock(root / "golden" / "gold.jsonl")
 
 
 # -- golden set ------------------------------------------------------------------------------------
