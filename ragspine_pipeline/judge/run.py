@@ -4,7 +4,9 @@ For every case and metric that applies (``prompts.metric_inputs``), every judge 
 ``repeat`` times; the judgment of a model is the median of its repeats, and the ensemble's ``combined``
 score the mean of the models' judgments. A case passes a metric when its score reaches the metric's
 threshold (default 3). Judgments already in the cache are not asked again; identical inputs (two cases
-with the same answer and context) are asked once.
+with the same answer and context) are asked once. Every input is first cut to ``max_input_chars``
+characters per field (``prompts.truncate_inputs``), the cut marked in the prompt and listed in
+``JudgeRun.truncated``; the cache key is of what the judge was shown.
 
 Faults are counted, never scored: a reply that is not the JSON the prompt asks for is retried once with
 a stricter reminder, then recorded as an ``unparseable`` error for that judgment; HTTP errors, timeouts
