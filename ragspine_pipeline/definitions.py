@@ -28,6 +28,7 @@ from ragspine_pipeline.defs.extraction import (
     extraction_scores,
 )
 from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.io import AtomicFilesystemIOManager
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.release import baseline, release_decision, release_gates_check
@@ -61,7 +62,12 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         schedules=[nightly_eval_schedule],
         sensors=[index_rebuild_sensor, evaluation_run_success_sensor, evaluation_run_failure_sensor],
         # The judge is optional everywhere: a resource set without one gets the unconfigured default.
-        resources={"judge": JudgeResource(), **(resources if resources is not None else default_resources())},
+        # Values between steps are written atomically, so concurrent runs on one instance both finish.
+        resources={
+            "io_manager": AtomicFilesystemIOManager(),
+            "judge": JudgeResource(),
+            **(resources if resources is not None else default_resources()),
+        },
     )
 
 

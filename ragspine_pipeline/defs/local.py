@@ -17,6 +17,7 @@ runs of dead runners on this host failed and queues their run-failure alerts (``
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import socket
@@ -54,14 +55,26 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def local_instance() -> dg.DagsterInstance:
-    """The project-local instance: ``$DAGSTER_HOME`` (default ``var/dagster``) with the root dagster.yaml."""
+    """The project-local instance: ``$DAGSTER_HOME`` (default ``var/dagster``) with the root dagster.yaml.
+
+    Opened under an exclusive lock on ``$DAGSTER_HOME/.instance.lock`` with every storage touched once:
+    two processes creating a new SQLite instance at the same moment otherwise race on its schema
+    (``UNIQUE constraint failed: alembic_version``)."""
     home = Path(os.environ.get("DAGSTER_HOME") or "var/dagster").absolute()
     home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() and Path("dagster.yaml").exists():
-        shutil.copyfile("dagster.yaml", config)
     os.environ["DAGSTER_HOME"] = str(home)
-    return dg.DagsterInstance.get()
+    with open(home / ".instance.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        config = home / "dagster.yaml"
+        if not config.exists() and Path("dagster.yaml").exists():
+            shutil.copyfile("dagster.yaml", config)
+        instance = dg.DagsterInstance.get()
+        instance.get_runs(limit=1)  # creates the run, event log and schedule storage if new
+        instance.event_log_storage.get_event_records(
+            dg.EventRecordsFilter(dg.DagsterEventType.RUN_SUCCESS), limit=1
+        )
+        instance.all_instigator_state()
+    return instance
 
 
 def run_everything(
