@@ -35,12 +35,45 @@ def no_real_judge(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+def _writes_one_at_a_time(app):
+    """A WSGI wrapper that lets one write request (PUT, POST, DELETE) through at a time.
+
+    Real S3 evaluates a conditional write (``If-Match``, ``If-None-Match: *``) atomically with the write.
+    moto checks the condition, then stores the object, in the request's thread: two concurrent writes
+    with the same ETag can both pass the check (seen as 198 of 200 increments under load). Serialising
+    writes gives moto S3's guarantee; reads still run concurrently."""
+    lock = threading.Lock()
+
+    def serve(environ, start_response):
+        if environ.get("REQUEST_METHOD") not in ("PUT", "POST", "DELETE"):
+            return app(environ, start_response)
+        with lock:
+            return list(app(environ, start_response))  # the body is produced inside the lock
+
+    return serve
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint():
-    """One moto S3 server for the session, on a free loopback port; each test uses its own bucket."""
-    from moto.server import ThreadedMotoServer  # imported here: moto is slow to import, most tests skip it
+    """One moto S3 server for the session, on a free loopback port; each test uses its own bucket.
+    Conditional writes are atomic, as on S3 (:func:`_writes_one_at_a_time`)."""
+    import moto.server  # imported here: moto is slow to import, most tests skip it
+    from werkzeug.serving import make_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    class AtomicWritesMotoServer(moto.server.ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = moto.server.DomainDispatcherApplication(moto.server.create_backend_app)
+            self._server = make_server(
+                self._ip_address,
+                self._port,
+                _writes_one_at_a_time(app),
+                True,
+                request_handler=moto.server.MotoRequestHandler,
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    server = AtomicWritesMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"

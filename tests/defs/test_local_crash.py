@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline.defs.local import local_instance
 from ragspine_pipeline.demo.build import init_demo
 
 DAY = "2026-11-21"
@@ -49,9 +50,14 @@ def runner(env: dict[str, str], cwd: Path) -> subprocess.Popen:
 
 
 def runs(env: dict[str, str]) -> list[dg.DagsterRun]:
+    """The runs on the instance, opened as the runner opens it (under its lock: a runner may be creating
+    the SQLite instance at this very moment)."""
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
-    with dg.DagsterInstance.get() as instance:
+    instance = local_instance()
+    try:
         return list(instance.get_runs())
+    finally:
+        instance.dispose()
 
 
 def test_a_hostile_trace_line_is_quarantined_and_the_run_finishes(tmp_path, monkeypatch):
