@@ -7,6 +7,9 @@ resources. ``dg dev`` / ``dg check defs`` load this module (``[tool.dg.project]`
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 import dagster as dg
 
 from ragspine_pipeline.defs.alerts import (
@@ -34,6 +37,20 @@ from ragspine_pipeline.defs.production import production_metrics, production_tra
 from ragspine_pipeline.defs.release import baseline, release_decision, release_gates_check
 from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import default_resources
+from ragspine_pipeline.errors import InputError
+
+EXECUTORS = {"in_process": dg.in_process_executor, "multiprocess": dg.multiprocess_executor}
+
+
+def executor_from_env(env: Mapping[str, str] = os.environ) -> dg.ExecutorDefinition:
+    """How a launched run executes its steps: ``RAGSPINE_EXECUTOR`` — ``in_process`` (the default: one
+    process per run, the steps in it; the embedded and dev set-ups, where starting a process and
+    importing the code location for each step cost ~13 s a step) or ``multiprocess`` (a process per
+    step). An unknown name is a one-line error when the definitions load."""
+    name = env.get("RAGSPINE_EXECUTOR", "").strip() or "in_process"
+    if name not in EXECUTORS:
+        raise InputError("RAGSPINE_EXECUTOR", f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})")
+    return EXECUTORS[name]
 
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
@@ -61,6 +78,7 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         jobs=[reeval_on_index_rebuild, nightly_eval],
         schedules=[nightly_eval_schedule],
         sensors=[index_rebuild_sensor, evaluation_run_success_sensor, evaluation_run_failure_sensor],
+        executor=executor_from_env(),
         # The judge is optional everywhere: a resource set without one gets the unconfigured default.
         # Values between steps are written atomically, so concurrent runs on one instance both finish.
         resources={

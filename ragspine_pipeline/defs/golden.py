@@ -26,7 +26,13 @@ from ragspine_pipeline.decision.evaluation import (
 )
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
-from ragspine_pipeline.defs.judge import JudgeResource, judge_check, judge_check_spec, judge_step
+from ragspine_pipeline.defs.judge import (
+    JUDGE_POOL,
+    JudgeResource,
+    judge_check,
+    judge_check_spec,
+    judge_step,
+)
 from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles, SutResource, gates_config_path
 from ragspine_pipeline.files import atomic_writer
@@ -155,7 +161,7 @@ def golden_traces(
     )
 
 
-@dg.asset(group_name=GROUP, check_specs=[judge_check_spec("metric_table")])
+@dg.asset(group_name=GROUP, check_specs=[judge_check_spec("metric_table")], pool=JUDGE_POOL)
 def metric_table(
     context: dg.AssetExecutionContext,
     golden_set: GoldenSet,

@@ -24,6 +24,12 @@ from ragspine_pipeline.sources.errors import SourceError
 JUDGE_CHECK = "judge_completed"
 
 
+# Concurrency pools of the heavy steps. A deployed instance limits them across runs (``concurrency.pools``
+# in deploy/postgres/dagster.yaml: one step at a time by default); the embedded one does not.
+JUDGE_POOL = "llm_judge"  # steps that may call the LLM judge: its API budget and rate limits are shared
+TRACE_SCAN_POOL = "trace_scan"  # a full read of one day of production traces
+
+
 class JudgeResource(dg.ConfigurableResource):
     """How the judge is used when it is configured (the endpoint itself comes from the environment)."""
 

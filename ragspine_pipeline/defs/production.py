@@ -16,6 +16,8 @@ from ragspine_pipeline.alerts.model import Drop, drop_alert
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
 from ragspine_pipeline.defs.golden import write_json_file
 from ragspine_pipeline.defs.judge import (
+    JUDGE_POOL,
+    TRACE_SCAN_POOL,
     JudgeOutcome,
     JudgeResource,
     judge_check,
@@ -40,7 +42,7 @@ GROUP = "production"
 daily = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=0)
 
 
-@dg.asset(group_name=GROUP, partitions_def=daily)
+@dg.asset(group_name=GROUP, partitions_def=daily, pool=TRACE_SCAN_POOL)
 def production_traces(
     context: dg.AssetExecutionContext, trace_store: TraceStoreResource, eval_files: EvalFiles
 ) -> dg.Output[str]:
@@ -87,6 +89,7 @@ def production_traces(
 @dg.asset(
     group_name=GROUP,
     partitions_def=daily,
+    pool=JUDGE_POOL,
     check_specs=[
         dg.AssetCheckSpec(
             "no_significant_drop",

@@ -240,3 +240,15 @@ def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(
         baseline(context, scored)
     assert path.read_text() == before
     path.write_text(original)  # the module's demo, as the other tests left it
+
+
+def test_runs_execute_in_process_unless_the_environment_asks_for_a_process_per_step(monkeypatch):
+    from ragspine_pipeline.errors import InputError
+
+    for name in ("nightly_eval", "reeval_on_index_rebuild"):
+        assert build_definitions().resolve_job_def(name).executor_def.name == "in_process"
+    monkeypatch.setenv("RAGSPINE_EXECUTOR", "multiprocess")
+    assert build_definitions().resolve_job_def("nightly_eval").executor_def.name == "multiprocess"
+    monkeypatch.setenv("RAGSPINE_EXECUTOR", "celery")
+    with pytest.raises(InputError, match="unknown executor 'celery'"):
+        build_definitions()
