@@ -48,6 +48,11 @@ def index_rebuild_sensor(
     The cursor is the last index version a run was requested for; the manifest is read from a local
     path or ``s3://``. A missing manifest or an unchanged version is a skip with its reason; an
     unreachable store or a malformed manifest fails the tick with a one-line error.
+
+    Only the live index can be replayed: a version published and replaced between two ticks cannot be
+    evaluated any more. It is never skipped silently: when the manifest lists its
+    ``previous_versions``, the run for the new version names those superseded since the cursor in
+    its ``ragspine/superseded_versions`` tag, and the tick logs them (:func:`superseded`).
     """
     try:
         manifest = index_manifest.read()
@@ -56,12 +61,34 @@ def index_rebuild_sensor(
     version = manifest.index_version
     if version == context.cursor:
         return dg.SkipReason(f"index {version} was already evaluated (run key {run_key(version)})")
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(
-                run_key=run_key(version),
-                tags={INDEX_VERSION_TAG: version, "ragspine/corpus_hash": manifest.corpus_hash or ""},
-            )
-        ],
-        cursor=version,
+    tags = {INDEX_VERSION_TAG: version, "ragspine/corpus_hash": manifest.corpus_hash or ""}
+    missed, note = superseded(context.cursor, manifest.previous_versions)
+    if missed:
+        tags[SUPERSEDED_TAG] = ",".join(missed)[:1000]
+    if note:
+        context.log.warning(f"index {version}: {note}")
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key(version), tags=tags)], cursor=version)
+
+
+SUPERSEDED_TAG = "ragspine/superseded_versions"
+
+
+def superseded(cursor: str | None, previous: list[str]) -> tuple[list[str], str | None]:
+    """The versions published after ``cursor`` and replaced before this tick (from the manifest's
+    ``previous_versions``, oldest first), and what to say about them (None: nothing was missed)."""
+    if cursor is None:
+        return [], None
+    if cursor in previous:
+        missed = previous[previous.index(cursor) + 1 :]
+        if not missed:
+            return [], None
+        return missed, f"{len(missed)} version(s) replaced before they were evaluated: {', '.join(missed)}"
+    if previous:
+        return list(previous), (
+            f"the manifest's history does not reach back to the last evaluated version {cursor}: "
+            f"at least {len(previous)} version(s) were replaced unevaluated"
+        )
+    return [], (
+        f"the manifest keeps no previous_versions: versions published after {cursor} and replaced "
+        "before this tick cannot be named"
     )

@@ -56,6 +56,7 @@ GOLDEN_APPROVER = "ragspine demo"
 INDEX_PREFIX = "demo-ix-"
 FIRST_INDEX_VERSION = f"{INDEX_PREFIX}0001"
 DAYS = 7
+HISTORY = 100  # previous index versions a manifest keeps
 
 HEALTHY = EngineConfig()
 # A rebuild from an unfiltered snapshot with a shrunken candidate pool: restricted and superseded chunks
@@ -188,6 +189,11 @@ def rebuild_index(
         DEGRADED if degraded else HEALTHY,
         DEGRADED_PARSER if degraded_parser else HEALTHY_PARSER,
     )
+    replaced = _read_manifest(path) or {}
+    if replaced.get("index_version"):  # the history the rebuild sensor names superseded versions from
+        earlier = replaced.get("previous_versions")
+        history = [str(v) for v in earlier] if isinstance(earlier, list) else []
+        manifest["previous_versions"] = [*history, str(replaced["index_version"])][-HISTORY:]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_extraction_demo(root, degraded=degraded_parser)
     write_text_atomically(path, _json(manifest), "index manifest")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import explain_validation_error
@@ -33,6 +33,9 @@ class IndexManifest(BaseModel):
     index_version: Id  # an integer version is read as its decimal string, like every id
     built_at: str | None = None
     corpus_hash: str | None = None
+    # The versions published before this one, oldest first (a publisher appends the version it
+    # replaces). Optional; with it, a version superseded before anyone evaluated it is named, not lost.
+    previous_versions: list[Id] = Field(default_factory=list)
 
     @field_validator("index_version")
     @classmethod

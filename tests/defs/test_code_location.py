@@ -252,3 +252,31 @@ def test_runs_execute_in_process_unless_the_environment_asks_for_a_process_per_s
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "celery")
     with pytest.raises(InputError, match="unknown executor 'celery'"):
         build_definitions()
+
+
+def test_versions_replaced_between_ticks_are_named_never_skipped_silently(demo, instance, tmp_path):
+    defs = build_definitions(demo_resources(demo, tmp_path))
+    resources = {"index_manifest": defs.resources["index_manifest"]}
+    evaluated = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
+    first = rebuild_index(demo)["index_version"]  # published, then replaced before the next tick
+    second = rebuild_index(demo)["index_version"]
+    context = dg.build_sensor_context(instance=instance, cursor=evaluated, resources=resources)
+    outcome = index_rebuild_sensor(context)
+    [request] = outcome.run_requests
+    assert request.run_key == run_key(second) and outcome.cursor == second
+    assert request.tags["ragspine/superseded_versions"] == first
+    again = index_rebuild_sensor(
+        dg.build_sensor_context(instance=instance, cursor=second, resources=resources)
+    )
+    assert isinstance(again, dg.SkipReason)
+
+
+def test_what_the_sensor_says_about_superseded_versions():
+    from ragspine_pipeline.defs.automation import superseded
+
+    assert superseded(None, ["a"]) == ([], None)  # the first tick: nothing was evaluated before
+    assert superseded("b", ["a", "b"]) == ([], None)  # the version after the cursor is the live one
+    assert superseded("a", ["a", "b", "c"])[0] == ["b", "c"]
+    missed, note = superseded("z", ["x", "y"])
+    assert missed == ["x", "y"] and "does not reach back to the last evaluated version z" in note
+    assert "keeps no previous_versions" in superseded("a", [])[1]
