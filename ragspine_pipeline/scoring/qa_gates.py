@@ -1,4 +1,4 @@
-"""RAGSpine's four QA gates and the fabrication count, over canonical gold and trace columns.
+"""RAGSpine's QA gates and the fabrication count, over canonical gold and trace columns.
 
 The gates are kept separate, each with ``total`` (cases it applies to), ``passed``, ``pass_rate``
 (1.0 when it applies to no case), ``failures`` (``{id, expected, actual}``) and ``by_tag``
@@ -14,7 +14,8 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
   ``doc == narrative_doc`` and that name appears in the answer. A composite case needs both.
 * ``refusal_appropriateness`` — every QA-gate case, both directions: when ``expected.refuse`` (absent:
   the case is unanswerable) the answer is a refusal and ``found_value`` is absent; otherwise it is not a
-  refusal. A refusal is the refusal token or ``outcome.refused`` (SPEC §2.2).
+  refusal. ``outcome.refused`` says whether an answer is a refusal when the trace carries it; otherwise
+  the claim, stripped of Unicode whitespace, is the refusal token (``scoring.grounded.refusals``).
 * ``clarification_appropriateness`` — every QA-gate case: ``outcome.clarification_mode`` equals
   ``expected.clarification`` (either one absent reads as ``none``).
 * ``faithfulness`` and ``answer_accuracy`` — RAGSpine's groundedness gates on the cases that name an
