@@ -7,8 +7,9 @@ every slice (one value of one tag dimension, e.g. ``workflow=release-freeze``), 
 for rates, a 95 % Wilson interval (``scoring.stats``).
 
 Notation: T = the traces (every row counts; de-duplicating request ids is the sampler's job),
-R = refusals (SPEC §2.2: the stripped claim is ``not in context`` case-insensitively, or
-``outcome.refused`` is true), S = T \ R the shipped answers.
+R = refusals (``outcome.refused`` when the trace carries it, else the claim stripped of Unicode
+whitespace is ``not in context`` in any case: ``scoring.grounded.refusals``), S = T \ R the shipped
+answers.
 
 Each metric as value; denominator n; value when n = 0:
 
