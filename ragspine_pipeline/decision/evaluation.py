@@ -129,43 +129,51 @@ def case_outcomes(grounded: GroundedScore, layered: LayeredScore | None) -> dict
     return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
 
 
-def canaries(gold: pa.Table, outcomes: dict[str, bool]) -> dict[str, tuple[float, int]]:
-    """The canary checks of a golden set whose cases carry ``expect``: ``{check: (rate, n)}`` —
-    ``known_good_released`` (of the cases expected releasable, the share that passed) and
-    ``known_bad_blocked`` (of those expected blocked, the share that did not); only the checks with
-    cases. Each is gated at 1.0: one canary out the wrong way blocks the release."""
-    if "expect" not in gold.column_names:
-        return {}
+def canary_rows(
+    gold: pa.Table, grounded: GroundedScore, layered: LayeredScore | None
+) -> list[tuple[str, str, bool]]:
+    """``(case id, expect, passed)`` of the golden set's canaries (cases with ``expect``), in gold order;
+    passed as in :func:`case_outcomes`. Only the canary rows are read: a golden set without canaries
+    costs one null count."""
+    if "expect" not in gold.column_names or gold.column("expect").null_count == gold.num_rows:
+        return []
+    expect = gold.column("expect").combine_chunks()
+    rows = pc.indices_nonzero(expect.is_valid())
+    ids = gold.column("qid").combine_chunks().take(rows)
+    if layered is not None:
+        cases, passed = layered.cases, layered.cases.column("releasable")
+    else:
+        cases = grounded.cases
+        passed = pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS)
+    at = pc.index_in(ids, value_set=cases.column("qid").combine_chunks())
+    flags = pc.fill_null(passed.combine_chunks().take(at), False).to_pylist()
+    return list(zip(ids.to_pylist(), expect.take(rows).to_pylist(), flags, strict=True))
+
+
+def canaries(rows: list[tuple[str, str, bool]]) -> dict[str, tuple[float, int]]:
+    """The canary checks (:func:`canary_rows`): ``{check: (rate, n)}`` — ``known_good_released`` (of
+    the cases expected releasable, the share that passed) and ``known_bad_blocked`` (of those expected
+    blocked, the share that did not); only the checks with cases. Each is gated at 1.0: one canary out
+    the wrong way blocks the release."""
     out = {}
-    expect = gold.column("expect").to_pylist()
-    ids = gold.column("qid").to_pylist()
-    for check, wanted, passing in (
-        ("known_good_released", "releasable", True),
-        ("known_bad_blocked", "blocked", False),
-    ):
-        rows = [qid for qid, e in zip(ids, expect, strict=True) if e == wanted]
-        if rows:
-            out[check] = (sum(outcomes.get(qid, False) is passing for qid in rows) / len(rows), len(rows))
+    for check, wanted in (("known_good_released", "releasable"), ("known_bad_blocked", "blocked")):
+        right = [passed == (wanted == "releasable") for _, expect, passed in rows if expect == wanted]
+        if right:
+            out[check] = (sum(right) / len(right), len(right))
     return out
 
 
-def canary_cases(gold: pa.Table, outcomes: dict[str, bool]) -> list[dict]:
+def canary_cases(rows: list[tuple[str, str, bool]]) -> list[dict]:
     """The canaries that came out the wrong way: ``{id, expect, outcome}`` in gold order."""
-    if "expect" not in gold.column_names:
-        return []
-    pairs = zip(gold.column("qid").to_pylist(), gold.column("expect").to_pylist(), strict=True)
-    wrong = []
-    for qid, expect in pairs:
-        released = outcomes.get(qid, False)
-        if expect is not None and released != (expect == "releasable"):
-            wrong.append({"id": qid, "expect": expect, "outcome": "releasable" if released else "blocked"})
-    return wrong
+    return [
+        {"id": qid, "expect": expect, "outcome": "releasable" if passed else "blocked"}
+        for qid, expect, passed in rows
+        if passed != (expect == "releasable")
+    ]
 
 
-def _with_canaries(
-    causes: dict, gold: pa.Table, grounded: GroundedScore, layered: LayeredScore | None
-) -> dict:
-    wrong = canary_cases(gold, case_outcomes(grounded, layered))
+def _with_wrong_canaries(causes: dict, rows: list[tuple[str, str, bool]]) -> dict:
+    wrong = canary_cases(rows)
     return {**causes, "wrong_canaries": wrong} if wrong else causes
 
 
@@ -284,7 +292,8 @@ def evaluate(
         metrics[FABRICATION] = float(qa.fabrication.count)
     metrics.update(judged or {})
     denominators = metric_denominators(grounded, layered, qa)
-    checks = canaries(gold, case_outcomes(grounded, layered))
+    canary = canary_rows(gold, grounded, layered)
+    checks = canaries(canary)
     for check, (rate, n) in checks.items():
         metrics[check], denominators[check] = rate, n
     gated = {gate.metric for gate in gates}
@@ -301,7 +310,7 @@ def evaluate(
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
         unmeasured=unmeasured(gates, metrics),
-        causes=_with_canaries(release_causes(gold, grounded.cases, layered), gold, grounded, layered),
+        causes=_with_wrong_canaries(release_causes(gold, grounded.cases, layered), canary),
         expected_index_version=expected_index_version,
     )
     evaluation = Evaluation(grounded, results, release, metrics, layered, all_slices, None, qa)
