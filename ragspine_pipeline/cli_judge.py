@@ -7,11 +7,14 @@ the command refuses to run (exit 2): nothing pretends to judge.
 Exit codes: 0 judged and every ``--gates`` gate passes; 1 a gate fails (an unmeasured metric fails its
 gate), the judge step failed (the endpoint could not be reached), or no judgment succeeded at all (every
 call rejected, every call over the budget, nothing to judge): the report then says ``"pass": false`` and
-why; 2 unusable input or configuration.
+why (``reason``); 2 unusable input or configuration. Some judgments failing (a 500, an unreadable reply,
+calls the budget stopped) is not a failure by itself: they are counted and left out of every mean.
 
 Cost is bounded before anything is sent: each prompt input (question, answer, context, reference) is cut
 to ``--max-input-chars`` characters, and each cut is reported per case; a call whose estimated tokens do
-not fit in what ``--max-tokens`` has left is not sent.
+not fit in what ``--max-tokens`` has left is not sent, and judging stops there. The limits default to
+``RAGSPINE_JUDGE_MAX_INPUT_CHARS``, ``RAGSPINE_JUDGE_MAX_TOKENS`` and ``RAGSPINE_JUDGE_MAX_CALLS``, the
+settings the Dagster runs read.
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
-from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.errors import InputError, printable
 from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS, METRICS
 from ragspine_pipeline.sources.errors import SourceError
+
+if TYPE_CHECKING:
+    from ragspine_pipeline.judge.run import JudgeRun
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -55,18 +61,22 @@ def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--threshold", default="", help="pass thresholds, metric=score,... (default 3 for every metric)"
     )
-    parser.add_argument("--max-calls", type=_POSITIVE, help="budget: at most this many judge calls")
+    parser.add_argument(
+        "--max-calls",
+        type=_POSITIVE,
+        help="budget: at most this many judge calls (default: $RAGSPINE_JUDGE_MAX_CALLS, else no limit)",
+    )
     parser.add_argument(
         "--max-tokens",
         type=_POSITIVE,
-        help="budget: at most this many tokens; each call is checked on its estimate before it is sent",
+        help="budget: at most this many tokens; each call is checked on its estimate before it is sent and "
+        "judging stops at the first that does not fit (default: $RAGSPINE_JUDGE_MAX_TOKENS, else no limit)",
     )
     parser.add_argument(
         "--max-input-chars",
         type=_POSITIVE,
-        default=DEFAULT_MAX_INPUT_CHARS,
-        help=f"longest prompt input sent, per field (default {DEFAULT_MAX_INPUT_CHARS}); longer ones are cut "
-        "and the cut is reported per case",
+        help="longest prompt input sent, per field (default: $RAGSPINE_JUDGE_MAX_INPUT_CHARS, else "
+        f"{DEFAULT_MAX_INPUT_CHARS}); longer ones are cut and the cut is reported per case",
     )
     parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
     parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
@@ -85,13 +95,19 @@ def run_judge_command(args: argparse.Namespace) -> int:
     # Imported here, not at the top: scipy, krippendorff and the openai SDK cost every other subcommand
     # ~60 MB and half a second of start-up.
     from ragspine_pipeline.judge.cache import open_judgment_cache
-    from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
+    from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint, env_number
     from ragspine_pipeline.judge.items import case_tags, judge_items
     from ragspine_pipeline.judge.report import judge_report, judged_metrics, load_labels, render_markdown
     from ragspine_pipeline.judge.run import JudgeSettings, parse_thresholds, run_judge
 
     try:
         endpoint = JudgeEndpoint.from_env()
+        # An option wins; else the setting the Dagster runs read, so one budget bounds both ways in.
+        max_calls = args.max_calls or env_number("RAGSPINE_JUDGE_MAX_CALLS")
+        max_tokens = args.max_tokens or env_number("RAGSPINE_JUDGE_MAX_TOKENS")
+        max_input_chars = (
+            args.max_input_chars or env_number("RAGSPINE_JUDGE_MAX_INPUT_CHARS") or DEFAULT_MAX_INPUT_CHARS
+        )
     except ValueError as exc:
         raise InputError("environment", str(exc)) from None
     if endpoint is None:
@@ -111,14 +127,14 @@ def run_judge_command(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         thresholds=thresholds,
         seed=args.seed,
-        max_input_chars=args.max_input_chars,
+        max_input_chars=max_input_chars,
     )
     traces = load_traces(args.trace).table
     gold = load_gold(args.gold).table if args.gold else None
     evidence = load_evidence(args.evidence).table if args.evidence else None
     labels = load_labels(args.labels) if args.labels else None
     cache = open_judgment_cache(args.cache, endpoint_url=args.endpoint_url) if args.cache else None
-    client = JudgeClient(endpoint, Budget(max_calls=args.max_calls, max_tokens=args.max_tokens))
+    client = JudgeClient(endpoint, Budget(max_calls=max_calls, max_tokens=max_tokens))
     try:
         run = run_judge(judge_items(traces, gold, evidence), settings, client, cache)
     except SourceError as exc:  # the judgment cache (a folder or S3) cannot be read or written
@@ -135,33 +151,64 @@ def run_judge_command(args: argparse.Namespace) -> int:
         }
         for gate in gates
     ]
+    # Pass rule: the endpoint stayed reachable, at least one case got a score (from every model of the
+    # ensemble), and every --gates gate holds. Some judgments failing (a 500, an unreadable reply, calls
+    # the budget stopped) does not fail the run by itself: they are left out of every mean and rate,
+    # counted in the report ("judgments", and per metric "errors" and "excluded") and named on standard
+    # error, and the gates decide on the cases that were judged. Failing on any one of them would let a
+    # single flaky call block a release; a run that judged nothing never passes.
     nothing = run.nothing_judged
-    report["pass"] = run.failed is None and nothing is None and all(g["passed"] for g in report["gates"])
-    if nothing is not None:
-        report["reason"] = nothing
+    failed_gates = [gate for gate in report["gates"] if not gate["passed"]]
+    report["pass"] = run.failed is None and nothing is None and not failed_gates
+    if not report["pass"]:
+        report["reason"] = (
+            f"the judge step failed: {run.failed}"
+            if run.failed
+            else nothing or "gate(s) failed: " + ", ".join(_gate_failure(gate) for gate in failed_gates)
+        )
     text = json.dumps(report, indent=2) + "\n" if args.format == "json" else render_markdown(report)
     if args.out:
         with atomic_writer(args.out, "judge report") as fh:  # a reader never sees half a report
             fh.write(text)
     else:
         sys.stdout.write(text)
+    for line in _stderr_lines(run, report, failed_gates, max_input_chars):
+        print(f"ragspine-eval: {printable(line)}", file=sys.stderr)
+    return EXIT_OK if report["pass"] else EXIT_FAILED
+
+
+def _stderr_lines(run: JudgeRun, report: dict, failed_gates: list[dict], max_input_chars: int) -> list[str]:
+    """What standard error says, one line each: why nothing was judged (then only that, and the cuts),
+    or the budget stop, the judgments without a score, the cuts and each failed gate."""
+    lines = []
+    counts = report["judgments"]
     if run.failed:
-        print(f"ragspine-eval: error: the judge step failed: {run.failed}", file=sys.stderr)
-    elif nothing is not None:
-        print(f"ragspine-eval: error: {nothing}", file=sys.stderr)
+        lines.append(f"error: the judge step failed: {run.failed}")
+    elif not counts["scored"]:
+        lines.append(f"error: {report['reason']}")
+    else:
+        if run.stopped:
+            lines.append(f"warning: {run.stopped}")
+        if counts["failed"]:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in counts["errors"].items())
+            lines.append(
+                f"warning: {counts['failed']} of {counts['applicable']} judgment(s) got no score ({kinds}); "
+                "they are left out of every mean and rate"
+            )
     if run.truncated:
         cut = len({(row["qid"], row["metric"]) for row in run.truncated})
-        print(
-            f"ragspine-eval: warning: {cut} judgment input(s) cut to {args.max_input_chars} characters "
-            "(see 'truncated' in the report)",
-            file=sys.stderr,
+        lines.append(
+            f"warning: {cut} judgment input(s) cut to {max_input_chars} characters "
+            "(see 'truncated' in the report)"
         )
-    for gate in report["gates"]:
-        if not gate["passed"]:
-            value = "not measured" if gate["value"] is None else f"{gate['value']:.4f}"
-            needs = f"{gate['op']} {gate['threshold']:g}"
-            print(f"ragspine-eval: gate failed: {gate['metric']} {value} (needs {needs})", file=sys.stderr)
-    return EXIT_OK if report["pass"] else EXIT_FAILED
+    if counts["scored"]:
+        lines += [f"gate failed: {_gate_failure(gate)}" for gate in failed_gates]
+    return lines
+
+
+def _gate_failure(gate: dict) -> str:
+    value = "not measured" if gate["value"] is None else f"{gate['value']:.4f}"
+    return f"{gate['metric']} {value} (needs {gate['op']} {gate['threshold']:g})"
 
 
 def _metrics(raw: str) -> tuple[str, ...]:

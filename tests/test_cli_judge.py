@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ragspine_pipeline.cli import main
-from tests.judge.fake_judge import FakeJudge
+from ragspine_pipeline.judge.client import ChatRequest, estimated_tokens
+from tests.judge.fake_judge import DEFAULT_REPLY, FakeJudge, FakeReply
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "layered"
 GOLD, TRACES, EVIDENCE = (str(EXAMPLES / name) for name in ("gold.jsonl", "traces.jsonl", "evidence.jsonl"))
@@ -75,8 +76,10 @@ def test_json_report_agreement_cache_and_gates(capsys, judge_env, tmp_path):
 
 
 def test_a_failing_or_unmeasured_gate_exits_1(capsys, judge_env):
-    code, _, err = judge(capsys, "--metrics", "answer_relevancy", "--gates", "judge_answer_relevancy=5")
+    code, out, err = judge(capsys, "--metrics", "answer_relevancy", "--gates", "judge_answer_relevancy=5")
     assert code == 1 and "gate failed: judge_answer_relevancy" in err
+    report = json.loads(out)
+    assert report["pass"] is False and report["reason"].startswith("gate(s) failed: judge_answer_relevancy ")
     code, out, err = judge(capsys, "--metrics", "answer_relevancy", "--gates", "judge_faithfulness=1")
     assert code == 1 and "judge_faithfulness not measured" in err
     assert json.loads(out)["gates"][0] == {
@@ -97,6 +100,12 @@ def test_an_unreachable_judge_fails_the_step_with_its_reason(capsys, monkeypatch
     ("line", "message"),
     [
         ("{not json", "labels.jsonl:1: malformed JSON"),
+        (
+            '{"qid": "FRZ-01", "metric": "faithfulness", "score": ' + "[" * 10_000 + "]" * 10_000 + "}",
+            "labels.jsonl:1: JSON nested 10001 levels deep; at most 64 are accepted",
+        ),
+        ('{"qid": "FRZ-01", "metric": "faithfulness", "score": ' + "7" * 5000 + "}", "too many digits"),
+        ('{"qid": "FRZ-01", "metric": "' + "m" * 100_000 + '", "score": 3}', "unknown metric 'mmmmmm"),
         ('{"qid": "FRZ-01", "metric": "tone", "score": 3}', "unknown metric 'tone'"),
         ('{"qid": "FRZ-01", "metric": "faithfulness", "score": 7}', "score must be an integer from 1 to 5"),
         (
@@ -110,6 +119,23 @@ def test_bad_labels_are_one_line_errors(capsys, judge_env, tmp_path, line, messa
     labels.write_text(line + "\n")
     code, out, err = judge(capsys, "--labels", str(labels))
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+    assert len(err) < 400  # the error shows a bounded part of what the line holds
+
+
+def test_labels_end_at_newlines_only(capsys, judge_env, tmp_path):
+    labels = tmp_path / "labels.jsonl"  # U+2028 is text inside a JSON string, not a line break
+    labels.write_text('{"qid": "FRZ\u2028-01", "metric": "faithfulness", "score": 2}\n', encoding="utf-8")
+    code, _, err = judge(capsys, "--metrics", "answer_relevancy", "--labels", str(labels))
+    assert code == 0, err
+
+
+def test_a_labels_path_that_is_not_a_regular_file_is_one_line(capsys, judge_env, tmp_path):
+    code, out, err = judge(capsys, "--labels", str(tmp_path))
+    assert (
+        code == 2
+        and out == ""
+        and err.strip().endswith("cannot read the labels: not a regular file (a directory)")
+    )
 
 
 def test_an_unusable_cache_is_one_line(capsys, judge_env, tmp_path):
@@ -118,3 +144,165 @@ def test_an_unusable_cache_is_one_line(capsys, judge_env, tmp_path):
     code, out, err = judge(capsys, "--metrics", "answer_relevancy", "--cache", str(blocked))
     assert code == 2 and out == "" and "cannot" in err and "judgment cache" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# -- cost bounds, partial failures and the report's verdict -------------------------------------------
+
+
+def small_traces(tmp_path, rows: list[dict]) -> str:
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def judge_traces(capsys, trace: str, *args: str) -> tuple[int, str, str]:
+    code = main(["judge", "--trace", trace, "--metrics", "answer_relevancy", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def one_judge(monkeypatch):
+    """One judge model, one call at a time (so which call the budget stops at is fixed), no retries."""
+    with FakeJudge() as fake:
+        monkeypatch.setenv("RAGSPINE_JUDGE_BASE_URL", fake.url)
+        monkeypatch.setenv("RAGSPINE_JUDGE_MODEL", "judge-a")
+        monkeypatch.setenv("RAGSPINE_JUDGE_MAX_RETRIES", "0")
+        monkeypatch.setenv("RAGSPINE_JUDGE_CONCURRENCY", "1")
+        for name in (
+            "RAGSPINE_JUDGE_MAX_CALLS",
+            "RAGSPINE_JUDGE_MAX_TOKENS",
+            "RAGSPINE_JUDGE_MAX_INPUT_CHARS",
+        ):
+            monkeypatch.delenv(name, raising=False)
+        yield fake
+
+
+def test_a_2_mb_question_is_sent_cut_and_the_cut_is_reported(capsys, one_judge, tmp_path):
+    big = small_traces(tmp_path, [{"qid": "huge", "question": "why? " * 400_000, "answer": "Because."}])
+    code, out, err = judge_traces(capsys, big)
+    report = json.loads(out)
+    assert code == 0 and report["pass"] is True
+    [size] = one_judge.body_sizes  # bytes on the wire: the 8,000-character question and a fixed prompt
+    assert size < 8000 + 3000
+    assert report["truncated"] == [
+        {"qid": "huge", "metric": "answer_relevancy", "field": "question", "chars": 2_000_000, "kept": 8000}
+    ]
+    assert err == (
+        "ragspine-eval: warning: 1 judgment input(s) cut to 8000 characters (see 'truncated' in the report)\n"
+    )
+    code, out, _ = judge_traces(capsys, big, "--format", "markdown")
+    assert "| huge | answer_relevancy | question | 2000000 | 8000 |" in out  # the cut, per case
+
+
+def test_the_budget_stops_before_the_first_call_that_does_not_fit(capsys, one_judge, tmp_path):
+    rows = [{"qid": f"q{i}", "question": f"Question {i}?", "answer": "Answer."} for i in range(4)]
+    rows[1]["answer"] = "A long answer. " * 400
+    trace = small_traces(tmp_path, rows)
+    code, out, err = judge_traces(capsys, trace, "--max-tokens", "1200")
+    report = json.loads(out)
+    sent = [
+        estimated_tokens(ChatRequest("k", r["model"], tuple(r["messages"]), max_tokens=r["max_tokens"]))
+        for r in one_judge.requests
+    ]
+    assert len(sent) == 1 and sum(sent) <= 1200  # q0 only: q1 does not fit, q2 and q3 are not sent after it
+    assert report["stopped"].startswith(
+        "token budget reached before case q1 (answer_relevancy, judge-a): estimate "
+    )
+    assert report["stopped"].endswith("of 1200 tokens; 3 call(s) not sent")
+    assert code == 0 and report["pass"] is True  # something was judged, and no gate asks for more
+    assert report["judgments"] == {
+        "applicable": 4, "not_applicable": 0, "scored": 1, "failed": 3, "errors": {"budget": 3}
+    }  # fmt: skip
+    assert err.splitlines() == [
+        f"ragspine-eval: warning: {report['stopped']}",
+        "ragspine-eval: warning: 3 of 4 judgment(s) got no score (budget 3); "
+        "they are left out of every mean and rate",
+    ]
+    code, out, _ = judge_traces(capsys, trace, "--max-tokens", "1200", "--format", "markdown")
+    assert "**Judging stopped early:** token budget reached before case q1" in out
+    assert "Judged: 1 of 4 case × metric judgments got a score (3 without one; errors: budget 3)" in out
+
+
+def test_a_budget_no_call_fits_sends_nothing_and_does_not_pass(capsys, one_judge, tmp_path):
+    trace = small_traces(tmp_path, [{"qid": "q0", "question": "Why?", "answer": "Because."}])
+    code, out, err = judge_traces(capsys, trace, "--max-tokens", "100")
+    report = json.loads(out)
+    assert one_judge.requests == [] and code == 1 and report["pass"] is False
+    assert report["reason"].startswith(
+        "no judgment succeeded: all 1 failed (budget 1; first: budget: token budget"
+    )
+    assert err == f"ragspine-eval: error: {report['reason']}\n"
+
+
+def test_every_call_rejected_is_exit_1_with_one_line(capsys, one_judge, tmp_path):
+    one_judge.reply_for = lambda request: FakeReply(401)
+    rows = [{"qid": f"q{i}", "question": f"Question {i}?", "answer": "Answer."} for i in range(3)]
+    code, out, err = judge_traces(capsys, small_traces(tmp_path, rows), "--gates", "judge_answer_relevancy=1")
+    report = json.loads(out)
+    assert len(one_judge.requests) == 3 and code == 1 and report["pass"] is False
+    assert report["reason"] == (
+        "no judgment succeeded: all 3 failed (error 3; "
+        "first: error: HTTP 401 after 1 attempt: fake judge error 401)"
+    )
+    assert err == f"ragspine-eval: error: {report['reason']}\n"
+
+
+def test_an_ensemble_whose_one_model_rejects_every_call_does_not_pass(
+    capsys, one_judge, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("RAGSPINE_JUDGE_MODEL", "judge-a,judge-b")
+    one_judge.reply_for = lambda request: FakeReply(401) if request["model"] == "judge-b" else DEFAULT_REPLY
+    rows = [{"qid": f"q{i}", "question": f"Question {i}?", "answer": "Answer."} for i in range(2)]
+    code, out, err = judge_traces(capsys, small_traces(tmp_path, rows))
+    report = json.loads(out)
+    assert code == 1 and report["pass"] is False
+    assert "no case was judged by every model of the ensemble" in report["reason"]
+    assert len(err.splitlines()) == 1
+
+
+def test_some_calls_failing_passes_with_the_failures_counted_and_named(capsys, one_judge, tmp_path):
+    one_judge.script(FakeReply(500))
+    rows = [{"qid": f"q{i}", "question": f"Question {i}?", "answer": "Answer."} for i in range(3)]
+    code, out, err = judge_traces(capsys, small_traces(tmp_path, rows), "--gates", "judge_answer_relevancy=4")
+    report = json.loads(out)
+    assert code == 0 and report["pass"] is True and "reason" not in report
+    assert report["judgments"]["failed"] == 1 and report["judgments"]["errors"] == {"error": 1}
+    assert report["metrics"]["answer_relevancy"]["combined"]["excluded"] == 1
+    assert err == (
+        "ragspine-eval: warning: 1 of 3 judgment(s) got no score (error 1); "
+        "they are left out of every mean and rate\n"
+    )
+
+
+def test_the_markdown_report_escapes_what_data_and_the_endpoint_say(capsys, one_judge, tmp_path):
+    hostile = "<script>alert(1)</script> | <img src=x onerror=alert(2)>\nnext"
+    one_judge.reply_for = lambda request: FakeReply(
+        500, body=json.dumps({"error": {"message": hostile}}).encode()
+    )
+    trace = small_traces(tmp_path, [{"qid": hostile, "question": "q" * 9000, "answer": hostile}])
+    code, out, err = judge_traces(capsys, trace, "--format", "markdown")
+    assert code == 1
+    assert "<script" not in out and "<img" not in out
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; \\| &lt;img src=x onerror=alert(2)&gt; next" in out
+    assert "**Not passed:** no judgment succeeded: all 1 failed" in out
+    [row] = [line for line in out.splitlines() if line.startswith("| &lt;script")]
+    assert row.count(" | ") == 4  # the case id's pipe is escaped: the table keeps its five columns
+    assert len(err.splitlines()) == 2  # the error (the endpoint's line break folded), the cut
+
+
+def test_the_limits_default_to_the_settings_the_dagster_runs_read(capsys, one_judge, monkeypatch, tmp_path):
+    trace = small_traces(tmp_path, [{"qid": "q0", "question": "why? " * 100, "answer": "Because."}])
+    monkeypatch.setenv("RAGSPINE_JUDGE_MAX_INPUT_CHARS", "50")
+    code, out, _ = judge_traces(capsys, trace)
+    assert code == 0 and json.loads(out)["truncated"][0]["kept"] == 50
+    code, out, _ = judge_traces(capsys, trace, "--max-input-chars", "60")  # an option wins
+    assert code == 0 and json.loads(out)["truncated"][0]["kept"] == 60
+    monkeypatch.setenv("RAGSPINE_JUDGE_MAX_TOKENS", "10")
+    code, out, _ = judge_traces(capsys, trace)
+    assert code == 1 and json.loads(out)["stopped"].startswith("token budget reached before case q0")
+    assert len(one_judge.requests) == 2
+    monkeypatch.setenv("RAGSPINE_JUDGE_MAX_TOKENS", "lots")
+    code, out, err = judge_traces(capsys, trace)
+    assert (code, out) == (2, "")
+    assert err == "ragspine-eval: error: environment: RAGSPINE_JUDGE_MAX_TOKENS must be an integer\n"

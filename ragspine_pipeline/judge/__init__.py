@@ -1,1 +1,1 @@
-"""LLM-judge metrics (SPEC §3.4): prompts, client, cache, statistics, runs."""
+"""LLM-judge metrics: prompts, client, cache, statistics, runs and their report."""

@@ -1,4 +1,4 @@
-"""Judgments cached by content: a re-evaluation only pays for answers that changed (SPEC §3.4).
+"""Judgments cached by content: a re-evaluation only pays for answers that changed.
 
 A judgment is stored under ``prompts.judgment_key`` — model, prompt version, metric and a hash of the
 inputs the judge saw — as one small JSON object: ``{"model", "metric", "prompt_version", "scores",
@@ -8,7 +8,9 @@ judgments are stored: errors are never cached, so they are retried by the next r
 
 Two stores with the same layout ``<root>/<key[:2]>/<key>.json``: a local directory (atomic writes) or
 ``s3://bucket/prefix`` (boto3 through ``sources.s3``). A cache that cannot be read or written is a
-:class:`SourceError`; an entry that is not what this module writes is treated as absent (and replaced).
+:class:`SourceError`. An entry is read like any input (``inputs``): a regular file or an object of at
+most :data:`MAX_ENTRY_BYTES`, its JSON nested no deeper than the input cap; an entry that is not what
+this module writes (too large, not a file, torn, of another shape) is treated as absent (and replaced).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
 
-__all__ = ["JudgmentCache", "LocalJudgmentCache", "S3JudgmentCache", "open_judgment_cache"]
+__all__ = ["MAX_ENTRY_BYTES", "JudgmentCache", "LocalJudgmentCache", "S3JudgmentCache", "open_judgment_cache"]
+
+MAX_ENTRY_BYTES = 1 << 20
+"""The largest entry read (1 MiB): one score and a one-line reason per repeat need a few hundred bytes."""
 
 
 class JudgmentCache(Protocol):
@@ -60,6 +65,7 @@ def _entry(data: bytes | str) -> dict | None:
         and all(isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= 5 for s in entry["scores"])
         and isinstance(entry.get("reasons"), list)
         and len(entry["reasons"]) == len(entry["scores"])
+        and all(isinstance(r, str) for r in entry["reasons"])
     )
     return entry if ok else None
 
@@ -82,7 +88,7 @@ class LocalJudgmentCache:
         if not os.path.lexists(path):
             return None
         try:  # a regular file of bounded size; anything else (a FIFO, a directory) is a miss
-            return _entry(inputs.read_document(path, "judgment cache entry"))
+            return _entry(inputs.read_document(path, "judgment cache entry", MAX_ENTRY_BYTES))
         except InputError:
             return None
 
@@ -112,7 +118,8 @@ class S3JudgmentCache:
         try:
             body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
             with body:
-                return _entry(body.read())
+                data = body.read(MAX_ENTRY_BYTES + 1)  # never more than an entry can be
+            return _entry(data) if len(data) <= MAX_ENTRY_BYTES else None
         except ClientError as exc:
             if is_not_found(exc):
                 return None

@@ -12,6 +12,9 @@ estimated tokens (:func:`estimated_tokens`: its prompt and its completion limit)
 the remainder in its error. What is left is ``max_tokens`` minus the tokens counted for finished calls
 (the usage the endpoint reports; its estimate when it reports none) and minus the estimates of the calls
 in flight, so concurrent calls cannot overshoot the budget either. A call retried by the SDK counts once.
+The first call the budget refuses stops the client (:attr:`JudgeClient.stopped` says where and why):
+no later call is sent, even a smaller one that would fit. Otherwise the judged cases would be the short
+ones, and every mean would lean towards short answers; stopped, they are the calls sent before the stop.
 The budget and the accounting are per :class:`JudgeClient` instance and accumulate across
 ``complete_all`` calls.
 
@@ -74,24 +77,48 @@ class JudgeEndpoint:
             ("RAGSPINE_JUDGE_TIMEOUT", "timeout_s", float, None),
             ("RAGSPINE_JUDGE_MAX_RETRIES", "max_retries", int, 0),
         ):
-            raw = environ.get(name, "").strip()
-            if not raw:
-                continue
-            try:
-                value = kind(raw)
-            except ValueError:
-                raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}") from None
-            if (minimum is not None and value < minimum) or (minimum is None and not value > 0):
-                raise ValueError(f"{name} must be {'>= ' + str(minimum) if minimum is not None else '> 0'}")
-            kwargs[attr] = value
+            value = env_number(name, kind, minimum, environ)
+            if value is not None:
+                kwargs[attr] = value
         api_key = environ.get("RAGSPINE_JUDGE_API_KEY", "").strip()
         return cls(base_url=base_url, models=models, api_key=api_key, **kwargs)
+
+
+def env_number(
+    name: str, kind: type = int, minimum: int | None = 1, environ: Mapping[str, str] = os.environ
+) -> int | float | None:
+    """The number in the environment variable ``name``, None when it is unset or blank. ``minimum`` None
+    means "greater than 0". A ValueError names the variable (never its value, which may be a secret
+    pasted into the wrong variable)."""
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}") from None
+    if (minimum is not None and value < minimum) or (minimum is None and not value > 0):
+        raise ValueError(f"{name} must be {'>= ' + str(minimum) if minimum is not None else '> 0'}")
+    return value
 
 
 @dataclass(frozen=True)
 class Budget:
     max_calls: int | None = None
     max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class BudgetStop:
+    """Where the budget stopped a client: the first call it refused (``key``, ``model``), which limit
+    (``"tokens"`` or ``"calls"``), that call's estimate, what was left and the limit itself."""
+
+    key: str
+    model: str
+    limit_kind: str
+    estimate: int
+    left: int
+    limit: int
 
 
 @dataclass(frozen=True)
@@ -140,6 +167,7 @@ class JudgeClient:
         self._completion_tokens = 0
         self._reserved = 0  # estimated tokens of the calls in flight
         self._latencies: list[float] = []
+        self._stop: BudgetStop | None = None
 
     def __repr__(self) -> str:
         return f"JudgeClient(endpoint={self.endpoint!r}, budget={self.budget!r})"
@@ -159,6 +187,12 @@ class JudgeClient:
             return pool.submit(asyncio.run, self._complete_all(requests)).result()
 
     @property
+    def stopped(self) -> BudgetStop | None:
+        """The call at which the budget stopped this client, or None while it has not."""
+        with self._lock:
+            return self._stop
+
+    @property
     def usage(self) -> dict:
         with self._lock:
             latencies = list(self._latencies)
@@ -176,19 +210,27 @@ class JudgeClient:
     # -- internals -------------------------------------------------------------------------------------
     def _budget_reached(self) -> bool:  # call with the lock held
         b = self.budget
-        return (b.max_calls is not None and self._counts["calls"] >= b.max_calls) or (
-            b.max_tokens is not None and self._prompt_tokens + self._completion_tokens >= b.max_tokens
+        return (
+            self._stop is not None
+            or (b.max_calls is not None and self._counts["calls"] >= b.max_calls)
+            or (b.max_tokens is not None and self._prompt_tokens + self._completion_tokens >= b.max_tokens)
         )
 
-    def _over_budget(self, estimate: int) -> str | None:  # call with the lock held
-        """Why a call estimated at ``estimate`` tokens may not be sent, or None."""
+    def _over_budget(self, req: ChatRequest, estimate: int) -> str | None:  # call with the lock held
+        """Why ``req``, estimated at ``estimate`` tokens, may not be sent, or None. The first refusal
+        stops the client: every later call is refused with it."""
+        if self._stop is not None:
+            limit = "token" if self._stop.limit_kind == "tokens" else "call"
+            return f"not sent: the {limit} budget stopped judging at an earlier call"
         b = self.budget
         if b.max_calls is not None and self._counts["calls"] >= b.max_calls:
+            self._stop = BudgetStop(req.key, req.model, "calls", estimate, 0, b.max_calls)
             return f"call budget of {b.max_calls} spent, not sent"
         if b.max_tokens is not None:
             left = b.max_tokens - self._prompt_tokens - self._completion_tokens - self._reserved
             if estimate > left:
                 left = max(left, 0)
+                self._stop = BudgetStop(req.key, req.model, "tokens", estimate, left, b.max_tokens)
                 return f"token budget: estimated {estimate} tokens > {left} left of {b.max_tokens}, not sent"
         return None
 
@@ -214,7 +256,7 @@ class JudgeClient:
         estimate = estimated_tokens(req)
         async with semaphore:
             with self._lock:
-                refusal = self._over_budget(estimate)
+                refusal = self._over_budget(req, estimate)
                 if refusal is not None:
                     self._counts["budget_skipped"] += 1
                     return ChatResult(req.key, req.model, "budget", None, refusal)

@@ -1,4 +1,4 @@
-"""The judge's prompts and the strict reading of its replies (SPEC §3.4). Pure: no network.
+"""The judge's prompts and the strict reading of its replies. Pure: no network, no files.
 
 Three metrics, each a 1–5 score with fixed anchors:
 
@@ -133,8 +133,11 @@ def truncate_inputs(
 ) -> tuple[dict[str, str | list[str]], list[dict]]:
     """``inputs`` with every field cut to ``max_chars`` characters (a list field: its items in order
     until the field's budget is spent), each cut marked in the text; and one ``{field, chars, kept}`` per
-    field that was cut, for the report. A judge never receives more than the budget per field, however
-    large the trace."""
+    field that was cut, for the report (``chars`` the field's length, ``kept`` what was sent of it).
+
+    However large the trace, a field sends at most ``max_chars`` characters of input, plus the marks:
+    the cut text ends with ``[… N more characters not shown to the judge]``, a list gets one more line
+    naming how many passages were left out, and each passage its ``[i]`` label in the prompt."""
     out: dict[str, str | list[str]] = {}
     cuts: list[dict] = []
     for name, value in inputs.items():

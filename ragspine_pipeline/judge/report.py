@@ -7,6 +7,7 @@ the threshold). A metric with no judged case has no aggregate: a gate on it fail
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +20,10 @@ from ragspine_pipeline.judge.stats import krippendorff_alpha, score_summary
 from ragspine_pipeline.reports.markdown import md_text
 
 __all__ = ["JUDGED_METRICS", "judge_report", "judged_metrics", "load_labels", "render_markdown"]
+
+# An error line shows a bounded part of a hostile value (a megabyte of metric name, 5,000 digits of score).
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 60, 60, 40
 
 
 def judged_metrics(run: JudgeRun) -> dict[str, float]:
@@ -35,40 +40,55 @@ def judged_metrics(run: JudgeRun) -> dict[str, float]:
 def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
     """Human labels, JSONL ``{qid, metric, score}`` (score an integer 1–5): ``{(qid, metric): score}``.
 
-    A malformed line, a key repeated in a line, an unknown metric or a repeated (qid, metric) is an
+    Read like every input (``inputs``): a regular file only (a FIFO or a device is refused without
+    blocking), line by line with each line's length capped, each line's nesting checked before it is
+    parsed, strict UTF-8. Lines end at ``\\n`` only (a U+2028 inside a JSON string is text). A malformed
+    or oversized line, a key repeated in a line, an unknown metric or a repeated (qid, metric) is an
     InputError naming the line.
     """
     labels: dict[tuple[str, str], int] = {}
-    lines = inputs.read_text(path, "labels").splitlines()  # a regular file, bounded, UTF-8
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = inputs.loads(line, str(path), number, object_pairs_hook=no_duplicate_keys)
-        except DuplicateKey as exc:
-            raise InputError(str(path), "duplicate key", number, field=exc.key) from None
-        if not isinstance(row, dict):
-            raise InputError(str(path), "expected a JSON object {qid, metric, score}", number)
-        qid, metric, score = row.get("qid"), row.get("metric"), row.get("score")
-        if not isinstance(qid, str | int) or isinstance(qid, bool):
-            raise InputError(str(path), "qid must be a string", number, field="qid")
-        if metric not in METRICS:
-            raise InputError(
-                str(path),
-                f"unknown metric {metric!r} (known: {', '.join(METRICS)})",
-                number,
-                str(qid),
-                "metric",
-            )
-        if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
-            raise InputError(
-                str(path), f"score must be an integer from 1 to 5 (got {score!r})", number, str(qid), "score"
-            )
-        key = (str(qid), metric)
-        if key in labels:
-            raise InputError(str(path), "this case and metric are labelled twice", number, str(qid), "qid")
-        labels[key] = score
+    with inputs.open_regular(path, "labels") as stream:
+        for line in inputs.iter_lines(stream):
+            _add_label(labels, line, str(path))
     return labels
+
+
+def _add_label(labels: dict[tuple[str, str], int], line: inputs.Line, path: str) -> None:
+    number = line.number
+    if line.too_long:
+        raise InputError(path, inputs.too_long_message(line.length), number)
+    if not line.data.strip():
+        return
+    try:
+        row = inputs.loads(line.data, path, number, object_pairs_hook=no_duplicate_keys)
+    except DuplicateKey as exc:
+        raise InputError(path, "duplicate key", number, field=exc.key) from None
+    if not isinstance(row, dict):
+        raise InputError(path, "expected a JSON object {qid, metric, score}", number)
+    qid, metric, score = row.get("qid"), row.get("metric"), row.get("score")
+    if not isinstance(qid, str | int) or isinstance(qid, bool):
+        raise InputError(path, "qid must be a string", number, field="qid")
+    shown_id = _SHORT.repr(str(qid))[1:-1]
+    if metric not in METRICS:
+        raise InputError(
+            path,
+            f"unknown metric {_SHORT.repr(metric)} (known: {', '.join(METRICS)})",
+            number,
+            shown_id,
+            "metric",
+        )
+    if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
+        raise InputError(
+            path,
+            f"score must be an integer from 1 to 5 (got {_SHORT.repr(score)})",
+            number,
+            shown_id,
+            "score",
+        )
+    key = (str(qid), metric)
+    if key in labels:
+        raise InputError(path, "this case and metric are labelled twice", number, shown_id, "qid")
+    labels[key] = score
 
 
 def judge_report(
@@ -88,6 +108,8 @@ def judge_report(
         "usage": run.usage,
         "cache": run.cache,
         "truncated": run.truncated,
+        "stopped": run.stopped,
+        "judgments": run.counts,
     }
     if labels is not None:
         report["agreement"] = {metric: _agreement(run, metric, labels) for metric in run.settings.metrics}
@@ -153,15 +175,40 @@ def _figure(value: float | None, digits: int = 2) -> str:
 
 
 def render_markdown(report: dict) -> str:
-    """The report as Markdown: one table per metric (each model and the combined score), then errors,
-    agreement and usage."""
+    """The report as Markdown: the verdict and why, how many judgments got a score, the gates, one table
+    per metric (each model and the combined score) with errors and agreement, the inputs cut, usage.
+
+    Every text that comes from data or from the endpoint (case ids, model names, reasons, errors) goes
+    through ``md_text``: HTML-escaped, table pipes escaped, on one line, so none of it renders as HTML or
+    as Markdown syntax."""
     lines = [f"# LLM-judge report ({report['prompt_version']})", ""]
-    if report["failed"]:
+    if report.get("pass") is True:
+        lines += ["**Passed.**", ""]
+    elif report.get("pass") is False:
+        lines += [f"**Not passed:** {md_text(report.get('reason') or 'a gate failed')}", ""]
+    elif report["failed"]:
         lines += [f"**The judge step failed:** {md_text(report['failed'])}", ""]
-    elif report.get("reason"):
-        lines += [f"**{md_text(report['reason'])}**", ""]
+    if report.get("stopped"):
+        lines += [f"**Judging stopped early:** {md_text(report['stopped'])}", ""]
     models = ", ".join(md_text(model) for model in report["models"])
     lines += [f"Models: {models}; repeats per judgment: {report['repeat']}.", ""]
+    counts = report.get("judgments")
+    if counts is not None:
+        errors = ", ".join(f"{md_text(kind)} {n}" for kind, n in counts["errors"].items())
+        lines += [
+            f"Judged: {counts['scored']} of {counts['applicable']} case × metric judgments got a score "
+            f"({counts['failed']} without one{'; errors: ' + errors if errors else ''}); "
+            f"{counts['not_applicable']} not applicable.",
+            "",
+        ]
+    if report.get("gates"):
+        lines += ["| gate | value | needs | passed |", "|---|---|---|---|"]
+        lines += [
+            f"| {md_text(g['metric'])} | {_figure(g['value'], 4)} | {md_text(g['op'])} {g['threshold']:g} | "
+            f"{'yes' if g['passed'] else 'no'} |"
+            for g in report["gates"]
+        ]
+        lines.append("")
     for metric, summary in report["metrics"].items():
         lines += [
             f"## {metric} (pass: score ≥ {summary['threshold']:g})",
@@ -176,7 +223,7 @@ def render_markdown(report: dict) -> str:
             lines.append(f"| {md_text(model)} | {s['n']} | {s['excluded']} | {mean} | {rate} |")
         extras = [f"not applicable: {summary['not_applicable']}"]
         if summary["errors"]:
-            extras.append("errors: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()))
+            extras.append("errors: " + ", ".join(f"{md_text(k)} {v}" for k, v in summary["errors"].items()))
         agreement = report.get("agreement", {}).get(metric)
         if agreement is not None:
             extras.append(
@@ -191,7 +238,8 @@ def render_markdown(report: dict) -> str:
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {md_text(row['qid'])} | {row['metric']} | {row['field']} | {row['chars']} | {row['kept']} |"
+            f"| {md_text(row['qid'])} | {md_text(row['metric'])} | {md_text(row['field'])} | {row['chars']} "
+            f"| {row['kept']} |"
             for row in report["truncated"]
         ]
         lines.append("")

@@ -11,9 +11,11 @@ characters per field (``prompts.truncate_inputs``), the cut marked in the prompt
 Faults are counted, never scored: a reply that is not the JSON the prompt asks for is retried once with
 a stricter reminder, then recorded as an ``unparseable`` error for that judgment; HTTP errors, timeouts
 and calls the budget did not allow are errors too. A judgment with an error has no score and is left out
-of every mean and rate (the summaries report how many). If the endpoint cannot be reached at all the
-run is marked ``failed`` with the reason; the caller records the judge step as failed and goes on with
-the deterministic metrics.
+of every mean and rate (the summaries and ``JudgeRun.counts`` report how many). When the budget refuses
+a call, nothing more is sent and ``JudgeRun.stopped`` names the case it stopped before. If the endpoint
+cannot be reached at all the run is marked ``failed`` with the reason; the caller records the judge step
+as failed and goes on with the deterministic metrics. A run in which no case got a score
+(``JudgeRun.nothing_judged``) has judged nothing, whatever the reason: the caller must not pass it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ragspine_pipeline.judge.cache import JudgmentCache
-from ragspine_pipeline.judge.client import ChatRequest, ChatResult, JudgeClient
+from ragspine_pipeline.judge.client import BudgetStop, ChatRequest, ChatResult, JudgeClient
 from ragspine_pipeline.judge.prompts import (
     DEFAULT_MAX_INPUT_CHARS,
     METRICS,
@@ -109,16 +111,35 @@ class JudgeRun:
     cache: dict[str, int]
     failed: str | None = None
     truncated: list[dict] = field(default_factory=list)  # {qid, metric, field, chars, kept}
+    stopped: str | None = None  # the budget stopped judging: which limit, before which case
 
     @property
     def succeeded(self) -> int:
         """Judgments that produced a score (per model; the ensemble's combined ones not counted)."""
         return sum(1 for j in self.judgments if j.model != COMBINED and j.score is not None)
 
+    @cached_property
+    def counts(self) -> dict:
+        """Case × metric judgments (the ensemble's): ``applicable``, ``not_applicable``, ``scored`` (every
+        model judged it), ``failed`` (applicable, no score); and ``errors``, the per-model judgments that
+        failed, by kind (``error``, ``budget``, ``unparseable``, ``unreachable``)."""
+        combined = [j for j in self.judgments if j.model == COMBINED]
+        applicable = sum(j.applicable for j in combined)
+        scored = sum(j.score is not None for j in combined)
+        errors = Counter(_kind(j.error) for j in self.judgments if j.model != COMBINED and j.error)
+        return {
+            "applicable": applicable,
+            "not_applicable": len(combined) - applicable,
+            "scored": scored,
+            "failed": applicable - scored,
+            "errors": dict(sorted(errors.items())),
+        }
+
     @property
     def nothing_judged(self) -> str | None:
-        """Why no judgment succeeded, or None when one did."""
-        if self.succeeded:
+        """Why no case got a score, or None when one did. A case's score is the ensemble's, so an
+        ensemble in which no case was judged by every model has judged nothing either."""
+        if self.counts["scored"]:
             return None
         if self.failed:
             return f"no judgment succeeded: {self.failed}"
@@ -126,6 +147,12 @@ class JudgeRun:
         if errors:
             kinds = Counter(_kind(error) for error in errors)
             worst = ", ".join(f"{kind} {n}" for kind, n in kinds.most_common())
+            if self.succeeded:
+                asked = sum(1 for j in self.judgments if j.model != COMBINED and j.applicable)
+                return (
+                    "no judgment succeeded: no case was judged by every model of the ensemble "
+                    f"({len(errors)} of {asked} model judgments failed: {worst}; first: {errors[0]})"
+                )
             return f"no judgment succeeded: all {len(errors)} failed ({worst}; first: {errors[0]})"
         return "no judgment succeeded: nothing to judge (no case has the inputs of a requested metric)"
 
@@ -189,7 +216,8 @@ def run_judge(
                 reasons = list(entry["reasons"][: settings.repeat]) if entry else []
                 hits, misses = hits + bool(have), misses + (not have)
                 asks[key] = _Ask(model, metric, inputs, have, reasons, cached=len(have) == settings.repeat)
-    failed = _ask_all(asks, settings, client)
+    failed, not_sent = _ask_all(asks, settings, client)
+    stopped = _stop_reason(client.stopped, plan, not_sent)
     if cache is not None:
         for key, ask in asks.items():
             if ask.new and not ask.cached:
@@ -198,7 +226,7 @@ def run_judge(
     for item, metric, keys in plan:
         judgments.extend(_judgments(item.qid, metric, keys, asks, settings, models))
     cache_counts = {"hits": hits, "misses": misses}
-    return JudgeRun(settings, models, judgments, client.usage, cache_counts, failed, truncated)
+    return JudgeRun(settings, models, judgments, client.usage, cache_counts, failed, truncated, stopped)
 
 
 @dataclass
@@ -227,9 +255,9 @@ def _ask_of(asks: dict[str, _Ask], request_key: str) -> _Ask:
     return asks[request_key.split("#")[0]]
 
 
-def _ask_all(asks: dict[str, _Ask], settings: JudgeSettings, client: JudgeClient) -> str | None:
+def _ask_all(asks: dict[str, _Ask], settings: JudgeSettings, client: JudgeClient) -> tuple[str | None, int]:
     """Send every missing repeat; retry unparseable replies once, strictly. The reason the endpoint
-    could not be reached, or None."""
+    could not be reached (or None), and how many calls the budget did not let through."""
 
     def request(request_key: str, unreadable_reply: str | None = None) -> ChatRequest:
         ask = _ask_of(asks, request_key)
@@ -239,15 +267,50 @@ def _ask_all(asks: dict[str, _Ask], settings: JudgeSettings, client: JudgeClient
     first = [
         request(f"{key}#{r}") for key, ask in asks.items() for r in range(settings.repeat - len(ask.scores))
     ]
-    unreadable = _collect(client.complete_all(first), asks)
+    results = client.complete_all(first)
+    not_sent = sum(result.status == "budget" for result in results)
+    unreadable = _collect(results, asks)
     if unreadable and _unreachable(asks) is None:
-        retries = [request(request_key, reply) for request_key, (reply, _) in unreadable.items()]
-        for request_key, (_, why) in _collect(client.complete_all(retries), asks).items():
+        retries = client.complete_all(
+            [request(request_key, reply) for request_key, (reply, _) in unreadable.items()]
+        )
+        not_sent += sum(result.status == "budget" for result in retries)
+        for request_key, (_, why) in _collect(retries, asks).items():
             _ask_of(asks, request_key).errors.append(f"unparseable judge output after a strict retry: {why}")
     else:
         for request_key, (_, why) in unreadable.items():
             _ask_of(asks, request_key).errors.append(f"unparseable judge output: {why}")
-    return _unreachable(asks)
+    return _unreachable(asks), not_sent
+
+
+def _stop_reason(
+    stop: BudgetStop | None, plan: list[tuple[JudgeItem, str, dict[str, str] | None]], not_sent: int
+) -> str | None:
+    """The report's sentence for a budget stop: which limit, before which case (the first one that asks
+    the refused judgment), and how many calls of this run were not sent. None when none was refused."""
+    if stop is None or not not_sent:
+        return None
+    key = stop.key.split("#")[0]
+    where = next(
+        (
+            f"case {_case_name(item.qid)} ({metric}, {stop.model})"
+            for item, metric, keys in plan
+            if keys and key in keys.values()
+        ),
+        "the first call of this run",  # the client's budget was spent by an earlier run
+    )
+    if stop.limit_kind == "tokens":
+        return (
+            f"token budget reached before {where}: estimate {stop.estimate} > remaining {stop.left} "
+            f"of {stop.limit} tokens; {not_sent} call(s) not sent"
+        )
+    return f"call budget reached before {where}: {stop.limit} call(s) sent; {not_sent} call(s) not sent"
+
+
+def _case_name(qid: object, limit: int = 80) -> str:
+    """A case id for a one-line message: on one line, at most ``limit`` characters (an id is data)."""
+    text = " ".join(str(qid).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _collect(results: list[ChatResult], asks: dict[str, _Ask]) -> dict[str, tuple[str, str]]:

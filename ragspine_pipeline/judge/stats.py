@@ -1,4 +1,4 @@
-"""Statistics for LLM-judge scores (SPEC §3.4). Pure: numpy, scipy and krippendorff only.
+"""Statistics for LLM-judge scores. Pure: numpy, scipy and krippendorff only.
 
 A judge gives each case an integer score from 1 to 5; a case passes when its score >= a threshold.
 
@@ -64,7 +64,7 @@ def bootstrap_interval(
 
 
 def median_score(scores: Sequence[int]) -> float | None:
-    """Median of the N repeats of one judgment (SPEC: ``judge_repeat`` N, score = median of N).
+    """The score of one judgment asked N times (``judge_repeat``): the median of its N scores.
 
     Odd count: the middle score; even count: the midpoint of the two middle scores ([3, 4] -> 3.5).
     Empty list -> ``None``.

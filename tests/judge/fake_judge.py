@@ -2,7 +2,9 @@
 
 A real HTTP/1.1 server on 127.0.0.1 (a free port) in a daemon thread, serving ``POST /v1/chat/completions``
 in the OpenAI response shape. Replies come from a FIFO of scripted :class:`FakeReply` (status codes,
-headers such as ``retry-after-ms``, delays, raw malformed bodies) and otherwise from ``reply_for``.
+headers such as ``retry-after-ms``, delays, raw malformed bodies) and otherwise from ``reply_for``, which
+returns the reply's content or a whole :class:`FakeReply` (a status per model, say). ``body_sizes`` holds
+the size in bytes of every request body received, as it came over the wire.
 
 Token counts are deterministic: ``prompt_tokens`` = total characters of the messages' string contents // 4,
 ``completion_tokens`` = ``len(content) // 4``.
@@ -13,6 +15,7 @@ Use it as a context manager, with ``start()``/``stop()``, or through the ``fake_
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -28,7 +31,7 @@ import pytest
 DEFAULT_REPLY = '{"score": 4, "reason": "supported"}'
 
 
-def default_reply_for(request_json: dict) -> str:
+def default_reply_for(request_json: dict) -> str | FakeReply:
     return DEFAULT_REPLY
 
 
@@ -85,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
                 400, b'{"error": {"message": "request body is not JSON", "type": "invalid_request_error"}}'
             )
             return
-        judge._enter(request_json, self.headers.get("Authorization"))
+        judge._enter(request_json, self.headers.get("Authorization"), len(raw))
         try:
             reply = judge._next_reply()
             time.sleep(judge.latency_s + reply.delay)
@@ -109,13 +112,16 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeJudge:
     """The fake server. ``requests``/``authorizations`` are parallel snapshots of what was received."""
 
-    def __init__(self, latency_s: float = 0.0, reply_for: Callable[[dict], str] = default_reply_for) -> None:
+    def __init__(
+        self, latency_s: float = 0.0, reply_for: Callable[[dict], str | FakeReply] = default_reply_for
+    ) -> None:
         self.latency_s = latency_s
         self.reply_for = reply_for
         self._lock = threading.Lock()
         self._script: deque[FakeReply] = deque()
         self._requests: list[dict] = []
         self._authorizations: list[str | None] = []
+        self._body_sizes: list[int] = []
         self._in_flight = 0
         self._max_in_flight = 0
         self._ids = itertools.count(1)
@@ -136,6 +142,12 @@ class FakeJudge:
     def authorizations(self) -> list[str | None]:
         with self._lock:
             return list(self._authorizations)
+
+    @property
+    def body_sizes(self) -> list[int]:
+        """Bytes of each request body received (parallel to ``requests``)."""
+        with self._lock:
+            return list(self._body_sizes)
 
     @property
     def max_in_flight(self) -> int:
@@ -175,10 +187,11 @@ class FakeJudge:
         self.stop()
 
     # -- used by the handler ---------------------------------------------------------------------------
-    def _enter(self, request_json: dict, authorization: str | None) -> None:
+    def _enter(self, request_json: dict, authorization: str | None, size: int) -> None:
         with self._lock:
             self._requests.append(request_json)
             self._authorizations.append(authorization)
+            self._body_sizes.append(size)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
 
@@ -197,6 +210,10 @@ class FakeJudge:
             error = {"message": f"fake judge error {reply.status}", "type": "server_error", "code": None}
             return reply.status, json.dumps({"error": error}).encode(), reply.headers
         content = reply.content if reply.content is not None else self.reply_for(request_json)
+        if isinstance(content, FakeReply):  # reply_for chose the whole reply (its delay is not applied)
+            if content.status == 200 and content.body is None and content.content is None:
+                content = dataclasses.replace(content, content=DEFAULT_REPLY)
+            return self._render(content, request_json)
         prompt_tokens, completion_tokens = count_prompt_tokens(request_json), len(content) // 4
         payload = {
             "id": f"chatcmpl-fake-{next(self._ids)}",

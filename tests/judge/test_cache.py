@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 
-from ragspine_pipeline.judge.cache import LocalJudgmentCache, S3JudgmentCache, open_judgment_cache
+from ragspine_pipeline.judge.cache import (
+    MAX_ENTRY_BYTES,
+    LocalJudgmentCache,
+    S3JudgmentCache,
+    open_judgment_cache,
+)
 from ragspine_pipeline.judge.client import JudgeClient, JudgeEndpoint
 from ragspine_pipeline.judge.prompts import JudgeItem
 from ragspine_pipeline.judge.run import JudgeSettings, run_judge
@@ -35,7 +42,12 @@ def test_round_trip_and_unreadable_entries_are_absent(cache):
     assert cache.get(KEY) is None
     cache.put(KEY, ENTRY)
     assert cache.get(KEY) == ENTRY
-    for bad in ({**ENTRY, "scores": [4, 9]}, {**ENTRY, "reasons": ["a"]}, {"scores": "4"}):
+    for bad in (
+        {**ENTRY, "scores": [4, 9]},
+        {**ENTRY, "reasons": ["a"]},
+        {**ENTRY, "reasons": [{"a": 1}, None]},
+        {"scores": "4"},
+    ):
         cache.put(KEY, bad)
         assert cache.get(KEY) is None
     with pytest.raises(ValueError):
@@ -67,3 +79,43 @@ def test_an_unreachable_s3_cache_is_one_line_without_secrets(s3_endpoint):
 def test_local_entries_are_plain_json_files(tmp_path):
     LocalJudgmentCache(tmp_path).put(KEY, ENTRY)
     assert json.loads((tmp_path / "ab" / f"{KEY}.json").read_text()) == ENTRY
+
+
+def store_raw(cache, key: str, data: bytes) -> None:
+    """Put bytes where ``cache`` keeps the entry ``key``, bypassing ``put`` (a corrupted or hostile cache)."""
+    if isinstance(cache, LocalJudgmentCache):
+        path = cache.root / key[:2] / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    else:
+        cache.client.put_object(Bucket=cache.bucket, Key=cache._key(key), Body=data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        json.dumps(
+            {**ENTRY, "reasons": ["x" * MAX_ENTRY_BYTES, "b"]}
+        ).encode(),  # larger than an entry can be
+        b'{"scores": [4], "reasons": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",  # nested past the input cap
+        b'{"scores": [' + b"9" * 5000 + b'], "reasons": ["a"]}',  # a number Python will not convert
+        b"\xff\xfe not UTF-8",
+    ],
+    ids=["oversized", "deep", "huge-number", "not-utf8"],
+)
+def test_a_hostile_entry_is_a_miss_never_an_error(cache, data):
+    store_raw(cache, KEY, data)
+    assert cache.get(KEY) is None
+    cache.put(KEY, ENTRY)  # and it is replaced by the next judgment
+    assert cache.get(KEY) == ENTRY
+
+
+def test_a_fifo_where_an_entry_should_be_is_a_miss_without_blocking(tmp_path):
+    cache = LocalJudgmentCache(tmp_path)
+    (tmp_path / KEY[:2]).mkdir()
+    os.mkfifo(tmp_path / KEY[:2] / f"{KEY}.json")  # no writer: a blocking open would wait forever
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(cache.get(KEY)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and got == [None]

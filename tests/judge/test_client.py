@@ -12,7 +12,15 @@ import time
 
 import pytest
 
-from ragspine_pipeline.judge.client import Budget, ChatRequest, JudgeClient, JudgeEndpoint, estimated_tokens
+from ragspine_pipeline.judge.client import (
+    Budget,
+    BudgetStop,
+    ChatRequest,
+    JudgeClient,
+    JudgeEndpoint,
+    env_number,
+    estimated_tokens,
+)
 from tests.judge.fake_judge import DEFAULT_REPLY, FakeJudge, FakeReply
 
 SECRET = "sk-test-SECRET-0123456789"
@@ -144,9 +152,32 @@ def test_budget_by_tokens_is_checked_on_the_estimate_before_sending(fake_judge: 
     results = client.complete_all(requests)
     assert [r.status for r in results] == ["ok"] * 4 + ["budget"] * 2
     assert results[4].error == "token budget: estimated 33 tokens > 28 left of 100, not sent"
+    assert results[5].error == "not sent: the token budget stopped judging at an earlier call"
+    assert client.stopped == BudgetStop("k4", "judge-a", "tokens", estimate=33, left=28, limit=100)
     usage = client.usage
     assert usage["prompt_tokens"] + usage["completion_tokens"] == 72 and usage["calls"] == 4
     assert len(fake_judge.requests) == 4
+
+
+def test_the_first_refusal_stops_the_client_even_for_calls_that_would_fit(fake_judge: FakeJudge) -> None:
+    # Skipping the long case and judging the short ones after it would leave only short answers judged,
+    # and every mean would lean towards them: once a call is refused, nothing more is sent.
+    client = JudgeClient(endpoint(fake_judge.url, concurrency=1), Budget(max_tokens=1000))
+    small, huge, later = reqs(1)[0], reqs(1, content="x" * 30_000)[0], reqs(1, content="y")[0]
+    huge, later = dataclasses.replace(huge, key="huge"), dataclasses.replace(later, key="later")
+    assert estimated_tokens(small) + estimated_tokens(later) < 1000 < estimated_tokens(huge)
+    assert [r.status for r in client.complete_all([small, huge, later])] == ["ok", "budget", "budget"]
+    assert [r["messages"][0]["content"] for r in fake_judge.requests] == [small.messages[0]["content"]]
+    assert [r.status for r in client.complete_all([later])] == ["budget"]  # stopped for good
+    assert client.stopped is not None and client.stopped.key == "huge" and client.usage["budget_exhausted"]
+
+
+def test_a_spent_call_budget_stops_the_client_at_the_first_call_it_refuses(fake_judge: FakeJudge) -> None:
+    client = JudgeClient(endpoint(fake_judge.url, concurrency=1), Budget(max_calls=1))
+    requests = reqs(3)
+    assert [r.status for r in client.complete_all(requests)] == ["ok", "budget", "budget"]
+    estimate = estimated_tokens(requests[1])
+    assert client.stopped == BudgetStop("k1", "judge-a", "calls", estimate=estimate, left=0, limit=1)
 
 
 def test_a_request_larger_than_the_whole_token_budget_is_never_sent(fake_judge: FakeJudge) -> None:
@@ -258,3 +289,16 @@ def test_without_a_key_a_placeholder_is_sent(fake_judge: FakeJudge) -> None:
     [result] = JudgeClient(endpoint(fake_judge.url)).complete_all(reqs(1))
     assert result.status == "ok"
     assert fake_judge.authorizations[0].startswith("Bearer ") and len(fake_judge.authorizations[0]) > 7
+
+
+def test_env_number_reads_a_bounded_number_and_names_only_the_variable() -> None:
+    assert env_number("RAGSPINE_JUDGE_MAX_TOKENS", environ={}) is None
+    assert env_number("RAGSPINE_JUDGE_MAX_TOKENS", environ={"RAGSPINE_JUDGE_MAX_TOKENS": " 500 "}) == 500
+    for raw, message in (
+        ("lots", "must be an integer"),
+        ("0", "must be >= 1"),
+        (SECRET, "must be an integer"),
+    ):
+        with pytest.raises(ValueError, match=f"RAGSPINE_JUDGE_MAX_TOKENS {message}") as info:
+            env_number("RAGSPINE_JUDGE_MAX_TOKENS", environ={"RAGSPINE_JUDGE_MAX_TOKENS": raw})
+        assert raw not in str(info.value)

@@ -10,11 +10,20 @@ from collections import Counter
 import pytest
 
 from ragspine_pipeline.judge.cache import LocalJudgmentCache
-from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint
-from ragspine_pipeline.judge.prompts import STRICT_REMINDER, JudgeItem
+from ragspine_pipeline.judge.client import Budget, ChatRequest, JudgeClient, JudgeEndpoint, estimated_tokens
+from ragspine_pipeline.judge.prompts import (
+    DEFAULT_MAX_INPUT_CHARS,
+    STRICT_REMINDER,
+    JudgeItem,
+    build_messages,
+    metric_inputs,
+    truncate_inputs,
+)
 from ragspine_pipeline.judge.report import judge_report, judged_metrics
 from ragspine_pipeline.judge.run import COMBINED, JudgeSettings, run_judge
-from tests.judge.fake_judge import FakeReply
+from tests.judge.fake_judge import DEFAULT_REPLY, FakeReply
+
+FIXED_PROMPT_BYTES = 3000  # the system prompt (< 1 KB), section titles, passage labels, the JSON envelope
 
 
 def items(n: int = 6) -> list[JudgeItem]:
@@ -121,6 +130,14 @@ def test_http_errors_and_rate_limits(fake_judge):
     assert sorted(j.error is None for j in judged.values()) == [False, True]
     assert run.summary["answer_relevancy"]["errors"] == {"error": 1}
     assert run.failed is None
+    assert run.counts == {
+        "applicable": 2,
+        "not_applicable": 0,
+        "scored": 1,
+        "failed": 1,
+        "errors": {"error": 1},
+    }
+    assert run.nothing_judged is None  # one failure of two is counted, not a run that judged nothing
 
 
 def test_an_unreachable_endpoint_fails_the_run_with_the_reason(closed_port):
@@ -184,3 +201,104 @@ def test_the_report_carries_no_secret_and_no_nan(fake_judge):
     run = run_judge(items(3), JudgeSettings(), client(fake_judge))
     text = json.dumps(judge_report(run, tags={"q0": [("topic", "a")]}), allow_nan=False)
     assert "sk-test-secret" not in text and re.search(r"\bNaN\b", text) is None
+
+
+def test_a_huge_input_is_cut_before_it_is_sent_and_every_cut_is_listed(fake_judge):
+    fake_judge.reply_for = scored()
+    huge_question = "why? " * 400_000  # 2,000,000 characters
+    many_passages = tuple(f"passage {i:05d} " + "x" * 86 for i in range(50_000))  # 5,000,000 characters
+    cases = [
+        JudgeItem("big-question", question=huge_question, answer="Because.", context=("A context.",)),
+        JudgeItem("many-passages", question="Why?", answer="Because.", context=many_passages),
+    ]
+    settings = JudgeSettings(metrics=("answer_relevancy", "faithfulness"))
+    run = run_judge(cases, settings, client(fake_judge))
+
+    assert len(fake_judge.body_sizes) == 4  # every judgment was asked, none with more than its cut inputs
+    assert max(fake_judge.body_sizes) < DEFAULT_MAX_INPUT_CHARS + FIXED_PROMPT_BYTES
+    shown = [r["messages"][1]["content"] for r in fake_judge.requests]
+    assert sum("[… 1992000 more characters not shown to the judge]" in text for text in shown) == 1
+    assert sum("[… 49920 more passages not shown to the judge]" in text for text in shown) == 1
+    assert run.truncated == [
+        {
+            "qid": "big-question",
+            "metric": "answer_relevancy",
+            "field": "question",
+            "chars": 2_000_000,
+            "kept": 8000,
+        },
+        {
+            "qid": "many-passages",
+            "metric": "faithfulness",
+            "field": "context",
+            "chars": 5_000_000,
+            "kept": 8000,
+        },
+    ]
+    assert judge_report(run)["truncated"] == run.truncated
+    assert all(j.score is not None for j in run.judgments if j.applicable)
+
+
+def test_the_token_budget_stops_at_the_first_call_that_does_not_fit(fake_judge):
+    fake_judge.reply_for = scored()
+    cases = [JudgeItem(f"q{i}", question=f"Question {i}?", answer=f"Answer {i}.") for i in range(5)]
+    cases[2] = JudgeItem("q2", question="Question 2?", answer="A long answer. " * 1000)
+    settings = JudgeSettings(metrics=("answer_relevancy",))
+    shown = [truncate_inputs(metric_inputs("answer_relevancy", c), DEFAULT_MAX_INPUT_CHARS)[0] for c in cases]
+    estimate = [
+        estimated_tokens(ChatRequest("k", "judge-a", build_messages("answer_relevancy", inputs)))
+        for inputs in shown
+    ]
+    budget = 3 * estimate[0]  # q0 and q1 fit; q2 does not; q3 and q4 would fit in what is left
+    endpoint = JudgeEndpoint(fake_judge.url, ("judge-a",), concurrency=1)
+    run = run_judge(cases, settings, JudgeClient(endpoint, Budget(max_tokens=budget)))
+
+    sent = [r["messages"][1]["content"] for r in fake_judge.requests]
+    assert len(sent) == 2 and "Question 0?" in sent[0] and "Question 1?" in sent[1]
+    received = [
+        estimated_tokens(ChatRequest("k", r["model"], tuple(r["messages"]), max_tokens=r["max_tokens"]))
+        for r in fake_judge.requests
+    ]
+    assert sum(received) <= budget  # nothing above the budget reached the endpoint
+    spent = run.usage["prompt_tokens"] + run.usage["completion_tokens"]
+    assert budget - spent >= estimate[3]  # q3 would have fit: it was not sent because judging stopped
+    assert run.stopped == (
+        f"token budget reached before case q2 (answer_relevancy, judge-a): estimate {estimate[2]} > "
+        f"remaining {budget - spent} of {budget} tokens; 3 call(s) not sent"
+    )
+    judged = by(run, "answer_relevancy")
+    assert [q for q, j in judged.items() if j.score is not None] == ["q0", "q1"]
+    assert run.counts["errors"] == {"budget": 3} and run.nothing_judged is None
+    assert judge_report(run)["stopped"] == run.stopped
+
+
+def test_a_budget_that_fits_no_call_judges_nothing_and_sends_nothing(fake_judge):
+    endpoint = JudgeEndpoint(fake_judge.url, ("judge-a",))
+    run = run_judge(items(3), JudgeSettings(), JudgeClient(endpoint, Budget(max_tokens=50)))
+    assert fake_judge.requests == [] and run.counts["scored"] == 0
+    assert run.stopped.startswith("token budget reached before case q0 (faithfulness, judge-a): estimate ")
+    assert run.nothing_judged.startswith(
+        "no judgment succeeded: all 8 failed (budget 8; first: budget: token budget: estimated "
+    )
+
+
+def test_an_ensemble_whose_one_model_rejects_every_call_judged_nothing(fake_judge):
+    fake_judge.reply_for = lambda request: FakeReply(401) if request["model"] == "judge-b" else DEFAULT_REPLY
+    run = run_judge(
+        items(3), JudgeSettings(metrics=("answer_relevancy",)), client(fake_judge, ("judge-a", "judge-b"))
+    )
+    assert run.succeeded == 3 and run.counts["scored"] == 0  # judge-a scored, no case has the ensemble's
+    assert run.nothing_judged.startswith(
+        "no judgment succeeded: no case was judged by every model of the ensemble "
+        "(3 of 6 model judgments failed: error 3; first: error: HTTP 401 after 1 attempt"
+    )
+    assert judged_metrics(run) == {}
+
+
+def test_nothing_to_judge_is_said_so():
+    endpoint = JudgeEndpoint("http://127.0.0.1:9/v1", ("judge-a",))  # never called
+    run = run_judge([], JudgeSettings(), JudgeClient(endpoint))
+    assert run.counts == {"applicable": 0, "not_applicable": 0, "scored": 0, "failed": 0, "errors": {}}
+    assert run.nothing_judged == (
+        "no judgment succeeded: nothing to judge (no case has the inputs of a requested metric)"
+    )
