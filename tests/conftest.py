@@ -1,4 +1,5 @@
-"""Real endpoints on loopback shared by the tests: S3 (moto), a scriptable HTTP server, a closed port."""
+"""Real endpoints on loopback shared by the tests: S3 (moto), a scriptable HTTP server, a closed port,
+a fresh database on the local PostgreSQL."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ragspine_pipeline.sources.s3 import s3_client
+
+# The loopback PostgreSQL the deployment tests use: user postgres, trust authentication.
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 
 # Fake credentials: the tests check that the secret never shows up in an error message.
 SECRET_KEY = "fake-secret-d41d8cd98f00b204"
@@ -118,6 +122,36 @@ def put_many(bucket: str, keys: list[str], body: bytes) -> None:
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
     for key in keys:
         backend.put_object(bucket, key, body)
+
+
+def pg_location(database: str) -> str:
+    """The URI of a database on the loopback PostgreSQL."""
+    return f"postgresql://{PG['user']}@{PG['host']}:{PG['port']}/{database}"
+
+
+@pytest.fixture
+def database():
+    """A fresh database on the loopback PostgreSQL (trust authentication), dropped afterwards; the test
+    is skipped, with the reason, when psycopg2 is not installed or PostgreSQL is not reachable there."""
+    missing = "psycopg2 is not installed (pip install -e '.[deploy]')"
+    psycopg2 = pytest.importorskip("psycopg2", reason=missing)
+    try:
+        admin = psycopg2.connect(dbname="postgres", connect_timeout=3, **PG)
+    except psycopg2.OperationalError as exc:
+        reason = " ".join(str(exc).split())
+        pytest.skip(f"PostgreSQL is not reachable on {PG['host']}:{PG['port']} as {PG['user']}: {reason}")
+    admin.autocommit = True
+    name = f"ragspine_{uuid.uuid4().hex[:12]}"
+    with admin.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cursor:
+            stop = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
+            cursor.execute(stop, (name,))
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
 
 
 @pytest.fixture

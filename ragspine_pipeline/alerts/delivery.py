@@ -32,6 +32,12 @@ Nothing here raises because Slack is absent or failing, or because the disk is f
 recorded with their error and the alerts stay pending. The token is never part of an error message, a
 log line or the outbox.
 
+Passes never post the same alert twice because each holds ``outbox.delivering(due)``: the file outbox
+lets one pass run at a time; the PostgreSQL outbox lets passes on several hosts run at once, each on the
+batches (one run's alerts, or one alert without a run) it claimed — those ``due`` says it has something
+to do with: their run has ended, or an alert in them outlived its time to live. A batch another pass
+holds is left to that pass; a batch whose run is still going is left for the pass after the run ends.
+
 Slack settings and the client are in ``alerts.slack``.
 """
 
@@ -42,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ragspine_pipeline.alerts.outbox import Entry, Outbox, OutboxView
+from ragspine_pipeline.alerts.events import AlertOutbox, Entry, OutboxView, batches
 from ragspine_pipeline.alerts.slack import (
     DEFAULT_BUDGET_S,
     DEFAULT_TTL_HOURS,
@@ -76,7 +82,7 @@ class FlushResult:
 
 
 def flush(
-    outbox: Outbox,
+    outbox: AlertOutbox,
     settings: SlackSettings | None = None,
     sender: SlackSender | None = None,
     *,
@@ -97,7 +103,8 @@ def flush(
     (default ``RAGSPINE_ALERT_CONFIRM_AFTER_S`` or 120) is how old an unanswered attempt must be before
     the channel's history is trusted to show it. After the first failure that says more attempts are
     pointless (Slack unreachable, rate limiting, no answer, a full disk, the budget spent) the rest
-    are not attempted in this pass.
+    are not attempted in this pass. On an outbox that passes share (PostgreSQL), the counts cover the
+    batches this pass claimed.
     """
     settings = settings or SlackSettings.from_env()
     if budget_s is None:
@@ -105,7 +112,12 @@ def flush(
     if confirm_after_s is None:
         confirm_after_s = seconds_from_env("RAGSPINE_ALERT_CONFIRM_AFTER_S", DEFAULT_CONFIRM_AFTER_S, 0)
     now = now or datetime.now(UTC)
-    with outbox.delivering():
+    deadline = now - timedelta(hours=ttl_hours)
+
+    def due(batch: list[Entry]) -> bool:  # a batch this pass may post, expire or confirm
+        return _finished(batch, finished) or any(_created(entry) < deadline for entry in batch)
+
+    with outbox.delivering(due):
         budget = WaitBudget(budget_s)
         view = outbox.read()
         result = FlushResult(set_aside=view.set_aside)
@@ -113,7 +125,6 @@ def flush(
             sender = sender or SlackSender(settings)
             sender.use_budget(budget)
         held = _confirm(outbox, sender, view, now, confirm_after_s, result)
-        deadline = now - timedelta(hours=ttl_hours)
         live, confirmed = [], set(result.delivered)
         for entry in view.pending:
             if entry.alert.id in confirmed:
@@ -123,10 +134,8 @@ def flush(
                     result.expired.append(entry.alert.id)
                 continue  # an expiry that could not be recorded is retried next pass, never posted
             live.append(entry)
-        groups = _by_run(live)
-        ready = [
-            g for g in groups if g[0].alert.run_id is None or finished is None or finished(g[0].alert.run_id)
-        ]
+        groups = list(batches(live).values())
+        ready = [g for g in groups if _finished(g, finished)]
         result.waiting = sum(len(g) for g in groups) - sum(len(g) for g in ready)
         result.pending = len(live)
         if sender is None:
@@ -140,7 +149,7 @@ def flush(
 
 
 def _confirm(
-    outbox: Outbox,
+    outbox: AlertOutbox,
     sender: SlackSender | None,
     view: OutboxView,
     now: datetime,
@@ -204,7 +213,7 @@ def _channel_id(target: str, view: OutboxView, sender: SlackSender) -> str:
     return known
 
 
-def _post(outbox: Outbox, sender: SlackSender, groups: list[list[Entry]], result: FlushResult) -> int:
+def _post(outbox: AlertOutbox, sender: SlackSender, groups: list[list[Entry]], result: FlushResult) -> int:
     """Post each group as one message by steps 1–3 of the protocol; how many alerts were delivered."""
     target = sender.settings.channel or ""
     delivered = 0
@@ -248,13 +257,10 @@ def _record(result: FlushResult, write: Callable[..., None], *args) -> bool:
     return True
 
 
-def _by_run(entries: list[Entry]) -> list[list[Entry]]:
-    """Pending entries grouped by run (an alert without a run is a group of its own), in the order each
-    group's first alert was queued."""
-    groups: dict[str, list[Entry]] = {}
-    for entry in entries:
-        groups.setdefault(entry.alert.run_id or f"alert:{entry.alert.id}", []).append(entry)
-    return list(groups.values())
+def _finished(batch: list[Entry], finished: Callable[[str], bool] | None) -> bool:
+    """Whether the run of ``batch`` (one run's alerts, or one alert without a run) has ended."""
+    run_id = batch[0].alert.run_id
+    return not run_id or finished is None or finished(run_id)
 
 
 def _created(entry: Entry) -> datetime:

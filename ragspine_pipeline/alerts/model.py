@@ -3,8 +3,9 @@ which index, golden set and run, and what to do (a runbook line) — built from 
 of gate results, a night's drop tests, or a failed run.
 
 An alert is plain data (pydantic, JSON in the outbox); rendering is ``alerts.blocks``, delivery
-``alerts.delivery`` (through ``alerts.slack``), de-duplication and persistence ``alerts.outbox``. The
-alerts one run raises are delivered together, as one message.
+``alerts.delivery`` (through ``alerts.slack``), de-duplication ``alerts.events``, persistence
+``alerts.outbox`` (a file) or ``alerts.pg_outbox`` (PostgreSQL). The alerts one run raises are
+delivered together, as one message.
 """
 
 from __future__ import annotations

@@ -1,33 +1,20 @@
-"""The persistent outbox and the de-duplication state next to it.
+"""The alert outbox in one folder: ``outbox.jsonl``, the de-duplication state next to it, their locks;
+and :func:`open_outbox`, which opens this or the PostgreSQL outbox by its location.
 
-``outbox.jsonl`` is an append-only log of events, one JSON object a line, each appended and fsynced
-under the lock before anything that depends on it happens:
-
-* ``queued`` (the whole alert): written *before* anyone tries to deliver it, so an alert is never lost.
-* ``sending`` (``ids``, ``target``): written *before* the message carrying these alerts is posted; a post
-  whose ``sending`` line cannot be written does not happen.
-* ``delivered`` (``ids``, ``channel``, ``ts``, ``target``): Slack answered with the message's ``ts``, or a
-  later pass found the message in the channel's history (``confirmed``).
-* ``failed`` (``ids``, ``error``, ``unconfirmed``): an attempt that did not deliver. ``unconfirmed`` means
-  Slack never answered (a timeout, a lost connection): it may have posted the message all the same.
-* ``expired`` (``ids``, ``ttl_hours``): waited longer than its time to live; kept and listed, never posted,
-  so connecting Slack to an old outbox does not page anyone about last week.
-
-An alert is pending until it is delivered or expired. A pending alert whose last ``sending`` is followed
-by no definite answer (a crash, a timeout, a delivery that could not be recorded) is *unconfirmed*: the
-delivery pass (``alerts.delivery.flush``) looks for it in Slack before it posts it again. Lines written by
-earlier versions (one ``id`` instead of ``ids``) still read.
+``outbox.jsonl`` holds the events of ``alerts.events`` (what they are and how they fold), one JSON
+object a line, each appended and fsynced under the lock before anything that depends on it happens.
 
 ``alert_state.json`` (same folder) remembers, per stream, whether the last evaluation was failing and
 with which failures, so the same regression is announced once, a new failure or a new failing index
 version is announced again, and a recovery is announced once. The event is appended before the state
 is saved: a full disk loses neither (the alert is not queued and stays news for the next evaluation).
 
-Several processes may share one outbox (a run, the run-failure sensor, the CLI): every read-modify-
-write holds an exclusive ``flock`` on ``.outbox.lock``; a delivery pass holds ``.flush.lock`` so two
-flushes never post the same alert twice. Every line is read through ``ragspine_pipeline.inputs`` (bounded
-length and nesting, strict UTF-8): a line that cannot be read — torn by a crash, nested thousands deep,
-a number of thousands of digits, not UTF-8, longer than the line cap — is moved to
+Several processes on one host may share one outbox (a run, the run-failure sensor, the CLI): every
+read-modify-write holds an exclusive ``flock`` on ``.outbox.lock``; a delivery pass holds
+``.flush.lock`` so two flushes never post the same alert twice. Processes on several hosts share the
+PostgreSQL outbox instead (``alerts.pg_outbox``). Every line is read through ``ragspine_pipeline.inputs``
+(bounded length and nesting, strict UTF-8): a line that cannot be read — torn by a crash, nested
+thousands deep, a number of thousands of digits, not UTF-8, longer than the line cap — is moved to
 ``outbox.corrupt.jsonl`` (with its line number and the reason) and counted; it never blocks another
 alert. An outbox, state or lock path that is not a regular file (a directory, a FIFO) is a one-line
 :class:`~ragspine_pipeline.errors.InputError`, as is a write the disk refuses.
@@ -40,106 +27,48 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.alerts.model import MODEL_CONFIG, Alert
+from ragspine_pipeline.alerts.events import (
+    AlertOutbox,
+    Due,
+    Entry,
+    OutboxView,
+    StreamState,
+    dumps,
+    fold,
+    now,
+    observed,
+    queued_event,
+    stamped,
+)
+from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer, write_text_atomically
 
 DEFAULT_OUTBOX = "var/alerts/outbox.jsonl"
 STATE_FILE = "alert_state.json"
-EVENTS = ("queued", "sending", "delivered", "failed", "expired")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-class StreamState(BaseModel):
-    """The last announced condition of one stream."""
+def open_outbox(location: str | Path) -> AlertOutbox:
+    """The outbox at ``location``: PostgreSQL for a ``postgresql://`` or ``postgres://`` URI (its
+    password from libpq's environment, ``PGPASSWORD`` or ``~/.pgpass``, never from the URI), the JSONL
+    file at that path otherwise. Opening connects to nothing; psycopg2 is imported only here, only for
+    PostgreSQL."""
+    if isinstance(location, str) and location.lower().startswith(POSTGRES_SCHEMES):
+        from ragspine_pipeline.alerts.pg_outbox import PostgresOutbox
 
-    model_config = MODEL_CONFIG
-
-    status: Literal["failing", "ok"]
-    failures: list[str] = []
-    index_version: str | None = None
-    alert_id: str | None = None
-    updated_at: str
-
-
-def is_news(previous: StreamState | None, alert: Alert) -> bool:
-    """Whether ``alert`` says something its stream has not said yet.
-
-    A regression is news unless the stream is already failing on the same index version with no
-    failure that was not announced then; a recovery is news only right after a failure; a run
-    failure is its own stream, so it is always news once.
-    """
-    if alert.kind == "recovered":
-        return previous is not None and previous.status == "failing"
-    if previous is None or previous.status != "failing":
-        return True
-    if alert.index_version != previous.index_version:
-        return True
-    return bool(set(alert.failure_keys) - set(previous.failures))
+        return PostgresOutbox(location)
+    return Outbox(location)
 
 
-@dataclass
-class Entry:
-    """One alert and what happened to it so far."""
-
-    alert: Alert
-    line: int
-    delivered_at: str | None = None
-    channel: str | None = None  # the channel's ID, as Slack answered
-    ts: str | None = None
-    attempts: int = 0
-    last_error: str | None = None
-    expired_at: str | None = None
-    sending_at: str | None = None  # the last attempt to post it, while its outcome is unknown
-    target: str | None = None  # the channel that attempt posted to, as configured (a name or an ID)
-    confirmed: bool = False  # delivered, as found in the channel's history after an unanswered attempt
-
-    @property
-    def pending(self) -> bool:
-        return self.delivered_at is None and self.expired_at is None
-
-    @property
-    def unconfirmed(self) -> bool:
-        """Pending, but Slack may have taken its last attempt: look before posting it again."""
-        return self.pending and self.sending_at is not None
-
-    @property
-    def status(self) -> str:
-        return "delivered" if self.delivered_at else "expired" if self.expired_at else "pending"
-
-
-@dataclass
-class OutboxView:
-    """The outbox's alerts in order, how many corrupt lines this read set aside, and the channel IDs
-    Slack answered for each configured channel (``target`` → ``C…``)."""
-
-    entries: list[Entry] = field(default_factory=list)
-    set_aside: int = 0
-    channel_ids: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def pending(self) -> list[Entry]:
-        return [entry for entry in self.entries if entry.pending]
-
-    @property
-    def delivered(self) -> list[Entry]:
-        return [entry for entry in self.entries if entry.delivered_at]
-
-    @property
-    def expired(self) -> list[Entry]:
-        return [entry for entry in self.entries if entry.expired_at]
-
-
-class Outbox:
+class Outbox(AlertOutbox):
     """``outbox.jsonl`` (append-only events), its state file and its lock, in one folder."""
 
     def __init__(self, path: str | Path = DEFAULT_OUTBOX) -> None:
@@ -152,63 +81,25 @@ class Outbox:
     # -- writing -------------------------------------------------------------------------------
 
     def observe(self, alert: Alert) -> Alert | None:
-        """Queue ``alert`` if it is news for its stream (see :func:`is_news`); return it, or None.
-
-        The stream's state is updated either way: a shrinking set of failures is remembered, so a
-        failure that comes back later is news again. Raises a one-line InputError when the outbox or
-        its state cannot be written (a full disk): then the alert is not queued and its stream's
-        state is unchanged, so the next evaluation announces it.
-        """
+        """Queue ``alert`` if it is news for its stream; return it, or None (see
+        :meth:`AlertOutbox.observe`). A full disk is a one-line InputError: the alert is not queued and
+        its stream's state is unchanged."""
         with _flock(self._lock_path):
             states = self._states()
-            previous = states.get(alert.stream)
-            news = is_news(previous, alert)
-            if alert.kind == "recovered":
-                state = StreamState(status="ok", alert_id=alert.id if news else None, updated_at=_now())
-            else:
-                state = StreamState(
-                    status="failing",
-                    failures=alert.failure_keys,
-                    index_version=alert.index_version,
-                    alert_id=alert.id if news or previous is None else previous.alert_id,
-                    updated_at=_now(),
-                )
+            news, states[alert.stream] = observed(states.get(alert.stream), alert)
             if news:
-                self._append({"event": "queued", "alert": alert.model_dump(mode="json")}, "queue the alert")
-            states[alert.stream] = state
+                self._append(queued_event(alert), "queue the alert")
             self._write_states(states)
         return alert if news else None
 
-    def record_sending(self, ids: Sequence[str], target: str) -> None:
-        """Persist that a message with ``ids`` is about to be posted to ``target``; an InputError means
-        it was not persisted, and the message must not be posted."""
+    def _record(self, event: dict, doing: str) -> None:
         with _flock(self._lock_path):
-            self._append({"event": "sending", "ids": list(ids), "target": target}, "record the attempt")
-
-    def record_delivery(
-        self,
-        ids: Sequence[str],
-        channel: str,
-        ts: str | None,
-        target: str | None = None,
-        confirmed: bool = False,
-    ) -> None:
-        event = {"event": "delivered", "ids": list(ids), "channel": channel, "ts": ts, "target": target}
-        with _flock(self._lock_path):
-            self._append({**event, "confirmed": True} if confirmed else event, "record the delivery")
-
-    def record_failure(self, ids: Sequence[str], error: str, unconfirmed: bool = False) -> None:
-        event = {"event": "failed", "ids": list(ids), "error": error, "unconfirmed": unconfirmed}
-        with _flock(self._lock_path):
-            self._append(event, "record the failed attempt")
-
-    def record_expiry(self, ids: Sequence[str], ttl_hours: float) -> None:
-        with _flock(self._lock_path):
-            self._append({"event": "expired", "ids": list(ids), "ttl_hours": ttl_hours}, "record the expiry")
+            self._append(event, doing)
 
     @contextmanager
-    def delivering(self) -> Iterator[None]:
-        """Held for a whole delivery pass: a second flusher waits instead of posting the same alerts."""
+    def delivering(self, due: Due | None = None) -> Iterator[None]:
+        """Held for a whole delivery pass: a second flusher waits instead of posting the same alerts.
+        Every pending alert is this pass's (``due`` is not needed: no other pass runs meanwhile)."""
         with _flock(self._flush_lock_path):
             yield
 
@@ -227,7 +118,11 @@ class Outbox:
             corrupt: list[tuple[int, bytes, str]] = []
             with inputs.open_regular(self.path, "alert outbox") as stream:
                 for line in inputs.iter_lines(stream):
-                    problem = _fold(line, str(self.path), entries, view.channel_ids)
+                    problem = (
+                        inputs.too_long_message(line.length)
+                        if line.too_long
+                        else fold(line.data, str(self.path), line.number, entries, view.channel_ids)
+                    )
                     if problem:
                         corrupt.append((line.number, line.data, problem))
             view.entries = list(entries.values())
@@ -243,7 +138,7 @@ class Outbox:
     def _append(self, event: dict, doing: str) -> None:
         """Append one event as one whole line and fsync it; any OS error (ENOSPC, EDQUOT, EIO) is a
         one-line InputError and leaves no part of the line behind."""
-        line = json.dumps({**event, "at": _now()}, ensure_ascii=False, allow_nan=False) + "\n"
+        line = dumps(stamped(event)) + "\n"
         try:
             _append_line(self.path, line.encode("utf-8"))
         except OSError as exc:
@@ -253,7 +148,7 @@ class Outbox:
         """Move the corrupt lines to ``corrupt_path`` and rewrite the outbox without them; how many were
         moved. When the disk refuses, they stay where they are (every read skips them) until a later
         read can move them."""
-        at = _now()
+        at = now()
         records = "".join(
             json.dumps(
                 {"line": n, "error": problem, "text": data.decode("utf-8", "replace"), "set_aside_at": at}
@@ -293,59 +188,6 @@ class Outbox:
     def _write_states(self, states: dict[str, StreamState]) -> None:
         text = json.dumps({k: v.model_dump(mode="json") for k, v in sorted(states.items())}, indent=2)
         write_text_atomically(self.state_path, text + "\n", "alert state")
-
-
-def _fold(line: inputs.Line, name: str, entries: dict[str, Entry], channel_ids: dict[str, str]) -> str | None:
-    """Fold one outbox line into ``entries`` (and what it says about channel IDs); the reason it cannot
-    be read, or None."""
-    if line.too_long:
-        return inputs.too_long_message(line.length)
-    if not line.data.strip():
-        return None
-    try:
-        event = inputs.loads(line.data, name, line.number)
-    except InputError as exc:
-        return exc.message
-    except (ValueError, RecursionError) as exc:  # whatever the parser still refuses: this line only
-        return f"not JSON: {' '.join(str(exc).split())[:200]}"
-    if not isinstance(event, dict):
-        return "not a JSON object"
-    kind = event.get("event")
-    if kind == "queued":
-        try:
-            alert = Alert.model_validate(event.get("alert"))
-        except ValidationError as exc:
-            return f"not an alert: {exc.errors(include_url=False)[0]['msg']}"
-        entries.setdefault(alert.id, Entry(alert, line.number))
-        return None
-    ids = event.get("ids", [event.get("id")])
-    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i in entries for i in ids):
-        return f"unknown event {kind!r} or alert id {ids!r}"[:300]
-    if kind not in EVENTS:
-        return f"unknown event {kind!r}"[:300]
-    at = event.get("at") if isinstance(event.get("at"), str) else None
-    for entry in (entries[i] for i in ids):
-        _apply(entry, kind, event, at)
-    if kind == "delivered" and isinstance(event.get("target"), str) and isinstance(event.get("channel"), str):
-        channel_ids[event["target"]] = event["channel"]
-    return None
-
-
-def _apply(entry: Entry, kind: str, event: dict, at: str | None) -> None:
-    if kind == "sending":
-        entry.sending_at = at or _now()
-        entry.target = event.get("target") if isinstance(event.get("target"), str) else None
-    elif kind == "delivered":
-        entry.delivered_at, entry.channel, entry.ts = at or _now(), event.get("channel"), event.get("ts")
-        entry.confirmed = event.get("confirmed") is True
-        entry.sending_at = None
-    elif kind == "expired":
-        entry.expired_at = at or _now()
-    elif kind == "failed":
-        entry.attempts += 1
-        entry.last_error = str(event.get("error"))
-        if event.get("unconfirmed") is not True:
-            entry.sending_at = None  # Slack answered: the attempt is known not to have posted
 
 
 def _append_line(path: Path, data: bytes) -> None:
@@ -405,7 +247,3 @@ def _flock(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -2,9 +2,10 @@
 
 Importing the CLI takes seconds; forking this already-imported process makes each flush a fresh OS
 process (its own descriptors, locks and sockets, SIGKILLed like any other) in milliseconds. One command
-per stdin line: a number of seconds after which the flush is killed (negative: never). For each, one
-line ``pid <pid>`` when the flush starts, then one line ``exit <code>`` (``-9``: killed) when it ends.
-The command line of the flush is this script's arguments.
+per stdin line: a number of seconds after which the flush is killed (negative: never), then optional
+words for the flush (see :func:`serve`). For each, one line ``pid <pid>`` when the flush starts, then
+one line ``exit <code>`` (``-9``: killed) when it ends. The command line of the flush is this script's
+arguments.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 
-from ragspine_pipeline import cli
+Flush = Callable[[list[str]], int]
+"""One flush, given the words after the command's number; its exit code."""
 
 
-def run(argv: list[str], kill_after: float) -> int:
+def run(flush: Flush, words: list[str], kill_after: float) -> int:
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:
@@ -25,7 +28,7 @@ def run(argv: list[str], kill_after: float) -> int:
         os.dup2(quiet, 1)
         os.dup2(quiet, 2)
         try:
-            code = cli.main(argv)
+            code = flush(words)
         except BaseException:
             code = 70
         os._exit(code)
@@ -41,6 +44,14 @@ def run(argv: list[str], kill_after: float) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-if __name__ == "__main__":
+def serve(flush: Flush) -> None:
+    """Answer the commands on stdin, one forked ``flush`` each, until stdin closes."""
     for command in sys.stdin:
-        print(f"exit {run(sys.argv[1:], float(command))}", flush=True)
+        kill_after, *words = command.split()
+        print(f"exit {run(flush, words, float(kill_after))}", flush=True)
+
+
+if __name__ == "__main__":
+    from ragspine_pipeline import cli
+
+    serve(lambda _words: cli.main(sys.argv[1:]))

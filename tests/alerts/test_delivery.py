@@ -1,5 +1,6 @@
 """The delivery protocol against a stateful Slack on loopback: a slow Slack, a full disk, a rate limit
-and a budget never cause a second post of one alert, and never lose one."""
+and a budget never cause a second post of one alert, and never lose one. Tests taking the ``outbox``
+fixture run on the file outbox and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from ragspine_pipeline.alerts import outbox as outbox_module
 from ragspine_pipeline.alerts.delivery import flush
+from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import Alert, run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.alerts.slack import SlackSender, SlackSettings
@@ -27,7 +29,7 @@ def settings(slack, channel: str = "C0ALERTS") -> SlackSettings:
     )
 
 
-def queue(outbox: Outbox, n: int = 1, error: str = "store unreachable") -> list[Alert]:
+def queue(outbox: AlertOutbox, n: int = 1, error: str = "store unreachable") -> list[Alert]:
     alerts = [run_failure_alert("nightly_eval", f"run-{i}", "traces", error) for i in range(n)]
     for alert in alerts:
         assert outbox.observe(alert) is not None
@@ -56,8 +58,7 @@ class FullDisk:
 # -- a slow Slack ------------------------------------------------------------------------------------
 
 
-def test_a_post_answered_after_the_client_timeout_is_confirmed_not_posted_again(tmp_path, slack):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_a_post_answered_after_the_client_timeout_is_confirmed_not_posted_again(outbox, slack):
     [alert] = queue(outbox)
     slack.set(delay_s=3)  # Slack stores the message at once and answers after the client gave up
     timed_out = flush(outbox, sender=SlackSender(settings(slack), timeout_s=1))
@@ -82,8 +83,7 @@ def test_a_post_answered_after_the_client_timeout_is_confirmed_not_posted_again(
 
 
 @pytest.mark.parametrize("channel", ["C0ALERTS", "#rag-alerts"])
-def test_an_attempt_that_never_reached_slack_is_posted_again_after_looking(tmp_path, slack, channel):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_an_attempt_that_never_reached_slack_is_posted_again_after_looking(outbox, slack, channel):
     [alert] = queue(outbox)
     outbox.record_sending([alert.id], channel)  # a flush killed between persisting and posting
     result = flush(outbox, settings(slack, channel), confirm_after_s=0)
@@ -233,8 +233,7 @@ def test_a_timeout_counts_against_the_budget(tmp_path, slack):
     assert result.pending == 1 and "no answer" in result.failed[alert.id]
 
 
-def test_an_unconfirmed_alert_past_its_ttl_is_looked_for_before_it_expires(tmp_path, slack):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_an_unconfirmed_alert_past_its_ttl_is_looked_for_before_it_expires(outbox, slack):
     [alert] = queue(outbox)
     slack.set(delay_s=2)
     flush(outbox, sender=SlackSender(settings(slack), timeout_s=1))
@@ -242,6 +241,17 @@ def test_an_unconfirmed_alert_past_its_ttl_is_looked_for_before_it_expires(tmp_p
     result = flush(outbox, settings(slack), ttl_hours=24, now=later)
     assert result.confirmed == [alert.id] and result.expired == []  # it did go out: say so
     assert slack.posted_ids() == [alert.id]
+
+
+def test_an_alert_past_its_time_to_live_is_expired_kept_and_never_posted(outbox, slack):
+    [old] = queue(outbox)
+    later = datetime.now(UTC) + timedelta(hours=25)
+    result = flush(outbox, settings(slack), ttl_hours=24, now=later)
+    assert result.expired == [old.id] and result.delivered == [] and result.pending == 0
+    assert slack.messages == []
+    [entry] = outbox.read().entries
+    assert entry.status == "expired" and entry.expired_at
+    assert flush(outbox, settings(slack), ttl_hours=24, now=later).expired == []  # expired once
 
 
 # -- what reaches Slack ------------------------------------------------------------------------------

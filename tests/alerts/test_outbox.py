@@ -1,10 +1,12 @@
-"""The outbox: every alert persisted before delivery, de-duplication per stream, corrupt lines set aside."""
+"""The outbox: every alert persisted before delivery, de-duplication per stream (on both stores), corrupt
+lines set aside."""
 
 from __future__ import annotations
 
 import json
 from concurrent.futures import ProcessPoolExecutor
 
+from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import release_alert, run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 
@@ -31,19 +33,17 @@ def decision(
     }
 
 
-def observe(outbox: Outbox, **kwargs) -> bool:
+def observe(outbox: AlertOutbox, **kwargs) -> bool:
     return outbox.observe(release_alert(decision(**kwargs), STREAM)) is not None
 
 
-def test_the_same_regression_is_announced_once(tmp_path):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_the_same_regression_is_announced_once(outbox):
     assert observe(outbox)
     assert not observe(outbox)
     assert len(outbox.read().pending) == 1
 
 
-def test_a_new_failure_or_a_new_failing_index_is_announced_again(tmp_path):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_a_new_failure_or_a_new_failing_index_is_announced_again(outbox):
     assert observe(outbox, gates=("recall@k",))
     assert observe(outbox, gates=("recall@k", "precision"))  # precision is new
     assert not observe(outbox, gates=("precision",))  # fewer failures: nothing new to say ...
@@ -52,8 +52,7 @@ def test_a_new_failure_or_a_new_failing_index_is_announced_again(tmp_path):
     assert observe(outbox, index="ix-2", gates=("precision",), slices=("expenses",))  # a failing slice
 
 
-def test_a_recovery_is_announced_once_and_only_after_a_failure(tmp_path):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_a_recovery_is_announced_once_and_only_after_a_failure(outbox):
     assert not observe(outbox, gates=())  # shipping from the start: nothing to recover from
     assert observe(outbox, gates=("recall@k",))
     assert observe(outbox, gates=())
@@ -63,8 +62,7 @@ def test_a_recovery_is_announced_once_and_only_after_a_failure(tmp_path):
     assert observe(outbox, gates=("recall@k",))  # failing again after the recovery is news
 
 
-def test_every_failed_run_is_its_own_stream(tmp_path):
-    outbox = Outbox(tmp_path / "outbox.jsonl")
+def test_every_failed_run_is_its_own_stream(outbox):
     first = run_failure_alert("reeval_on_index_rebuild", "run-1", "golden_traces", "SUT down")
     assert outbox.observe(first) is not None
     assert outbox.observe(run_failure_alert("reeval_on_index_rebuild", "run-1", "golden_traces", "x")) is None

@@ -6,41 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from tests.conftest import PG
 from tests.defs.test_local_crash import environment, runner, runs
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "deploy" / "postgres" / "dagster.yaml"
-PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 
-
-@pytest.fixture
-def database():
-    """A fresh database on the loopback PostgreSQL (trust authentication), dropped afterwards."""
-    missing = "is not installed (pip install -e '.[deploy]')"
-    psycopg2 = pytest.importorskip("psycopg2", reason=f"psycopg2 {missing}")
-    pytest.importorskip("dagster_postgres", reason=f"dagster-postgres {missing}")
-    try:
-        admin = psycopg2.connect(dbname="postgres", connect_timeout=3, **PG)
-    except psycopg2.OperationalError as exc:
-        pytest.skip(f"PostgreSQL is not reachable on {PG['host']}:{PG['port']}: {str(exc).strip()}")
-    admin.autocommit = True
-    name = f"ragspine_{uuid.uuid4().hex[:12]}"
-    with admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield name
-    finally:
-        with admin.cursor() as cursor:
-            stop = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
-            cursor.execute(stop, (name,))
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.close()
+MISSING = "is not installed (pip install -e '.[deploy]')"
+pytest.importorskip("dagster_postgres", reason=f"dagster-postgres {MISSING}")
 
 
 def decision(reports: Path) -> dict:
