@@ -3,10 +3,10 @@
 A day holds millions of lines; parsing and validating each with ``json.loads`` and the pydantic
 ``Trace`` model costs several times the decompression. Here a block of lines is parsed by pyarrow's JSON
 reader and its columns are checked against the same model by ``contracts.conformance``. The record
-reader (``sampling._parse``) stays the authority: a line this path cannot vouch for is handed back as a
-*leftover*, and the record reader judges it exactly as if the fast path did not exist. A leftover costs
-time, never correctness; when a block fails, its halves are tried again so that one bad line sends
-only a few dozen neighbours to the record reader, not the whole block.
+reader (``trace_lines.parse_line``) stays the authority: a line this path cannot vouch for is handed
+back as a *leftover*, and the record reader judges it exactly as if the fast path did not exist. A
+leftover costs time, never correctness; when a block fails, its halves are tried again so that one bad
+line sends only a few dozen neighbours to the record reader, not the whole block.
 
 A line is read here only when, after stripping ASCII whitespace, it starts with ``{`` and ends with
 ``}``, and only when the parsed lines give exactly one row each (pyarrow would read ``{..}{..}`` on one

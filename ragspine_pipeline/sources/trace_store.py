@@ -9,12 +9,14 @@ retries) or read raises one :class:`SourceError`.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from datetime import date
+from operator import attrgetter
 from pathlib import Path
 from queue import Full, Queue
 from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
@@ -74,7 +76,12 @@ class RawBlock(NamedTuple):
 
 @runtime_checkable
 class TraceStore(Protocol):
-    """Where production traces land, one ``dt=YYYY-MM-DD`` folder per day."""
+    """Where production traces land, one ``dt=YYYY-MM-DD`` folder per day.
+
+    Both stores here also offer ``object_sizes(day) -> dict[str, int]``: the day's objects in
+    :meth:`objects` order with their sizes as stored, read from the listing (a local ``stat``, S3's
+    ``Size``). It is optional: ``shards.plan_shards`` balances by bytes with it, by count without.
+    """
 
     def days(self) -> list[str]:
         """The ISO dates that have a ``dt=`` folder, sorted."""
@@ -84,8 +91,9 @@ class TraceStore(Protocol):
         """The ``*.jsonl`` / ``*.jsonl.gz`` names directly in the day's folder, sorted; [] for none."""
         ...
 
-    def iter_blocks(self, day: str) -> Iterator[RawBlock]:
-        """The day's objects as blocks of whole lines, object by object in name order."""
+    def iter_blocks(self, day: str, objects: Sequence[str] | None = None) -> Iterator[RawBlock]:
+        """The day's objects as blocks of whole lines, object by object in name order; with ``objects``
+        (names as :meth:`objects` gives them), only those, in the order given."""
         ...
 
     def iter_lines(self, day: str) -> Iterator[RawLine]:
@@ -141,6 +149,17 @@ def _day_of(folder: str) -> str | None:
 
 def _is_trace_object(name: str) -> bool:
     return name.endswith(_SUFFIXES)
+
+
+def _object_names(day: str, objects: Sequence[str]) -> list[str]:
+    """``objects`` when each is a trace object's name (no folder part), else ValueError: a name becomes
+    part of a path or key, and one naming another folder would read another day's traces. ``day`` is
+    checked too (it is part of the path)."""
+    check_day(day)
+    for name in objects:
+        if not isinstance(name, str) or "/" in name or not _is_trace_object(name):
+            raise ValueError(f"not a trace object name of the day's folder: {name!r}")
+    return list(objects)
 
 
 def split_blocks(stream: BinaryIO, source: str, size: int | None = None) -> Iterator[RawBlock]:
@@ -290,14 +309,24 @@ class LocalTraceStore(_LinesFromBlocks):
         return sorted(day for day in found if day is not None)
 
     def objects(self, day: str) -> list[str]:
+        return sorted(entry.name for entry in self._entries(day))
+
+    def object_sizes(self, day: str) -> dict[str, int]:
+        return {
+            entry.name: entry.stat().st_size for entry in sorted(self._entries(day), key=attrgetter("name"))
+        }
+
+    def _entries(self, day: str) -> list[os.DirEntry]:
         self._check_root()
         folder = self.root / f"dt={check_day(day)}"
         if not folder.is_dir():
             return []
-        return sorted(e.name for e in folder.iterdir() if e.is_file() and _is_trace_object(e.name))
+        with os.scandir(folder) as entries:
+            return [e for e in entries if e.is_file() and _is_trace_object(e.name)]
 
-    def iter_blocks(self, day: str) -> Iterator[RawBlock]:
-        for name in self.objects(day):
+    def iter_blocks(self, day: str, objects: Sequence[str] | None = None) -> Iterator[RawBlock]:
+        names = self.objects(day) if objects is None else _object_names(day, objects)
+        for name in names:
             path = self.root / f"dt={day}" / name
             try:
                 opener = gzip.open if name.endswith(".gz") else open
@@ -319,14 +348,15 @@ class S3TraceStore(_LinesFromBlocks):
     def describe(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
 
-    def _list(self, prefix: str) -> tuple[list[str], list[str]]:
-        """Keys and common prefixes directly under ``prefix``, over every page of the listing."""
-        keys: list[str] = []
+    def _list(self, prefix: str) -> tuple[dict[str, int], list[str]]:
+        """Keys (with their sizes) and common prefixes directly under ``prefix``, over every page of
+        the listing."""
+        keys: dict[str, int] = {}
         folders: list[str] = []
         paginator = self.client.get_paginator("list_objects_v2")
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
-                keys.extend(item["Key"] for item in page.get("Contents", ()))
+                keys.update((item["Key"], int(item.get("Size", 0))) for item in page.get("Contents", ()))
                 folders.extend(item["Prefix"] for item in page.get("CommonPrefixes", ()))
         except (BotoCoreError, ClientError) as exc:
             raise SourceError(self.describe(), f"cannot list the store: {aws_cause(exc)}") from None
@@ -338,12 +368,17 @@ class S3TraceStore(_LinesFromBlocks):
         return sorted(day for day in found if day is not None)
 
     def objects(self, day: str) -> list[str]:
+        return list(self.object_sizes(day))
+
+    def object_sizes(self, day: str) -> dict[str, int]:
         folder = f"{self._base}dt={check_day(day)}/"
         keys, _ = self._list(folder)
-        return sorted(name for name in (key[len(folder) :] for key in keys) if _is_trace_object(name))
+        sizes = {key[len(folder) :]: size for key, size in keys.items()}
+        return {name: sizes[name] for name in sorted(sizes) if _is_trace_object(name)}
 
-    def iter_blocks(self, day: str) -> Iterator[RawBlock]:
-        for name in self.objects(day):
+    def iter_blocks(self, day: str, objects: Sequence[str] | None = None) -> Iterator[RawBlock]:
+        names = self.objects(day) if objects is None else _object_names(day, objects)
+        for name in names:
             key = f"{self._base}dt={day}/{name}"
             source = f"s3://{self.bucket}/{key}"
             try:

@@ -6,11 +6,9 @@ import io
 import json
 import random
 
-import numpy as np
 import pytest
 
-from ragspine_pipeline.sources import sample_blocks, sampling, trace_store
-from ragspine_pipeline.sources.distinct import DistinctIds
+from ragspine_pipeline.sources import sample_blocks, sampling, shards, trace_store
 from ragspine_pipeline.sources.sample_blocks import BlockReader
 from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, line_text, split_blocks, split_lines
 from tests.sources.test_sampling import DAY, write_day
@@ -100,7 +98,7 @@ def test_columnar_and_record_readers_give_the_same_sample(tmp_path, monkeypatch,
         return sample.records, sample.counts, sample.allocation, quarantine.read_text()
 
     fast = run("fast")
-    monkeypatch.setattr(sampling, "BlockReader", RecordsOnly)
+    monkeypatch.setattr(shards, "BlockReader", RecordsOnly)
     assert fast == run("records")
     records, counts, _, quarantined = fast
     # NaN, -Infinity, two objects, an array, a string, a truncated line; the twelve type errors of TRICKY;
@@ -136,21 +134,6 @@ def test_split_blocks_keeps_whole_lines_and_their_numbers():
     by_line = {line.line_no: line.text for line in split_lines(io.BytesIO(text), "s")}
     expected = {i + 1: raw.decode() for i, raw in enumerate(text.split(b"\n")) if raw}
     assert by_line == expected
-
-
-@pytest.mark.parametrize("buffer_entries", [7, 1 << 19])
-def test_distinct_counts_are_exact_when_spilled(buffer_entries):
-    rng = np.random.default_rng(4)
-    digests = rng.integers(0, 2**64 - 1, size=3000, dtype=np.uint64, endpoint=True)
-    digests = np.concatenate([digests, digests[:500], digests[:10]])  # repeats
-    strata = rng.integers(0, 3, size=len(digests)).astype(np.uint32)
-    with DistinctIds(buffer_entries=buffer_entries) as distinct:
-        for start in range(0, len(digests), 100):
-            distinct.add(digests[start : start + 100], strata[start : start + 100])
-        total, per_stratum = distinct.counts(3)
-    pairs = set(zip(digests.tolist(), strata.tolist(), strict=True))
-    assert total == len(set(digests.tolist()))
-    assert per_stratum.tolist() == [sum(1 for _, s in pairs if s == code) for code in range(3)]
 
 
 def test_read_ahead_keeps_order_raises_the_readers_error_and_stops_early():

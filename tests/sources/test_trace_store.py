@@ -21,6 +21,7 @@ from ragspine_pipeline.sources.trace_store import (
     RawLine,
     S3TraceStore,
     TraceStore,
+    block_lines,
     open_trace_store,
 )
 from tests.conftest import SECRET_KEY, put_many
@@ -106,6 +107,22 @@ def test_a_day_without_objects_yields_nothing(tmp_path, bucket):
     for store in (write_local(tmp_path, LAYOUT), S3TraceStore(name, "p", client)):
         assert store.objects("2024-06-01") == []
         assert list(store.iter_lines("2024-06-01")) == []
+
+
+def test_a_subset_of_the_days_objects_is_read_in_the_order_given(tmp_path, bucket):
+    name, client = bucket
+    put_s3(client, name, "p", LAYOUT)
+    day, (names, lines) = "2024-05-01", EXPECTED["2024-05-01"]
+    for store in (write_local(tmp_path, LAYOUT), S3TraceStore(name, "p", client)):
+        blocks = store.iter_blocks(day, ["b.jsonl", "a.jsonl.gz"])
+        assert [relative(store, line) for block in blocks for line in block_lines(block)] == lines[
+            2:
+        ] + lines[:2]
+        assert list(store.iter_blocks(day, [])) == []
+        assert store.object_sizes(day) == {name: len(LAYOUT[f"dt={day}/{name}"]) for name in names}
+        for outside in ("nested/c.jsonl", "../dt=2024-05-03/c.jsonl", "notes.txt"):
+            with pytest.raises(ValueError, match="not a trace object name"):
+                list(store.iter_blocks(day, [outside]))
 
 
 def test_s3_listing_of_more_than_a_thousand_objects(bucket):
