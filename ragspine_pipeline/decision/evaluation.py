@@ -93,6 +93,18 @@ class Evaluation:
         skip = {FABRICATION, *CANARIES, *self.not_applicable}  # canaries: always gated at 1.0
         return {name: value for name, value in self.metrics.items() if name not in skip}
 
+    def baseline_figures(self, paired: bool) -> BaselineFigures:
+        """What the baseline comparison and promotion need of this run (:class:`BaselineFigures`);
+        ``paired``: keep the per-case outcomes for the paired test."""
+        narrative = self.qa is not None and "faithfulness" in self.qa.gates
+        return BaselineFigures(
+            metrics=self.baseline_metrics,
+            fabrication_count=self.fabrication_count,
+            n_cases=self.grounded.counts["cases"],
+            case_outcomes=self.case_outcomes if paired else None,
+            answer_accuracy_unmeasured=narrative and ANSWER_ACCURACY not in self.metrics,
+        )
+
     @property
     def case_outcomes(self) -> dict[str, bool]:
         """``{case id: passed}`` (:func:`case_outcomes`): what the paired baseline test compares."""
@@ -115,6 +127,42 @@ class Evaluation:
         """The metrics of this run whose denominator is 0, in ``metrics`` order: shown as n/a."""
         counts = self.denominators
         return [name for name in self.metrics if counts.get(name) == 0]
+
+
+@dataclass(frozen=True)
+class BaselineFigures:
+    """What comparing a run with a baseline, and promoting it, needs of the run — as plain data, so a
+    step on another host can ratchet the baseline from the decision alone (:meth:`to_dict`).
+
+    ``metrics``: :attr:`Evaluation.baseline_metrics`; ``case_outcomes``: ``{case id: passed}``, kept
+    only when the paired test needs them (else None); ``answer_accuracy_unmeasured``: the run has
+    narrative cases but no reference texts, so a baseline listing ``answer_accuracy`` cannot be met.
+    """
+
+    metrics: dict[str, float]
+    fabrication_count: int | None
+    n_cases: int
+    case_outcomes: dict[str, bool] | None = None
+    answer_accuracy_unmeasured: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "metrics": dict(self.metrics),
+            "fabrication_count": self.fabrication_count,
+            "n_cases": self.n_cases,
+            "case_outcomes": None if self.case_outcomes is None else dict(self.case_outcomes),
+            "answer_accuracy_unmeasured": self.answer_accuracy_unmeasured,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BaselineFigures:
+        return cls(
+            metrics={name: float(value) for name, value in data["metrics"].items()},
+            fabrication_count=data.get("fabrication_count"),
+            n_cases=int(data["n_cases"]),
+            case_outcomes=data.get("case_outcomes"),
+            answer_accuracy_unmeasured=bool(data.get("answer_accuracy_unmeasured", False)),
+        )
 
 
 def case_outcomes(grounded: GroundedScore, layered: LayeredScore | None) -> dict[str, bool]:
@@ -336,8 +384,18 @@ def with_replays(
 
 
 def with_baseline(evaluation: Evaluation, entry: BaselineEntry | None, config: EvalConfig) -> Evaluation:
-    """``evaluation`` judged against a baseline entry (None: the mode has none yet), as the config's
-    ``baseline_test`` says; what a shell calls under the baseline's lock, on the entry read there.
+    """``evaluation`` judged against a baseline entry (None: the mode has none yet) by
+    :func:`compare_with_baseline`; what a shell calls under the baseline's lock, on the entry read there."""
+    figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
+    comparison = compare_with_baseline(figures, entry, config)
+    return replace(evaluation, comparison=comparison, release=evaluation.release.with_comparison(comparison))
+
+
+def compare_with_baseline(
+    figures: BaselineFigures, entry: BaselineEntry | None, config: EvalConfig
+) -> Comparison:
+    """A run's figures against a baseline entry (None: the mode has none yet), as the config's
+    ``baseline_test`` says.
 
     * ``strict``: every listed metric strictly worse than its baseline is a regression, the fabrication
       count when it rose (``baseline.compare``).
@@ -347,16 +405,12 @@ def with_baseline(evaluation: Evaluation, entry: BaselineEntry | None, config: E
       deltas are sampling noise for such a system): listed ones the run did not measure stay listed.
     """
     # Listed and measurable but without reference texts, answer_accuracy must not go silently unmeasured.
-    narrative = evaluation.qa is not None and "faithfulness" in evaluation.qa.gates
-    listed = entry is not None and ANSWER_ACCURACY in entry.metrics
-    if narrative and listed and ANSWER_ACCURACY not in evaluation.metrics:
+    if figures.answer_accuracy_unmeasured and entry is not None and ANSWER_ACCURACY in entry.metrics:
         raise InputError("references", _NO_REFERENCES.format(listed="the baseline lists"))
-    strict = compare(entry, evaluation.baseline_metrics, evaluation.fabrication_count)
+    strict = compare(entry, figures.metrics, figures.fabrication_count)
     if config.baseline_test == "paired":
-        comparison = _paired(entry, evaluation.case_outcomes, config, strict.unmeasured)
-    else:
-        comparison = strict
-    return replace(evaluation, comparison=comparison, release=evaluation.release.with_comparison(comparison))
+        return _paired(entry, figures.case_outcomes or {}, config, strict.unmeasured)
+    return strict
 
 
 def _paired(
@@ -377,27 +431,40 @@ def _paired(
 def promoted_entry(
     evaluation: Evaluation, old: BaselineEntry | None, config: EvalConfig, run_id: str
 ) -> BaselineEntry | None:
-    """The entry a shipping run leaves in the baseline (None: leave it as it is).
-
-    ``strict``: every listed metric tightened to the better of old and current (``baseline.ratcheted``).
-    ``paired``: only a significant improvement (or the first recorded run) moves the baseline — the
-    metrics are tightened the same way and the run's case outcomes become the reference — so the
-    baseline never follows a lucky run. A blocked run never promotes.
-    """
+    """The entry a shipping run leaves in the baseline (None: leave it as it is; a blocked run never
+    promotes): :func:`ratchet_entry` of its figures and its comparison with ``old``."""
     if not evaluation.passed:
         return None
+    figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
+    return ratchet_entry(figures, evaluation.comparison, old, config, run_id)
+
+
+def ratchet_entry(
+    figures: BaselineFigures,
+    comparison: Comparison | None,
+    old: BaselineEntry | None,
+    config: EvalConfig,
+    run_id: str,
+) -> BaselineEntry | None:
+    """The entry a shipping run with these ``figures`` leaves in the baseline (None: leave it as it is).
+
+    ``strict``: every listed metric tightened to the better of old and current (``baseline.ratcheted``).
+    ``paired``: only a significant improvement (``comparison.paired``), or the first recorded run,
+    moves the baseline — the metrics are tightened the same way and the run's case outcomes become the
+    reference — so the baseline never follows a lucky run.
+    """
     cases = None
     if config.baseline_test == "paired":
-        paired = evaluation.comparison.paired if evaluation.comparison is not None else None
+        paired = comparison.paired if comparison is not None else None
         recorded = old is not None and old.cases is not None
         if recorded and not (paired and paired["improves"]):
             return None
-        cases = evaluation.case_outcomes
+        cases = figures.case_outcomes
     return ratcheted(
         old,
-        evaluation.baseline_metrics,
-        fabrication_count=evaluation.fabrication_count,
-        n_cases=evaluation.grounded.counts["cases"],
+        figures.metrics,
+        fabrication_count=figures.fabrication_count,
+        n_cases=figures.n_cases,
         run=run_id,
         cases=cases,
     )
