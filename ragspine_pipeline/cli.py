@@ -18,7 +18,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from ragspine_pipeline import __version__
-from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
+from ragspine_pipeline.alerts.events import AlertOutbox
+from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.cli_extraction import add_extraction_parser
 from ragspine_pipeline.cli_judge import add_judge_parser
@@ -172,7 +173,10 @@ def _parser() -> argparse.ArgumentParser:
 
     alerts = commands.add_parser("alerts", help="the alert outbox: what is pending, and delivering it")
     alerts_commands = alerts.add_subparsers(dest="alerts_command", required=True)
-    outbox_help = f"the outbox (default: $RAGSPINE_ALERTS_OUTBOX, else {DEFAULT_OUTBOX})"
+    outbox_help = (
+        f"the outbox: a JSONL file or postgresql://user@host:port/db (default: $RAGSPINE_ALERTS_OUTBOX, "
+        f"else {DEFAULT_OUTBOX})"
+    )
     listing = alerts_commands.add_parser("list", help="pending, delivered and expired alerts, oldest first")
     listing.add_argument("--outbox", help=outbox_help)
     listing.add_argument("--format", choices=["text", "json"], default="text")
@@ -337,13 +341,13 @@ def _demo_rebuild(args: argparse.Namespace) -> int:
 # -- alerts ----------------------------------------------------------------------------------------
 
 
-def _outbox(args: argparse.Namespace) -> Outbox:
-    return Outbox(args.outbox or os.environ.get("RAGSPINE_ALERTS_OUTBOX") or DEFAULT_OUTBOX)
+def _outbox(args: argparse.Namespace) -> AlertOutbox:
+    return open_outbox(args.outbox or os.environ.get("RAGSPINE_ALERTS_OUTBOX") or DEFAULT_OUTBOX)
 
 
 def _alerts_list(args: argparse.Namespace) -> int:
-    outbox = _outbox(args)
-    view = outbox.read()
+    with _outbox(args) as outbox:
+        view = outbox.read()
     if args.format == "json":
         rows = [
             {
@@ -391,7 +395,8 @@ def _alerts_flush(args: argparse.Namespace) -> int:
         ttl = args.ttl_hours or ttl_hours_from_env()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    result = flush(outbox, ttl_hours=ttl)
+    with outbox:
+        result = flush(outbox, ttl_hours=ttl)
     expired = f", {len(result.expired)} expired" if result.expired else ""
     print(
         f"{len(result.delivered)} delivered, {result.pending} pending{expired} "

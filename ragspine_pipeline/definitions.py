@@ -24,33 +24,61 @@ from ragspine_pipeline.defs.automation import (
     nightly_eval_schedule,
     reeval_on_index_rebuild,
 )
+from ragspine_pipeline.defs.evaluation import golden_evaluation
 from ragspine_pipeline.defs.extraction import (
     extraction_alert,
     extraction_baseline,
     extraction_channels,
     extraction_scores,
 )
-from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
-from ragspine_pipeline.defs.io import AtomicFilesystemIOManager
+from ragspine_pipeline.defs.golden import golden_set, golden_traces
+from ragspine_pipeline.defs.io import ObjectStoreIOManager
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.defs.production import production_metrics, production_traces
-from ragspine_pipeline.defs.release import baseline, release_decision, release_gates_check
+from ragspine_pipeline.defs.release import baseline, release_gates_check
 from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.errors import InputError
 
-EXECUTORS = {"in_process": dg.in_process_executor, "multiprocess": dg.multiprocess_executor}
+EXECUTORS = ("in_process", "multiprocess", "celery")
 
 
 def executor_from_env(env: Mapping[str, str] = os.environ) -> dg.ExecutorDefinition:
-    """How a launched run executes its steps: ``RAGSPINE_EXECUTOR`` — ``in_process`` (the default: one
-    process per run, the steps in it; the embedded and dev set-ups, where starting a process and
-    importing the code location for each step cost ~13 s a step) or ``multiprocess`` (a process per
-    step). An unknown name is a one-line error when the definitions load."""
+    """How a launched run executes its steps: ``RAGSPINE_EXECUTOR``.
+
+    * ``in_process`` (the default): the steps in the run's own process — the embedded and dev set-ups,
+      where starting a process and importing the code location for each step costs ~13 s a step.
+    * ``multiprocess``: a process per step, on the run's host.
+    * ``celery``: each step is a Celery task, executed by whichever worker takes it (``dagster-celery``,
+      the ``deploy`` extra): broker and result backend from ``RAGSPINE_CELERY_BROKER`` and
+      ``RAGSPINE_CELERY_BACKEND``, read when a run starts (never stored in the run's config); workers
+      run ``ragspine_pipeline.defs.celery_app``.
+
+    An unknown name is a one-line error when the definitions load.
+    """
     name = env.get("RAGSPINE_EXECUTOR", "").strip() or "in_process"
-    if name not in EXECUTORS:
-        raise InputError("RAGSPINE_EXECUTOR", f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})")
-    return EXECUTORS[name]
+    if name == "in_process":
+        return dg.in_process_executor
+    if name == "multiprocess":
+        return dg.multiprocess_executor
+    if name == "celery":
+        from dagster_celery import celery_executor  # the deploy extra: only a Celery deployment needs it
+
+        return celery_executor.configured(
+            {"broker": {"env": "RAGSPINE_CELERY_BROKER"}, "backend": {"env": "RAGSPINE_CELERY_BACKEND"}},
+            name="celery",
+        )
+    raise InputError("RAGSPINE_EXECUTOR", f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})")
+
+
+def io_manager_from_env(env: Mapping[str, str] = os.environ) -> ObjectStoreIOManager:
+    """Where values between steps live: ``RAGSPINE_IO_URI`` (``s3://bucket/prefix`` when steps run on
+    several hosts; ``RAGSPINE_S3_ENDPOINT_URL`` for an S3-compatible store), else the instance's
+    storage directory."""
+    return ObjectStoreIOManager(
+        base_uri=env.get("RAGSPINE_IO_URI") or None,
+        endpoint_url=env.get("RAGSPINE_S3_ENDPOINT_URL") or None,
+    )
 
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
@@ -59,8 +87,7 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         assets=[
             golden_set,
             golden_traces,
-            metric_table,
-            release_decision,
+            golden_evaluation,
             baseline,
             extraction_scores,
             extraction_baseline,
@@ -80,9 +107,9 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         sensors=[index_rebuild_sensor, evaluation_run_success_sensor, evaluation_run_failure_sensor],
         executor=executor_from_env(),
         # The judge is optional everywhere: a resource set without one gets the unconfigured default.
-        # Values between steps are written atomically, so concurrent runs on one instance both finish.
+        # Values between steps are written whole or not at all, so concurrent runs both finish.
         resources={
-            "io_manager": AtomicFilesystemIOManager(),
+            "io_manager": io_manager_from_env(),
             "judge": JudgeResource(),
             **(resources if resources is not None else default_resources()),
         },

@@ -16,8 +16,7 @@ import dagster as dg
 
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
-from ragspine_pipeline.defs.golden import ScoredRun
-from ragspine_pipeline.defs.release import decision_record, release_decision
+from ragspine_pipeline.defs.golden import RELEASE_DECISION
 from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 
@@ -26,16 +25,15 @@ from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 GATE_FAILURE = "DagsterAssetCheckFailedError"
 
 
-@dg.asset_check(asset=release_decision, description="announce a new regression or a recovery (Slack)")
+@dg.asset_check(asset=RELEASE_DECISION, description="announce a new regression or a recovery (Slack)")
 def regression_alert(
     context: dg.AssetCheckExecutionContext,
-    release_decision: ScoredRun,
+    release_decision: dict,
     alerts: AlertsResource,
     eval_files: EvalFiles,
 ) -> dg.AssetCheckResult:
-    decision = decision_record(release_decision)  # its run_id is the run that decided
-    stream = f"release:{eval_files.baseline_mode}"
-    alert = release_alert(decision, stream, alerts.webserver_base_url, alerts.runbook("release"))
+    stream = f"release:{eval_files.baseline_mode}"  # the decision's run_id is the run that decided
+    alert = release_alert(release_decision, stream, alerts.webserver_base_url, alerts.runbook("release"))
     return alerts.alert_check(alert, context.log)
 
 

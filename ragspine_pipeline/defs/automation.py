@@ -5,13 +5,17 @@ deliberately (UI → Automation, or ``dg`` / GraphQL), so a fresh instance never
 production SUT by surprise. ``make run`` and ``make demo-regression`` run the same jobs directly.
 """
 
+import os
+
 import dagster as dg
 
+from ragspine_pipeline.defs.evaluation import golden_evaluation
 from ragspine_pipeline.defs.extraction import extraction_scores
-from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG, golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG, golden_set, golden_traces
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import IndexManifestResource
+from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import ManifestMissing
 
 nightly_eval = dg.define_asset_job(
@@ -23,7 +27,7 @@ nightly_eval = dg.define_asset_job(
 reeval_on_index_rebuild = dg.define_asset_job(
     "reeval_on_index_rebuild",
     selection=dg.AssetSelection.assets(
-        golden_set, golden_traces, metric_table, extraction_scores
+        golden_set, golden_traces, golden_evaluation, extraction_scores
     ).downstream()
     - dg.AssetSelection.assets(production_traces, production_metrics),
     description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "
@@ -39,7 +43,19 @@ def run_key(index_version: str) -> str:
     return f"index-{index_version}"
 
 
-@dg.sensor(job=reeval_on_index_rebuild, minimum_interval_seconds=60)
+def sensor_interval(env: dict[str, str] | os._Environ = os.environ) -> int:
+    """Seconds between two reads of the index manifest: ``RAGSPINE_REBUILD_SENSOR_INTERVAL_S`` (default
+    60). A version published and replaced within one interval is never evaluated (it is named, see
+    :func:`superseded`); a shorter interval misses fewer, at one manifest read per tick."""
+    text = env.get("RAGSPINE_REBUILD_SENSOR_INTERVAL_S", "").strip() or "60"
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(
+            "RAGSPINE_REBUILD_SENSOR_INTERVAL_S", f"not a whole number of seconds >= 1: {text!r}"
+        )
+    return int(text)
+
+
+@dg.sensor(job=reeval_on_index_rebuild, minimum_interval_seconds=sensor_interval())
 def index_rebuild_sensor(
     context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource
 ) -> dg.SensorResult | dg.SkipReason:

@@ -9,7 +9,7 @@ or a recovery in Slack. Without configured facts and truth (no truth file: a dep
 extraction) the asset records that and every check passes.
 """
 
-from dataclasses import dataclass
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -17,18 +17,19 @@ import dagster as dg
 from ragspine_pipeline.alerts.model import Finding, gate_alert
 from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
-from ragspine_pipeline.defs.golden import write_json_file
-from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
+from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
     EvalFiles,
     IndexManifestResource,
     TraceStoreResource,
 )
+from ragspine_pipeline.files import VersionedFile
 from ragspine_pipeline.reports.extraction import ExtractionResult
 from ragspine_pipeline.scoring.extraction import CHANNELS
 from ragspine_pipeline.sources.errors import ManifestMissing
 from ragspine_pipeline.sources.extraction_facts import read_facts
+from ragspine_pipeline.sources.versioned import open_versioned
 
 GROUP = "extraction"
 ASSET_KEY = dg.AssetKey("extraction_scores")
@@ -39,40 +40,29 @@ def channel_check(channel: str) -> str:
     return f"channel_{channel}"
 
 
-@dataclass(frozen=True)
-class ExtractionRun:
-    """One run's extraction evaluation (None when not configured) and its JSON (figures rounded)."""
-
-    result: ExtractionResult | None
-    data: dict
-
-    @property
-    def failed(self) -> dict[str, thresholds.ThresholdFailure]:
-        baseline = None if self.result is None else self.result.baseline
-        return {} if baseline is None else {f.channel: f for f in baseline.failed}
-
-
 @dg.asset(group_name=GROUP)
 def extraction_scores(
     context: dg.AssetExecutionContext,
     eval_files: EvalFiles,
     trace_store: TraceStoreResource,
     index_manifest: IndexManifestResource,
-) -> dg.Output[ExtractionRun]:
-    """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check.
+) -> dg.Output[dict]:
+    """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check,
+    as a small dict (what ``extraction.json`` holds, figures rounded) with the unrounded
+    ``accuracies`` and the ``failed`` channels that the checks and the ratchet read.
 
     The facts belong to the live index build (its parser re-extracted the documents), so the index
     version is recorded with them and a new index that fails is announced again.
     """
     if not _configured(eval_files):
-        return dg.Output(ExtractionRun(None, {"configured": False}), metadata={"configured": False})
+        return dg.Output({"configured": False}, metadata={"configured": False})
     baseline_path = eval_files.extraction_baseline
     with user_errors():
         facts = read_facts(
             eval_files.extraction_facts, endpoint_url=trace_store.endpoint_url, region=trace_store.region
         )
         truth = load_truth(eval_files.extraction_truth)
-        listed = thresholds.load_thresholds(baseline_path) if baseline_path else None
+        listed = _read_thresholds(eval_files) if baseline_path else None
     result = ExtractionResult.evaluate(facts, truth, listed, baseline_path)
     score = result.score
     if facts.invalid:
@@ -87,17 +77,27 @@ def extraction_scores(
         "truth": eval_files.extraction_truth,
         **result.to_dict(),
     }
-    path = eval_files.run_dir(context.run.run_id) / "extraction.json"
     with user_errors():
-        write_json_file(path, data)
-    copy_atomically(path, eval_files.latest_dir() / "extraction.json")
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        uri = eval_files.publish(context.run.run_id, "extraction.json", text, "extraction report")
+    baseline = result.baseline
+    failed = [] if baseline is None else baseline.failed
+    value = {
+        **data,
+        "accuracies": score.accuracies(),
+        "thresholds": {} if baseline is None else dict(baseline.thresholds),
+        "failed": [
+            {"channel": f.channel, "accuracy": f.accuracy, "threshold": f.threshold, "delta": f.delta}
+            for f in failed
+        ],
+    }
     limits = listed or {}
     rows = [
         (name, f"{c.accuracy:.4f}", f"{c.correct} / {c.total}", limits.get(name, "—"))
         for name, c in score.channels.items()
     ]
     return dg.Output(
-        ExtractionRun(result, data),
+        value,
         metadata={
             **{f"{name}_accuracy": c.accuracy for name, c in score.channels.items()},
             "aligned": score.aligned,
@@ -107,7 +107,7 @@ def extraction_scores(
                 markdown_table(["channel", "accuracy", "correct", "threshold"], rows)
             ),
             # Not "path": the IO manager records the pickle's path under that name.
-            "report_path": dg.MetadataValue.path(str(path)),
+            "report_path": dg.MetadataValue.path(uri),
         },
     )
 
@@ -124,11 +124,10 @@ def extraction_scores(
     ],
     name="extraction_channels",
 )
-def extraction_channels(extraction_scores: ExtractionRun):
-    failed = extraction_scores.failed
-    channels = extraction_scores.data.get("channels", {})
-    baseline = None if extraction_scores.result is None else extraction_scores.result.baseline
-    limits = {} if baseline is None else baseline.thresholds
+def extraction_channels(extraction_scores: dict):
+    failed = {f["channel"] for f in extraction_scores.get("failed", [])}
+    channels = extraction_scores.get("channels", {})
+    limits = extraction_scores.get("thresholds", {})
     for channel in CHANNELS:
         measured = channels.get(channel, {})
         yield dg.AssetCheckResult(
@@ -146,28 +145,28 @@ def extraction_channels(extraction_scores: ExtractionRun):
 
 @dg.asset_check(asset=ASSET_KEY, description="announce an extraction channel below baseline, or its recovery")
 def extraction_alert(
-    context: dg.AssetCheckExecutionContext, extraction_scores: ExtractionRun, alerts: AlertsResource
+    context: dg.AssetCheckExecutionContext, extraction_scores: dict, alerts: AlertsResource
 ) -> dg.AssetCheckResult:
-    if extraction_scores.result is None:
+    if not extraction_scores["configured"]:
         return dg.AssetCheckResult(passed=True, metadata={"new_alert": "none (extraction not configured)"})
     findings = [
         Finding(
             kind="channel",
-            name=f.channel,
-            value=f.accuracy,
-            reference=f.threshold,
+            name=f["channel"],
+            value=f["accuracy"],
+            reference=f["threshold"],
             reference_kind="baseline",
             op=">=",
-            delta=f.delta,
+            delta=f["delta"],
         )
-        for f in extraction_scores.failed.values()
+        for f in extraction_scores["failed"]
     ]
     alert = gate_alert(
         findings,
         STREAM,
         "Extraction channels",
-        run_id=extraction_scores.data.get("run_id"),
-        index_version=extraction_scores.data.get("index_version"),
+        run_id=extraction_scores.get("run_id"),
+        index_version=extraction_scores.get("index_version"),
         webserver_base_url=alerts.webserver_base_url,
         runbook=alerts.runbook("extraction"),
     )
@@ -175,17 +174,19 @@ def extraction_alert(
 
 
 @dg.asset(group_name=GROUP)
-def extraction_baseline(extraction_scores: ExtractionRun, eval_files: EvalFiles) -> dg.MaterializeResult:
+def extraction_baseline(extraction_scores: dict, eval_files: EvalFiles) -> dg.MaterializeResult:
     """The channel thresholds, raised to a passing run's unrounded accuracies (never lowered).
 
     Downstream of the blocking channel checks: a run with a channel below its threshold never gets here.
     """
-    path, result = eval_files.extraction_baseline, extraction_scores.result
-    if not path or result is None:
+    path = eval_files.extraction_baseline
+    if not path or not extraction_scores["configured"]:
         return dg.MaterializeResult(metadata={"promoted": False, "reason": "extraction not configured"})
+    accuracies, passed = extraction_scores["accuracies"], extraction_scores["pass"]
     with user_errors():
-        before = thresholds.load_thresholds(path)
-        after = thresholds.promote(path, result.score.accuracies(), passed=result.passed)
+        store = _thresholds_store(eval_files)
+        before = thresholds.parse_thresholds(store.read(), store.name)
+        after = thresholds.promote(store, accuracies, passed=passed)
     changed = [(c, before.get(c, "—"), f"{v:.4f}") for c, v in after.items() if before.get(c) != v]
     return dg.MaterializeResult(
         metadata={
@@ -194,6 +195,17 @@ def extraction_baseline(extraction_scores: ExtractionRun, eval_files: EvalFiles)
             "path": dg.MetadataValue.path(path),
         }
     )
+
+
+def _thresholds_store(eval_files: EvalFiles) -> VersionedFile:
+    """The channel thresholds file: a local path (updated under a lock) or S3 (conditional writes)."""
+    path = eval_files.extraction_baseline or ""
+    return open_versioned(path, "extraction thresholds", endpoint_url=eval_files.s3_endpoint_url)
+
+
+def _read_thresholds(eval_files: EvalFiles) -> dict[str, float]:
+    store = _thresholds_store(eval_files)
+    return thresholds.parse_thresholds(store.read(), store.name)
 
 
 def _configured(eval_files: EvalFiles) -> bool:

@@ -1,53 +1,111 @@
-"""How asset values are stored between steps on the embedded instance.
+"""How values travel between steps: tables as Parquet, everything else pickled, in an object folder.
 
-Dagster's default filesystem IO manager keeps one pickle per asset (``<storage>/<asset key>``) and
-rewrites it in place. Two runs of the whole graph at once — a sensor's re-evaluation overlapping the
-nightly run, two ``make run`` — then race: one run reads ``metric_table`` while the other is half-way
-through writing it and fails with ``EOFError: Ran out of input``.
+Asset values are plain data a notebook can load without this project: tables are pandas DataFrames
+with pyarrow-backed dtypes (``metric_table``, the slice table, ``production_metrics``, the daily
+sample), decisions small dicts. :class:`ObjectStoreIOManager` stores a DataFrame as Parquet
+(``<asset key>[/<partition>].parquet``) and anything else as a pickle (``….pickle``) in an
+:class:`~ragspine_pipeline.sources.objects.ObjectFolder`: the instance's storage directory by default,
+``RAGSPINE_IO_URI`` (``s3://bucket/prefix``) when steps run on several hosts — so a step never reads
+another step's local disk. Op outputs inside a graph (the sampling shards) go under
+``<run id>/<step>/<output>``.
 
-:class:`AtomicFilesystemIOManager` is the same store with one change: a value is written to a temporary
-file beside its target, flushed, and renamed over it (``os.replace``, atomic on POSIX). A reader sees the
-previous value or the new one, never a torn file, so concurrent runs on one instance both finish. The
-latest materialization wins, as with Dagster's own manager.
+Writes are whole or absent (a local file is renamed into place, an S3 object appears when its upload
+completes): two runs of the whole graph at once never read each other's half-written values. Each
+table records ``dagster/column_schema``, ``dagster/row_count`` and its ``path``.
+
+A DataFrame's ``attrs`` (small JSON-able facts that travel with a table, e.g. the golden set's lock)
+are kept in the Parquet schema metadata. The scoring core stays on Arrow: :func:`to_frame` and
+:func:`to_table` convert at this boundary, losslessly (nested lists, structs and maps included).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import pickle
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.fs_io_manager import PICKLE_PROTOCOL, PickledObjectFilesystemIOManager
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ragspine_pipeline.sources.objects import ObjectFolder
+
+ATTRS_KEY = b"ragspine.attrs"
 
 
-class _AtomicPickles(PickledObjectFilesystemIOManager):
-    def dump_to_path(self, context: dg.OutputContext, obj: Any, path: Any) -> None:
-        if getattr(path, "protocol", "") not in ("", "file", "local"):  # a remote store: not ours to change
-            return super().dump_to_path(context, obj, path)
-        target = Path(str(path))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(obj, fh, PICKLE_PROTOCOL)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-        return None
+def to_frame(table: pa.Table, **attrs: Any) -> pd.DataFrame:
+    """``table`` as a DataFrame with pyarrow-backed dtypes (no copy of the buffers), ``attrs`` attached."""
+    frame = table.to_pandas(types_mapper=pd.ArrowDtype)
+    frame.attrs.update(attrs)
+    return frame
 
 
-class AtomicFilesystemIOManager(dg.ConfigurableIOManagerFactory):
-    """Dagster's filesystem IO manager with atomic writes (see the module docstring); ``base_dir``
-    defaults to the instance's storage directory, as Dagster's does."""
+def to_table(frame: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
+    """A DataFrame of :func:`to_frame` (or any DataFrame) back as an Arrow table, cast to ``schema``."""
+    table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+    return table if schema is None else table.cast(schema)
 
-    base_dir: str | None = None
 
-    def create_io_manager(self, context: dg.InitResourceContext) -> _AtomicPickles:
-        base_dir = self.base_dir or context.instance.storage_directory()
-        return _AtomicPickles(base_dir=base_dir)
+class _ObjectStoreIO(dg.IOManager):
+    def __init__(self, folder: ObjectFolder) -> None:
+        self.folder = folder
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        name = _name(context)
+        if isinstance(obj, pd.DataFrame):
+            # Only the attrs travel in the schema metadata: pandas' own entry would name the ArrowDtypes
+            # of nested columns in a form pandas.read_parquet cannot parse back.
+            table = to_table(obj).replace_schema_metadata({ATTRS_KEY: json.dumps(obj.attrs).encode()})
+            with self.folder.open_output(f"{name}.parquet", "asset value") as out:
+                pq.write_table(table, out, compression="zstd")
+            context.add_output_metadata(
+                {
+                    "dagster/column_schema": dg.MetadataValue.table_schema(_column_schema(table.schema)),
+                    "dagster/row_count": dg.MetadataValue.int(table.num_rows),
+                    "path": dg.MetadataValue.path(self.folder.join(f"{name}.parquet")),
+                }
+            )
+            return
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        path = self.folder.write_bytes(f"{name}.pickle", data, "step output")
+        context.add_output_metadata({"path": dg.MetadataValue.path(path)})
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        name = _name(context)
+        if self.folder.exists(f"{name}.parquet"):
+            with self.folder.open_input_file(f"{name}.parquet", "asset value") as source:
+                table = pq.read_table(source)
+            attrs = (table.schema.metadata or {}).get(ATTRS_KEY)
+            frame = to_frame(table.replace_schema_metadata(None))
+            frame.attrs.update(json.loads(attrs) if attrs else {})
+            return frame
+        # A value of unbounded size (a pickled shard result) is read whole, not through the JSON caps.
+        return pickle.loads(self.folder.read_bytes(f"{name}.pickle", "step output", limit=1 << 40))
+
+
+def _name(context: dg.InputContext | dg.OutputContext) -> str:
+    """``<asset key>[/<partition>]`` for an asset, ``<run>/<step>/<output>[/<mapping key>]`` for an op."""
+    if context.has_asset_key:
+        parts = context.get_asset_identifier()
+    else:
+        source = context.upstream_output if isinstance(context, dg.InputContext) else context
+        parts = source.get_identifier()
+    return "/".join(parts)
+
+
+def _column_schema(schema: pa.Schema) -> dg.TableSchema:
+    return dg.TableSchema(columns=[dg.TableColumn(field.name, str(field.type)) for field in schema])
+
+
+class ObjectStoreIOManager(dg.ConfigurableIOManagerFactory):
+    """Asset values and step outputs in an object folder (see the module docstring): ``base_uri``, else
+    the instance's storage directory."""
+
+    base_uri: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> _ObjectStoreIO:
+        base = self.base_uri or context.instance.storage_directory()
+        return _ObjectStoreIO(ObjectFolder(base, endpoint_url=self.endpoint_url, region=self.region))

@@ -28,6 +28,7 @@ JUDGE_CHECK = "judge_completed"
 # in deploy/postgres/dagster.yaml: one step at a time by default); the embedded one does not.
 JUDGE_POOL = "llm_judge"  # steps that may call the LLM judge: its API budget and rate limits are shared
 TRACE_SCAN_POOL = "trace_scan"  # a full read of one day of production traces
+POOLS = (TRACE_SCAN_POOL, JUDGE_POOL)
 
 
 class JudgeResource(dg.ConfigurableResource):

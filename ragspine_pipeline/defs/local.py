@@ -27,12 +27,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_pipeline import inputs
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.defs.alerts import finish_failed_run, regression_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
 from ragspine_pipeline.defs.extraction import extraction_alert, extraction_scores
+from ragspine_pipeline.defs.judge import POOLS
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 from ragspine_pipeline.scoring.extraction import CHANNELS
@@ -74,7 +74,22 @@ def local_instance() -> dg.DagsterInstance:
             dg.EventRecordsFilter(dg.DagsterEventType.RUN_SUCCESS), limit=1
         )
         instance.all_instigator_state()
+        initialize_pools(instance)
     return instance
+
+
+def initialize_pools(instance: dg.DagsterInstance) -> None:
+    """Create the limit rows of the heavy steps' pools now, one process at a time.
+
+    Dagster creates a pool's row on the first step that claims it; two runs doing that at once on
+    PostgreSQL collide (an insert conflict aborts the transaction Dagster then keeps using) and one
+    run fails. Done here, under the instance lock, no run ever races for it."""
+    storage = instance.event_log_storage
+    if not getattr(storage, "supports_global_concurrency_limits", False):
+        return
+    for pool in POOLS:
+        if pool not in storage.get_concurrency_keys():
+            storage.initialize_concurrency_limit_to_default(pool)
 
 
 def run_everything(
@@ -198,10 +213,10 @@ def reeval_as_sensor_requests(
 
 def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
     """Print the run's decision with every failed gate and slice; return it (None when there is none)."""
-    path = Path(eval_files.reports_dir) / "runs" / run_id / "release_decision.json"
-    if not path.exists():
+    run_reports = eval_files.reports().child("runs", run_id)
+    if not run_reports.exists("release_decision.json"):
         return None
-    decision = inputs.load_json_file(path, "release decision")
+    decision = run_reports.read_json("release_decision.json", "release decision")
     print(
         f"release decision: {decision['decision'].upper()}  (index {decision['index_version']}, "
         f"golden {decision['golden_version']}, run {run_id})"
@@ -225,7 +240,7 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
         )
     for r in decision["regressions"]:
         print(f"  regression   {r['metric']}: {r['current']:.4f}, worse than baseline {r['baseline']:.4f}")
-    latest = Path(eval_files.reports_dir) / "latest"
+    latest = eval_files.reports().join("latest")
     print(f"reports: {latest}/ (release_decision.json, slice_report.md/.html, metric_table.parquet)")
     return decision
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 import dagster as dg
 
@@ -34,11 +31,3 @@ def user_errors() -> Iterator[None]:
         yield
     except (InputError, SourceError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=isinstance(exc, SourceError)) from None
-
-
-def copy_atomically(source: Path, target: Path) -> None:
-    """Copy a finished file into place with one rename, so ``latest/`` never shows half a file."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)

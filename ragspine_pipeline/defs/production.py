@@ -1,20 +1,27 @@
 """The nightly path: one day of production traces → a seeded sample → reference-free metrics → drop tests.
 
-Daily partitions; the nightly schedule materialises the previous day. Malformed trace lines are
+Daily partitions; the nightly schedule materialises the previous day. The day is sampled in shards
+(``RAGSPINE_SAMPLE_SHARDS``, one step each, retried on a store error) that a last step merges into
+exactly the sample one pass over the whole day gives (``sources.shards``). Malformed trace lines are
 quarantined by the sampler (file and line named) and counted in metadata, never dropped silently.
 Each night's rates are tested against their trailing nights (``scoring.significance``); a significant
 drop is a WARN check and one alert, never a failed run.
 """
 
+import json
+import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
+import pyarrow as pa
 
-from ragspine_pipeline import inputs
 from ragspine_pipeline.alerts.model import Drop, drop_alert
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
-from ragspine_pipeline.defs.golden import write_json_file
+from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
+from ragspine_pipeline.defs.io import to_frame, to_table
 from ragspine_pipeline.defs.judge import (
     JUDGE_POOL,
     TRACE_SCAN_POOL,
@@ -35,55 +42,107 @@ from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.significance import NightTests, drop_tests
-from ragspine_pipeline.sources.sampling import priority, sample_day, write_jsonl
+from ragspine_pipeline.sources.objects import ObjectFolder
+from ragspine_pipeline.sources.sampling import priority, write_jsonl
+from ragspine_pipeline.sources.shards import merge_shards, plan_shards, sample_shard
 
 GROUP = "production"
 # Far enough back for any retained trace store; partitions before the store's first day are empty.
 daily = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=0)
+SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
-@dg.asset(group_name=GROUP, partitions_def=daily, pool=TRACE_SCAN_POOL)
-def production_traces(
-    context: dg.AssetExecutionContext, trace_store: TraceStoreResource, eval_files: EvalFiles
-) -> dg.Output[str]:
-    """A seeded, de-duplicated sample of one day's traces (the path of the sample JSONL)."""
-    day = context.partition_key
-    out = eval_files.work("production", f"dt={day}", "sample.jsonl")
-    quarantine = eval_files.work("production", f"dt={day}", "quarantine.jsonl")
+@dg.op(out=dg.DynamicOut(list), pool=TRACE_SCAN_POOL)
+def plan_day_shards(
+    context: dg.OpExecutionContext, trace_store: TraceStoreResource, eval_files: EvalFiles
+) -> Iterator[dg.DynamicOutput[list]]:
+    """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
+    for a day without objects, so the merge still records the empty day)."""
     with user_errors():
-        store = trace_store.open()
-        sample = sample_day(
-            store,
-            day,
+        groups = plan_shards(trace_store.open(), context.partition_key, eval_files.production_shards)
+    for number, objects in enumerate(groups or [[]]):
+        yield dg.DynamicOutput(objects, mapping_key=f"shard_{number}")
+
+
+@dg.op(pool=TRACE_SCAN_POOL, retry_policy=SHARD_RETRIES)
+def sample_day_shard(
+    context: dg.OpExecutionContext, objects: list, trace_store: TraceStoreResource, eval_files: EvalFiles
+) -> dict:
+    """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
+    counts and quarantined lines (redacted) — plain data, merged by ``merge_day_sample``."""
+    with user_errors():
+        return sample_shard(
+            trace_store.open(),
+            context.partition_key,
+            objects,
             n=eval_files.production_sample_size,
             seed=eval_files.production_seed,
-            quarantine=quarantine,
             stratify=eval_files.production_stratify,
-            redact=redact_trace,  # PII never reaches the sample or quarantine files (issue 7)
-            redact_text=redact_line,
+            redact_text=redact_line,  # PII never reaches the quarantine
         )
-        write_jsonl(sample.records, out)
+
+
+@dg.op
+def merge_day_sample(
+    context: dg.OpExecutionContext,
+    shards: list[dict],
+    trace_store: TraceStoreResource,
+    eval_files: EvalFiles,
+) -> dg.Output[pd.DataFrame]:
+    """The day's sample from its shards — exactly what one pass over the whole day gives — redacted,
+    as canonical trace rows; ``sample.jsonl`` and ``quarantine.jsonl`` are kept in the work folder
+    (``production/dt=<day>/``)."""
+    day = context.partition_key
+    work = eval_files.work().child("production", f"dt={day}")
+    with user_errors(), tempfile.TemporaryDirectory(prefix="ragspine-sample-") as scratch:
+        quarantine = Path(scratch) / "quarantine.jsonl"
+        sample = merge_shards(
+            day,
+            shards,
+            n=eval_files.production_sample_size,
+            seed=eval_files.production_seed,
+            stratify=eval_files.production_stratify,
+            redact=redact_trace,  # PII never reaches the sample
+            quarantine=quarantine,
+        )
+        write_jsonl(sample.records, Path(scratch) / "sample.jsonl")
+        table = load_traces(Path(scratch) / "sample.jsonl").table.cast(TRACE_SCHEMA)
+        sample_uri = work.upload("sample.jsonl", Path(scratch) / "sample.jsonl", "trace sample")
+        if sample.quarantine_path is not None:
+            quarantine_uri = work.upload("quarantine.jsonl", quarantine, "quarantine")
+        else:
+            work.delete("quarantine.jsonl")  # nothing bad today: no stale file from an earlier pass
+            quarantine_uri = work.join("quarantine.jsonl")
     counts = sample.counts
     quarantined = sum(counts["quarantined"].values())
     if quarantined:
-        context.log.warning(f"{quarantined} malformed trace line(s) of {day} quarantined in {quarantine}")
+        context.log.warning(f"{quarantined} malformed trace line(s) of {day} quarantined in {quarantine_uri}")
     return dg.Output(
-        str(out),
+        to_frame(table, day=day),
         metadata={
-            "store": store.describe(),
+            "store": trace_store.open().describe(),
+            "shards": len(shards),
             "read": counts["read"],
             "valid": counts["valid"],
             "duplicates": counts["duplicates"],
             "quarantined": quarantined,
             "quarantined_by_reason": dg.MetadataValue.json(counts["quarantined"]),
-            "dagster/row_count": counts["sampled"],
+            "sampled": counts["sampled"],
             "seed": eval_files.production_seed,
             "redacted": dg.MetadataValue.json(counts.get("redacted", {})),
             "allocation": dg.MetadataValue.json(sample.allocation or {}),
-            "quarantine_path": dg.MetadataValue.path(str(quarantine)),
-            "sample_path": dg.MetadataValue.path(str(out)),
+            "quarantine_path": dg.MetadataValue.path(quarantine_uri),
+            "sample_path": dg.MetadataValue.path(sample_uri),
         },
     )
+
+
+@dg.graph_asset(group_name=GROUP, partitions_def=daily)
+def production_traces():
+    """A seeded, de-duplicated, redacted sample of one day's traces (canonical trace rows), sampled in
+    shards and merged exactly; malformed lines quarantined and counted."""
+    shards = plan_day_shards()
+    return merge_day_sample(shards.map(sample_day_shard).collect())
 
 
 @dg.asset(
@@ -105,14 +164,16 @@ def production_traces(
 )
 def production_metrics(
     context: dg.AssetExecutionContext,
-    production_traces: str,
+    production_traces: pd.DataFrame,
     eval_files: EvalFiles,
     alerts: AlertsResource,
     judge: JudgeResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals,
-    and each rate tested against its trailing nights (``scoring.significance``; settings in the gates
-    config's ``production:`` section). Every test is recorded with its p- and q-value.
+    """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals
+    (one row per metric and slice, :func:`metric_rows`), each rate tested against its trailing nights
+    (``scoring.significance``; settings in the gates config's ``production:`` section). The whole night,
+    every test with its p- and q-value included, is also written as ``production/<day>.json`` in the
+    reports folder: what later nights compare with and the report shows.
 
     The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
     significant drop is a WARN and an alert, not a release block. When an LLM judge is configured, a
@@ -122,7 +183,7 @@ def production_metrics(
     day = context.partition_key
     with user_errors():
         settings = committed_config().production
-        traces = load_traces(production_traces).table
+        traces = to_table(production_traces, TRACE_SCHEMA)
         evidence_path = eval_files.evidence_path
         evidence = (
             load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
@@ -142,11 +203,13 @@ def production_metrics(
     )
     night = drop_tests(result, history, settings)
     result["drop_tests"] = night.to_dict()
-    path = production_summary_dir(eval_files) / f"{day}.json"
-    write_json_file(path, result)
+    with user_errors():
+        summary_uri = production_summaries(eval_files).write_text(
+            f"{day}.json", json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n", "summary"
+        )
     rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
     yield dg.Output(
-        result,
+        metric_rows(result),
         metadata={
             "n": result["n"],
             "drop_tests": len(night.tested),
@@ -154,7 +217,7 @@ def production_metrics(
             "drops": dg.MetadataValue.md(drop_table(night)),
             "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
             "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
-            "summary_path": dg.MetadataValue.path(str(path)),
+            "summary_path": dg.MetadataValue.path(summary_uri),
         },
     )
     alerting = [t.to_dict() for t in night.alerts]
@@ -209,18 +272,64 @@ def drop_table(night: NightTests) -> str:
     return markdown_table(header, rows) + note
 
 
-def production_summary_dir(eval_files: EvalFiles) -> Path:
-    path = Path(eval_files.reports_dir) / "production"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def metric_rows(result: dict) -> pd.DataFrame:
+    """The night's metrics as a table: one row per metric, overall (``dimension`` and ``segment`` null)
+    and per slice; ``value`` (a count for fabrication), ``rate`` (rates and counts), ``n`` and the 95 %
+    Wilson interval ``low``–``high`` (null where it does not apply)."""
+    rows = []
+    sets = [(None, None, result["metrics"])]
+    for dimension, values in result.get("slices", {}).items():
+        sets += [(dimension, segment, entry["metrics"]) for segment, entry in values.items()]
+    for dimension, segment, metrics in sets:
+        for name, metric in metrics.items():
+            value = metric.get("value")
+            rows.append(
+                {
+                    "day": result["day"],
+                    "dimension": dimension,
+                    "segment": segment,
+                    "metric": name,
+                    "value": None if value is None else float(value),
+                    "rate": metric.get("rate", value if "low" in metric else None),
+                    "n": metric.get("n"),
+                    "low": metric.get("low"),
+                    "high": metric.get("high"),
+                }
+            )
+    return to_frame(pa.Table.from_pylist(rows, schema=METRIC_ROWS))
+
+
+METRIC_ROWS = pa.schema(
+    [
+        ("day", pa.string()),
+        ("dimension", pa.string()),
+        ("segment", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("rate", pa.float64()),
+        ("n", pa.int64()),
+        ("low", pa.float64()),
+        ("high", pa.float64()),
+    ]
+)
+
+
+def production_summaries(eval_files: EvalFiles) -> ObjectFolder:
+    """Where the daily summaries live: ``production/`` in the reports folder."""
+    return eval_files.reports().child("production")
 
 
 def recent_production_days(eval_files: EvalFiles, days: int = 14, before: str | None = None) -> list[dict]:
     """The latest ``days`` daily summaries (those before day ``before`` when given), oldest first: what
     the slice report's production trend shows and a night's drop tests compare with."""
-    files = sorted(production_summary_dir(eval_files).glob("????-??-??.json"))
-    files = [path for path in files if before is None or path.stem < before][-days:]
-    return [inputs.load_json_file(path, "production summary") for path in files]
+    folder = production_summaries(eval_files)
+    names = [name for name in folder.names(".json") if _DAY_FILE.fullmatch(name)]
+    names = [name for name in names if before is None or name[:10] < before][-days:]
+    with user_errors():
+        return [folder.read_json(name, "production summary") for name in names]
+
+
+_DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
 
 
 def _shown(metric: dict) -> str:

@@ -1,9 +1,10 @@
-"""The release decision, its gates as blocking asset checks, and the baseline ratchet (SPEC §4, §5).
+"""The release decision's gates as blocking asset checks, and the baseline ratchet.
 
-``release_decision`` is always materialised — a ``block`` is a result, not a crash. ``release_gates``
-then reports one check per gate of the committed config (ERROR for hard gates, WARN for soft ones),
-one for the slice gate and one for baseline regressions. A failed ERROR check fails the run and skips
-``baseline``, so a blocked release can never promote anything.
+``release_decision`` (a dict, from ``defs.evaluation``) is always stored — a ``block`` is a result, not a
+crash. ``release_gates`` then reports one check per gate of the committed config (ERROR for hard gates,
+WARN for soft ones), one for the slice gate, one for baseline regressions and one for the index the
+traces name. A failed ERROR check fails the run and skips ``baseline``, so a blocked release can never
+promote anything.
 """
 
 from collections.abc import Iterator
@@ -14,15 +15,21 @@ import dagster as dg
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.config import EvalConfig, load_config
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, promoted_entry, with_baseline
-from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates
-from ragspine_pipeline.defs.golden import GROUP, ScoredRun, write_json_file
-from ragspine_pipeline.defs.metadata import copy_atomically, markdown_table, user_errors
+from ragspine_pipeline.decision.evaluation import (
+    KNOWN_METRICS,
+    BaselineFigures,
+    Evaluation,
+    compare_with_baseline,
+    ratchet_entry,
+)
+from ragspine_pipeline.decision.gates import Gate, default_gates
+from ragspine_pipeline.defs.golden import GROUP, RELEASE_DECISION
+from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles, committed_config, gates_config_path
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
-ASSET_KEY = dg.AssetKey("release_decision")
+ASSET_KEY = RELEASE_DECISION
 SLICE_CHECK = "slice_gate"
 BASELINE_CHECK = "no_regression_vs_baseline"
 INDEX_CHECK = "single_index_version"
@@ -44,76 +51,66 @@ def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
     return config, config.gate_list(KNOWN_METRICS) or default_gates(grounded=True, qa=True)
 
 
-def decision_record(scored: ScoredRun) -> dict:
-    """``release_decision.json``: the SPEC §4 decision with the gates, metrics and warnings of the run."""
-    report = scored.report
+def decision_value(evaluation: Evaluation, report: dict, config: EvalConfig) -> dict:
+    """The ``release_decision`` value: the decision with the gates, metrics and warnings of the run
+    (what ``release_decision.json`` holds), and ``baseline_figures`` — what the baseline step needs to
+    compare and ratchet under the baseline's lock (``decision.evaluation.BaselineFigures``)."""
+    figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
     return {
         **report["release"],
         "gates": report["gates"],
-        "metrics": {name: round(value, 4) for name, value in scored.evaluation.metrics.items()},
+        "metrics": {name: round(value, 4) for name, value in evaluation.metrics.items()},
         "not_applicable": report["not_applicable"],
         "warnings": report["warnings"],
+        "baseline_figures": figures.to_dict(),
     }
 
 
-@dg.asset(group_name=GROUP)
-def release_decision(
-    context: dg.AssetExecutionContext, metric_table: ScoredRun, eval_files: EvalFiles
-) -> dg.Output[ScoredRun]:
-    """``ship`` or ``block`` with every reason (SPEC §4), written to ``release_decision.json``."""
-    release = metric_table.evaluation.release
-    path = eval_files.run_dir(context.run.run_id) / "release_decision.json"
-    with user_errors():
-        write_json_file(path, decision_record(metric_table))
-    copy_atomically(path, eval_files.latest_dir() / "release_decision.json")
+def decision_metadata(decision: dict, decision_uri: str) -> dict:
+    """What the UI shows of a decision: the verdict, its cause, and a table of every reason."""
     failed = [
-        (g.metric, f"{g.value:.4f}", f"{g.op} {g.threshold}", f"{g.delta:+.4f}", g.severity)
-        for g in [*release.failed_gates, *release.warned_gates]
+        (g["metric"], f"{g['value']:.4f}", f"{g['op']} {g['threshold']}", f"{g['delta']:+.4f}", g["severity"])
+        for g in [*decision["failed_gates"], *decision["warned_gates"]]
     ]
     failed += [
         (g["metric"], "not measured", f"{g['op']} {g['threshold']}", "", g["severity"])
-        for g in release.unmeasured_gates
+        for g in decision["unmeasured_gates"]
     ]
     slices = [
         (
-            f"{s.dimension}={s.value}",
-            s.n,
-            f"{s.releasable_rate:.3f}",
-            f"{s.ci95[0]:.3f}–{s.ci95[1]:.3f}",
-            f"≥ {s.min_rate}",
+            f"{s['dimension']}={s['value']}",
+            s["n"],
+            f"{s['releasable_rate']:.3f}",
+            f"{s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}",
+            f"≥ {s['min_rate']}",
         )
-        for s in release.failed_slices
+        for s in decision["failed_slices"]
     ]
-    why = cause_sentence(release.causes) if not release.ships else None
-    return dg.Output(
-        metric_table,
-        metadata={
-            "decision": release.decision,
-            **({"why": why} if why else {}),
-            "index_version": release.index_version or "unknown",
-            "golden_version": release.golden_version or "unfrozen",
-            "failed_gates": len(release.failed_gates),
-            "warned_gates": len(release.warned_gates),
-            "failed_slices": len(release.failed_slices),
-            "regressions": len(release.regressions),
-            "not_applicable_gates": ", ".join(
-                r.gate.metric for r in metric_table.evaluation.gates if not r.applicable
-            )
-            or "none",
-            "reasons": dg.MetadataValue.md(
-                markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
-                + "\n\n"
-                + markdown_table(["slice", "n", "releasable", "95% CI", "needs"], slices)
-            ),
-            "decision_path": dg.MetadataValue.path(str(path)),
-        },
-    )
+    why = cause_sentence(decision["causes"]) if decision["decision"] != "ship" else None
+    return {
+        "decision": decision["decision"],
+        **({"why": why} if why else {}),
+        "index_version": decision["index_version"] or "unknown",
+        "golden_version": decision["golden_version"] or "unfrozen",
+        "failed_gates": len(decision["failed_gates"]),
+        "warned_gates": len(decision["warned_gates"]),
+        "failed_slices": len(decision["failed_slices"]),
+        "regressions": len(decision["regressions"]),
+        "not_applicable_gates": ", ".join(g["metric"] for g in decision["gates"] if not g["applicable"])
+        or "none",
+        "reasons": dg.MetadataValue.md(
+            markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
+            + "\n\n"
+            + markdown_table(["slice", "n", "releasable", "95% CI", "needs"], slices)
+        ),
+        "decision_path": dg.MetadataValue.path(decision_uri),
+    }
 
 
 def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefinition:
     """One blocking check per committed gate, plus the slice gate and the baseline, in one step.
 
-    A separate step from ``release_decision`` on purpose: the decision is stored and announced
+    A separate step from the decision on purpose: the decision is stored and announced
     (``regression_alert``) whatever these checks say, while ``baseline`` waits for them.
     """
     _config, gates = committed_gates(config_path)
@@ -121,7 +118,7 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
     specs = [
         dg.AssetCheckSpec(
             check_name(g.metric),
-            asset=release_decision,
+            asset=ASSET_KEY,
             blocking=True,
             description=f"{g.severity} gate: {g.metric} {g.op} {g.threshold}",
         )
@@ -130,40 +127,37 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
     specs += [
         dg.AssetCheckSpec(
             SLICE_CHECK,
-            asset=release_decision,
+            asset=ASSET_KEY,
             blocking=True,
             description="every slice with enough cases meets the slice gate",
         ),
         dg.AssetCheckSpec(
             BASELINE_CHECK,
-            asset=release_decision,
+            asset=ASSET_KEY,
             blocking=True,
             description="no baselined metric is worse than its baseline (equal passes)",
         ),
         dg.AssetCheckSpec(
             INDEX_CHECK,
-            asset=release_decision,
+            asset=ASSET_KEY,
             blocking=True,
             description="the replay's traces name one index version, the one the run was requested for",
         ),
     ]
 
     @dg.multi_asset_check(specs=specs, name="release_gates")
-    def release_gates(release_decision: ScoredRun) -> Iterator[dg.AssetCheckResult]:
-        release = release_decision.evaluation.release
+    def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
         checked = set()
-        for result in release_decision.evaluation.gates:
-            checked.add(check_name(result.gate.metric))
-            yield _gate_check(result)
-        for gate in release.unmeasured_gates:  # e.g. a judged metric when the judge step failed
+        for gate in release_decision["gates"]:
+            checked.add(check_name(gate["metric"]))
+            yield _gate_check(gate)
+        for gate in release_decision["unmeasured_gates"]:  # e.g. a judged metric when the judge failed
             checked.add(check_name(gate["metric"]))
             yield dg.AssetCheckResult(
                 check_name=check_name(gate["metric"]),
                 asset_key=ASSET_KEY,
                 passed=False,
-                severity=dg.AssetCheckSeverity.ERROR
-                if gate["severity"] == "hard"
-                else dg.AssetCheckSeverity.WARN,
+                severity=_severity(gate["severity"]),
                 metadata={"value": "not measured", "threshold": gate["threshold"], "op": gate["op"]},
             )
         for name in check_names:  # a default gate of another dialect than this run's data
@@ -171,45 +165,50 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
                 yield dg.AssetCheckResult(
                     check_name=name, asset_key=ASSET_KEY, passed=True, metadata={"value": "not gated"}
                 )
+        failed_slices = release_decision["failed_slices"]
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
             asset_key=ASSET_KEY,
-            passed=not release.failed_slices,
-            metadata={"failed_slices": [f"{s.dimension}={s.value}" for s in release.failed_slices]},
+            passed=not failed_slices,
+            metadata={"failed_slices": [f"{s['dimension']}={s['value']}" for s in failed_slices]},
         )
         yield dg.AssetCheckResult(
             check_name=BASELINE_CHECK,
             asset_key=ASSET_KEY,
-            passed=not release.regressions,
-            metadata={"regressions": dg.MetadataValue.json(release.regressions)},
+            passed=not release_decision["regressions"],
+            metadata={"regressions": dg.MetadataValue.json(release_decision["regressions"])},
         )
+        integrity = release_decision["integrity"]
         yield dg.AssetCheckResult(
             check_name=INDEX_CHECK,
             asset_key=ASSET_KEY,
-            passed=not release.integrity,
-            description="; ".join(problem["detail"] for problem in release.integrity) or None,
-            metadata={"index_versions": dg.MetadataValue.json(release.index_versions)},
+            passed=not integrity,
+            description="; ".join(problem["detail"] for problem in integrity) or None,
+            metadata={"index_versions": dg.MetadataValue.json(release_decision["index_versions"])},
         )
 
     return release_gates
 
 
-def _gate_check(result: GateResult) -> dg.AssetCheckResult:
+def _severity(severity: str) -> dg.AssetCheckSeverity:
+    return dg.AssetCheckSeverity.ERROR if severity == "hard" else dg.AssetCheckSeverity.WARN
+
+
+def _gate_check(gate: dict) -> dg.AssetCheckResult:
     """A gate's check; a gate whose metric does not apply to the run (denominator 0) passes as "n/a"."""
-    gate = result.gate
-    value = result.value if result.applicable else "n/a (applies to no case: does not block)"
+    value = gate["value"] if gate["applicable"] else "n/a (applies to no case: does not block)"
     return dg.AssetCheckResult(
-        check_name=check_name(gate.metric),
+        check_name=check_name(gate["metric"]),
         asset_key=ASSET_KEY,
-        passed=result.passed is not False,
-        severity=dg.AssetCheckSeverity.ERROR if gate.hard else dg.AssetCheckSeverity.WARN,
-        metadata={"value": value, "threshold": gate.threshold, "op": gate.op},
+        passed=gate["pass"] is not False,
+        severity=_severity(gate["severity"]),
+        metadata={"value": value, "threshold": gate["threshold"], "op": gate["op"]},
     )
 
 
 @dg.asset(group_name=GROUP)
 def baseline(
-    context: dg.AssetExecutionContext, release_decision: ScoredRun, eval_files: EvalFiles
+    context: dg.AssetExecutionContext, release_decision: dict, eval_files: EvalFiles
 ) -> dg.MaterializeResult:
     """The baseline, tightened with a shipping run's metrics (it only ratchets up).
 
@@ -220,24 +219,24 @@ def baseline(
     and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
     was (``baseline_test: paired``: unless it is a significant improvement); no code path lowers one.
     """
-    evaluation = release_decision.evaluation
     path, mode = eval_files.baseline_path, eval_files.baseline_mode
-    if not evaluation.passed:  # defensive: the checks already stop a blocked run
+    if release_decision["decision"] != "ship":  # defensive: the checks already stop a blocked run
         return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
+    figures = BaselineFigures.from_dict(release_decision["baseline_figures"])
     seen: dict[str, baselines.BaselineEntry | None] = {}
 
     def judge(old: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
         seen["before"] = old
-        judged = with_baseline(evaluation, old, config)
-        if not judged.passed:
+        comparison = compare_with_baseline(figures, old, config)
+        if comparison.regressions:
             worse = "; ".join(
-                f"{r['metric']} {r['current']:.4f} vs {r['baseline']:.4f}" for r in judged.release.regressions
+                f"{r.metric} {r.current:.4f} vs {r.baseline:.4f}" for r in comparison.regressions
             )
             raise InputError(
                 store.name,
                 f"mode '{mode}': the baseline moved since this run decided ({worse}): not promoted",
             )
-        return promoted_entry(judged, old, config, context.run.run_id)
+        return ratchet_entry(figures, comparison, old, config, context.run.run_id)
 
     with user_errors():
         config = committed_config()

@@ -4,86 +4,135 @@ It depends on ``metric_table`` and ``production_metrics`` for ordering only and 
 results back (the golden run's JSON summary, the daily production summaries, the extraction channels,
 and the trend of past golden runs from the instance's materialisation history), so the nightly run can
 refresh the report without re-running the golden replay, and a blocked release still gets its report.
+Its value is the slice table of the latest golden run: one row per slice (tag value).
 """
 
-from pathlib import Path
+import posixpath
 
 import dagster as dg
+import pandas as pd
+import pyarrow as pa
 
-from ragspine_pipeline import inputs
 from ragspine_pipeline.defs.extraction import extraction_scores
-from ragspine_pipeline.defs.golden import metric_table
-from ragspine_pipeline.defs.metadata import copy_atomically
+from ragspine_pipeline.defs.golden import METRIC_TABLE
+from ragspine_pipeline.defs.io import to_frame
+from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.production import production_metrics, recent_production_days
 from ragspine_pipeline.defs.resources import EvalFiles
-from ragspine_pipeline.files import write_text_atomically
 from ragspine_pipeline.reports.html import render_html
 from ragspine_pipeline.reports.slice_report import slice_markdown
+from ragspine_pipeline.sources.objects import ObjectFolder
 
 HISTORY_RUNS = 30
+SLICE_COLUMNS = pa.schema(
+    [
+        ("dimension", pa.string()),
+        ("value", pa.string()),
+        ("n", pa.int64()),
+        ("releasable", pa.int64()),
+        ("releasable_rate", pa.float64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("failed", pa.bool_()),
+    ]
+)
 
 
 # Not downstream of extraction_scores: its blocking channel checks would skip the report exactly when
 # an extraction regression needs showing. The extraction step has no upstream, so it runs in a run's
 # first wave; the page names the extraction run it shows.
-@dg.asset(group_name="reports", deps=[metric_table, production_metrics])
-def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.MaterializeResult:
-    """Per-slice health of the latest golden run and production days; writes ``slice_report.{md,html}``."""
+@dg.asset(group_name="reports", deps=[METRIC_TABLE, production_metrics])
+def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.Output[pd.DataFrame]:
+    """Per-slice health of the latest golden run and production days; writes ``slice_report.{md,html}``
+    (``runs/<run id>/`` and ``latest/`` in the reports folder)."""
     instance = context.instance
-    report = _latest_golden_report(instance)
+    with user_errors():
+        report = _latest_golden_report(instance, eval_files)
+        production = recent_production_days(eval_files)
+        extraction = _latest_json(instance, extraction_scores.key, "report_path", eval_files)
+        judge = _latest_json(instance, METRIC_TABLE, "judge_report_path", eval_files)
     history = golden_history(instance)
-    production = recent_production_days(eval_files)
-    extraction = _latest_json(instance, extraction_scores.key, "report_path")
     extraction = extraction if extraction and extraction.get("configured") else None
-    judge = _latest_json(instance, metric_table.key, "judge_report_path")
     markdown = slice_markdown(report, production, extraction, judge)
-    run_dir, latest = eval_files.run_dir(context.run.run_id), eval_files.latest_dir()
-    write_text_atomically(run_dir / "slice_report.md", markdown, "slice report")
-    if report is not None:
-        page = render_html(
-            report,
-            history=history,
-            production=production,
-            extraction=extraction,
-            judge=judge,
-            title="ragspine release evaluation",
-        )
-        write_text_atomically(run_dir / "slice_report.html", page, "HTML report")
-        copy_atomically(run_dir / "slice_report.html", latest / "slice_report.html")
-    copy_atomically(run_dir / "slice_report.md", latest / "slice_report.md")
-    return dg.MaterializeResult(
+    run_id = context.run.run_id
+    with user_errors():
+        if report is not None:
+            page = render_html(
+                report,
+                history=history,
+                production=production,
+                extraction=extraction,
+                judge=judge,
+                title="ragspine release evaluation",
+            )
+            html = eval_files.publish(run_id, "slice_report.html", page, "HTML report")
+        eval_files.publish(run_id, "slice_report.md", markdown, "slice report")
+    return dg.Output(
+        slice_table(report),
         metadata={
             "report": dg.MetadataValue.md(markdown),
             "decision": "none" if report is None else report["release"]["decision"],
             "golden_runs_in_trend": len(history),
             "production_days": len(production),
-            "html": dg.MetadataValue.path(str(latest / "slice_report.html")),
-        }
+            **({"html": dg.MetadataValue.path(html)} if report is not None else {}),
+        },
     )
 
 
-def _latest_golden_report(instance: dg.DagsterInstance) -> dict | None:
-    report = _latest_json(instance, metric_table.key, "report_path")
+def slice_table(report: dict | None) -> pd.DataFrame:
+    """The golden run's slices, one row per (dimension, value) with its releasable rate, 95 % interval
+    and whether it failed the slice gate; empty without a layered evaluation."""
+    failed = set()
+    rows = []
+    if report is not None:
+        failed = {(s["dimension"], s["value"]) for s in report["release"]["failed_slices"]}
+        for dimension, values in (report.get("slices") or {}).items():
+            for value, entry in values.items():
+                low, high = entry["releasable_ci95"]
+                rows.append(
+                    {
+                        "dimension": dimension,
+                        "value": value,
+                        "n": entry["n"],
+                        "releasable": entry["releasable"],
+                        "releasable_rate": entry["releasable_rate"],
+                        "ci_low": low,
+                        "ci_high": high,
+                        "failed": (dimension, value) in failed,
+                    }
+                )
+    return to_frame(pa.Table.from_pylist(rows, schema=SLICE_COLUMNS))
+
+
+def _latest_golden_report(instance: dg.DagsterInstance, eval_files: EvalFiles) -> dict | None:
+    report = _latest_json(instance, METRIC_TABLE, "report_path", eval_files)
     if report is not None:
         report.pop("cases", None)  # per-case rows are in metric_table.parquet; the page shows aggregates
     return report
 
 
-def _latest_json(instance: dg.DagsterInstance, key: dg.AssetKey, entry_name: str) -> dict | None:
-    """The JSON file the asset's latest materialisation points to (metadata ``entry_name``), if any."""
+def _latest_json(
+    instance: dg.DagsterInstance, key: dg.AssetKey, entry_name: str, eval_files: EvalFiles
+) -> dict | None:
+    """The JSON report the asset's latest materialisation points to (metadata ``entry_name``: a local
+    path or an ``s3://`` URI), if it is still there."""
     event = instance.get_latest_materialization_event(key)
     if event is None or event.asset_materialization is None:
         return None
     entry = event.asset_materialization.metadata.get(entry_name)
-    path = None if entry is None else Path(str(entry.value))
-    if path is None or not path.exists():
+    if entry is None:
         return None
-    return inputs.load_json_file(path, entry_name)
+    location = str(entry.value)
+    folder = ObjectFolder(posixpath.dirname(location), endpoint_url=eval_files.s3_endpoint_url)
+    name = posixpath.basename(location)
+    if not folder.exists(name):
+        return None  # removed since (a cleaned reports folder): the report shows what is left
+    return folder.read_json(name, entry_name)
 
 
 def golden_history(instance: dg.DagsterInstance, limit: int = HISTORY_RUNS) -> list[dict]:
     """Past golden runs, oldest first: run id, time, index version, decision and metrics."""
-    records = instance.fetch_materializations(metric_table.key, limit=limit).records
+    records = instance.fetch_materializations(METRIC_TABLE, limit=limit).records
     history = []
     for record in reversed(records):
         metadata = record.asset_materialization.metadata if record.asset_materialization else {}

@@ -9,6 +9,7 @@ from boto3's standard chain, never from resource config, so they never reach the
 from __future__ import annotations
 
 import os
+import posixpath
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Literal
@@ -17,14 +18,16 @@ import dagster as dg
 from pydantic import Field
 
 from ragspine_pipeline.alerts.delivery import FlushResult, flush
+from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import Alert, runbook_line
-from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, Outbox
+from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl_hours_from_env
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
+from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.replay import Answer
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
 
@@ -50,37 +53,49 @@ def committed_config() -> EvalConfig:
 
 
 class EvalFiles(dg.ConfigurableResource):
-    """The golden set, evidence registry, baseline and the output folders of one deployment."""
+    """The golden set, evidence registry and baseline of one deployment, and where its outputs go.
+
+    ``reports_dir`` and ``work_dir`` are local folders (the embedded set-up) or ``s3://`` prefixes (steps
+    on several hosts): every step writes there, never to its own disk, so any step can run anywhere.
+    """
 
     golden_path: str = Field(description="frozen golden set (JSONL) with its .lock next to it")
-    evidence_path: str | None = Field(default=None, description="evidence registry (SPEC §2.3)")
-    baseline_path: str = Field(description="baseline JSON keyed by mode; only ratchets up")
+    evidence_path: str | None = Field(default=None, description="evidence registry (JSONL)")
+    baseline_path: str = Field(description="baseline JSON keyed by mode, path or s3://; only ratchets up")
     baseline_mode: str = "golden"
-    reports_dir: str = Field(description="reports: latest/ and runs/<run id>/")
-    work_dir: str = Field(description="replayed traces, production samples and quarantine files")
+    reports_dir: str = Field(description="reports: latest/, runs/<run id>/, production/ (path or s3://)")
+    work_dir: str = Field(description="replayed traces, production samples and quarantine (path or s3://)")
+    s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, …)")
     extraction_facts: str | None = Field(default=None, description="extracted facts (JSONL), path or s3://")
     extraction_truth: str | None = Field(default=None, description="extraction ground truth (JSON)")
-    extraction_baseline: str | None = Field(default=None, description="channel thresholds; only ratchet up")
+    extraction_baseline: str | None = Field(
+        default=None, description="channel thresholds, path or s3://; only ratchet up"
+    )
     production_sample_size: int = Field(default=200, ge=1)
     production_seed: int = 7
     production_stratify: str | None = Field(
         default=None, description="tag dimension the daily sample is stratified on (None: not stratified)"
     )
+    production_shards: int = Field(
+        default=1, ge=1, le=256, description="steps one day of traces is sampled in (merged exactly)"
+    )
 
-    def run_dir(self, run_id: str) -> Path:
-        path = Path(self.reports_dir) / "runs" / run_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def reports(self) -> ObjectFolder:
+        return ObjectFolder(self.reports_dir, endpoint_url=self.s3_endpoint_url)
 
-    def latest_dir(self) -> Path:
-        path = Path(self.reports_dir) / "latest"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def work(self) -> ObjectFolder:
+        return ObjectFolder(self.work_dir, endpoint_url=self.s3_endpoint_url)
 
-    def work(self, *parts: str) -> Path:
-        path = Path(self.work_dir).joinpath(*parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+    def publish(self, run_id: str, name: str, data: bytes | str, what: str) -> str:
+        """Write a report as ``runs/<run id>/<name>`` and then as ``latest/<name>``; return the run's URI.
+
+        ``latest/`` is replaced file by file, each write whole, so a reader never sees half a report.
+        """
+        body = data.encode("utf-8") if isinstance(data, str) else data
+        reports = self.reports()
+        uri = reports.child("runs", run_id).write_bytes(name, body, what)
+        reports.child("latest").write_bytes(name, body, what)
+        return uri
 
 
 class AlertsResource(dg.ConfigurableResource):
@@ -91,7 +106,10 @@ class AlertsResource(dg.ConfigurableResource):
     by any later run or ``ragspine-eval alerts flush`` for whatever is still pending.
     """
 
-    outbox_path: str = Field(default=DEFAULT_OUTBOX, description="the persistent outbox (JSONL)")
+    outbox_path: str = Field(
+        default=DEFAULT_OUTBOX,
+        description="the persistent outbox: a JSONL file, or postgresql://user@host:port/db (no password)",
+    )
     webserver_base_url: str | None = Field(
         default="http://127.0.0.1:3000", description="Dagster UI base URL for the run links in messages"
     )
@@ -104,8 +122,14 @@ class AlertsResource(dg.ConfigurableResource):
         default=DEFAULT_TTL_HOURS, gt=0, description="undelivered alerts expire after this"
     )
 
-    def outbox(self) -> Outbox:
-        return Outbox(self.outbox_path)
+    def outbox(self) -> AlertOutbox:
+        """The outbox (a file, or PostgreSQL when steps run on several hosts); close it after use."""
+        return open_outbox(self.outbox_path)
+
+    @property
+    def outbox_name(self) -> str:
+        """The outbox as it may be shown (never a password)."""
+        return str(self.outbox().path)
 
     def runbook(self, stream: str) -> str | None:
         return runbook_line(stream, self.runbooks, self.runbook_url)
@@ -113,7 +137,8 @@ class AlertsResource(dg.ConfigurableResource):
     def queue(self, alert: Alert, log=None) -> Alert | None:
         """Queue ``alert`` if it is news for its stream (de-duplication); it is delivered with the rest
         of its run's alerts when the run ends."""
-        queued = self.outbox().observe(alert)  # a full disk: a one-line InputError, nothing queued
+        with self.outbox() as outbox:
+            queued = outbox.observe(alert)  # a full disk: a one-line InputError, nothing queued
         if queued is not None and log is not None:
             log.warning(f"alert queued: {queued.title} (posted when the run ends)")
         return queued
@@ -122,9 +147,13 @@ class AlertsResource(dg.ConfigurableResource):
         """Deliver what is pending, one message per finished run (``instance`` says which runs have
         finished; without it every run has), with the Slack settings of the environment."""
         finished = None if instance is None else _finished_on(instance)
-        result = flush(
-            self.outbox(), SlackSettings.from_env(os.environ), finished=finished, ttl_hours=self.ttl_hours
-        )
+        try:
+            with self.outbox() as outbox:
+                result = flush(
+                    outbox, SlackSettings.from_env(os.environ), finished=finished, ttl_hours=self.ttl_hours
+                )
+        except InputError as exc:  # the outbox itself is unreachable: nothing was posted, nothing lost
+            result = FlushResult(error=str(exc), skipped=f"the outbox cannot be read: {exc}")
         if log is not None:
             if result.delivered:
                 log.info(
@@ -157,7 +186,7 @@ class AlertsResource(dg.ConfigurableResource):
             description=problem,
             metadata={
                 "new_alert": problem or ("none" if queued is None else f"{queued.kind}: {queued.title}"),
-                "outbox": dg.MetadataValue.path(str(self.outbox().path)),
+                "outbox": dg.MetadataValue.path(self.outbox_name),
             },
         )
 
@@ -178,7 +207,7 @@ class AlertsResource(dg.ConfigurableResource):
                 "waiting_for_their_run": result.waiting,
                 "expired": len(result.expired),
                 "corrupt_lines_set_aside": result.set_aside,
-                "outbox": dg.MetadataValue.path(str(self.outbox().path)),
+                "outbox": dg.MetadataValue.path(self.outbox_name),
             },
         )
 
@@ -285,10 +314,11 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     def path(name: str, default: Path | str) -> str:
         value = env.get(name)
         if value:
-            return value if value.startswith("s3://") else str(Path(value).absolute())
+            return value if "://" in value else str(Path(value).absolute())  # s3://, postgresql://
         return str(Path(default).absolute())
 
     manifest = path("RAGSPINE_INDEX_MANIFEST", home / "index" / "manifest.json")
+    work = path("RAGSPINE_WORK", "var/work")
     endpoint = env.get("RAGSPINE_S3_ENDPOINT_URL") or None
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
     return {
@@ -297,12 +327,14 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             evidence_path=path("RAGSPINE_EVIDENCE", home / "evidence.jsonl"),
             baseline_path=path("RAGSPINE_BASELINE", home / "baseline.json"),
             reports_dir=path("RAGSPINE_REPORTS", "var/reports"),
-            work_dir=path("RAGSPINE_WORK", "var/work"),
+            work_dir=work,
+            s3_endpoint_url=endpoint,
             extraction_facts=path("RAGSPINE_EXTRACTION_FACTS", home / "extraction" / "facts.jsonl"),
             extraction_truth=path("RAGSPINE_EXTRACTION_TRUTH", home / "extraction" / "truth.json"),
             extraction_baseline=path("RAGSPINE_EXTRACTION_BASELINE", home / "extraction" / "baseline.json"),
             production_sample_size=int(env.get("RAGSPINE_SAMPLE_SIZE", "200")),
             production_stratify=env.get("RAGSPINE_SAMPLE_STRATIFY") or None,
+            production_shards=int(env.get("RAGSPINE_SAMPLE_SHARDS", "1")),
         ),
         "trace_store": TraceStoreResource(
             uri=path("RAGSPINE_TRACE_STORE", home / "traces"), endpoint_url=endpoint, region=region
@@ -322,7 +354,7 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             max_tokens=int(env["RAGSPINE_JUDGE_MAX_TOKENS"])
             if env.get("RAGSPINE_JUDGE_MAX_TOKENS")
             else None,
-            cache_uri=path("RAGSPINE_JUDGE_CACHE", Path(path("RAGSPINE_WORK", "var/work")) / "judge-cache"),
+            cache_uri=path("RAGSPINE_JUDGE_CACHE", posixpath.join(work, "judge-cache")),
             cache_endpoint_url=endpoint,
             production_sample=int(env.get("RAGSPINE_JUDGE_PRODUCTION_SAMPLE", "50")),
             max_input_chars=int(env.get("RAGSPINE_JUDGE_MAX_INPUT_CHARS") or DEFAULT_MAX_INPUT_CHARS),

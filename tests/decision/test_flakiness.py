@@ -10,7 +10,8 @@ import pytest
 
 from ragspine_pipeline.decision.flakiness import flakiness, flakiness_sentence
 from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.golden import golden_set, golden_traces, metric_table
+from ragspine_pipeline.defs.evaluation import golden_evaluation
+from ragspine_pipeline.defs.golden import golden_set, golden_traces
 from ragspine_pipeline.demo.build import init_demo
 from tests.defs.test_code_location import demo_resources
 
@@ -35,10 +36,9 @@ def test_the_code_location_replays_the_golden_set_as_often_as_configured(tmp_pat
     defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path, RAGSPINE_REPLAY_REPEAT="3"))
     with dg.instance_for_test() as instance:
         result = dg.materialize(
-            [golden_set, golden_traces, metric_table],
+            [golden_set, golden_traces, golden_evaluation],
             instance=instance,
             resources=defs.resources,
-            selection=[golden_set, golden_traces, metric_table],
         )
     assert result.success
     [traces] = [e for e in result.get_asset_materialization_events() if e.asset_key == golden_traces.key]

@@ -11,6 +11,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -18,6 +19,7 @@ from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import index_rebuild_sensor, run_key
+from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.defs.release import (
     BASELINE_CHECK,
     INDEX_CHECK,
@@ -29,6 +31,7 @@ from ragspine_pipeline.defs.release import (
 )
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
+from ragspine_pipeline.reports.metric_table import SCHEMA as METRIC_TABLE_SCHEMA
 
 TODAY = date(2026, 11, 22)
 YESTERDAY = (TODAY - timedelta(days=1)).isoformat()
@@ -109,6 +112,29 @@ def test_the_healthy_demo_ships_and_writes_every_report(healthy_run):
     assert "<svg" in html and 'data-chart="gates"' in html
     checks = result.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks if c.severity == dg.AssetCheckSeverity.ERROR)
+
+
+def test_every_table_loads_as_a_dataframe_and_the_decision_as_a_dict(healthy_run, instance):
+    defs, _result, out = healthy_run
+    with defs.get_asset_value_loader(instance) as loader:
+        table = loader.load_asset_value("metric_table")
+        decision = loader.load_asset_value("release_decision")
+        slices = loader.load_asset_value("slice_report")
+        metrics = loader.load_asset_value("production_metrics", partition_key=YESTERDAY)
+        sample = loader.load_asset_value("production_traces", partition_key=YESTERDAY)
+    for frame in (table, slices, metrics, sample):
+        assert isinstance(frame, pd.DataFrame) and all(isinstance(t, pd.ArrowDtype) for t in frame.dtypes)
+    latest = out / "reports" / "latest"
+    written = pq.read_table(latest / "metric_table.parquet").replace_schema_metadata(None)
+    assert to_table(table, METRIC_TABLE_SCHEMA).equals(written)
+    record = json.loads((latest / "release_decision.json").read_text())
+    assert {key: value for key, value in decision.items() if key != "baseline_figures"} == record
+    assert decision["baseline_figures"]["n_cases"] == len(set(table["qid"]))
+    assert len(slices) > 0 and not slices["failed"].any()
+    overall = metrics[metrics["dimension"].isna()].set_index("metric")
+    summary = json.loads((out / "reports" / "production" / f"{YESTERDAY}.json").read_text())
+    assert overall.loc["refusal_rate", "value"] == summary["metrics"]["refusal_rate"]["value"]
+    assert len(sample) == summary["n"] == 80  # RAGSPINE_SAMPLE_SIZE
 
 
 def test_a_shipping_run_promotes_the_baseline(healthy_run, demo):
@@ -224,7 +250,7 @@ def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(
     stricter value. The step compares again under the lock, writes nothing, and says why."""
     defs, result, _out = healthy_run
     assert result.success
-    scored = result.output_for_node("release_decision")
+    decision = result.output_for_node("golden_evaluation", "release_decision")
     path = demo / "baseline.json"
     original = path.read_text()
     stricter = json.loads(original)
@@ -237,21 +263,36 @@ def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(
         ) as context,
         pytest.raises(dg.Failure, match=r"the baseline moved since this run decided .*releasable_rate"),
     ):
-        baseline(context, scored)
+        baseline(context, decision)
     assert path.read_text() == before
     path.write_text(original)  # the module's demo, as the other tests left it
 
 
-def test_runs_execute_in_process_unless_the_environment_asks_for_a_process_per_step(monkeypatch):
+def test_runs_execute_in_process_unless_the_environment_asks_for_processes_or_celery(monkeypatch):
     from ragspine_pipeline.errors import InputError
 
     for name in ("nightly_eval", "reeval_on_index_rebuild"):
         assert build_definitions().resolve_job_def(name).executor_def.name == "in_process"
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "multiprocess")
     assert build_definitions().resolve_job_def("nightly_eval").executor_def.name == "multiprocess"
+    pytest.importorskip("dagster_celery", reason="dagster-celery is not installed (the deploy extra)")
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "celery")
-    with pytest.raises(InputError, match="unknown executor 'celery'"):
+    executor = build_definitions().resolve_job_def("nightly_eval").executor_def
+    assert executor.name == "celery"
+    monkeypatch.setenv("RAGSPINE_EXECUTOR", "kubernetes")
+    with pytest.raises(InputError, match="unknown executor 'kubernetes'"):
         build_definitions()
+
+
+def test_the_rebuild_sensor_interval_comes_from_the_environment():
+    from ragspine_pipeline.defs.automation import sensor_interval
+    from ragspine_pipeline.errors import InputError
+
+    assert sensor_interval({}) == 60
+    assert sensor_interval({"RAGSPINE_REBUILD_SENSOR_INTERVAL_S": "5"}) == 5
+    for bad in ("0", "-1", "1.5", "soon"):
+        with pytest.raises(InputError, match="RAGSPINE_REBUILD_SENSOR_INTERVAL_S"):
+            sensor_interval({"RAGSPINE_REBUILD_SENSOR_INTERVAL_S": bad})
 
 
 def test_versions_replaced_between_ticks_are_named_never_skipped_silently(demo, instance, tmp_path):
