@@ -6,10 +6,11 @@ settings, ``DAGSTER_HOME`` holding the deployed instance's ``dagster.yaml``)::
     celery -A ragspine_pipeline.defs.celery_app worker --pool=solo --queues=dagster
 
 ``--pool=solo`` executes one step at a time in the worker process itself, as Dagster's step execution
-expects (no forked pool children). The broker and the result backend come from
-``RAGSPINE_CELERY_BROKER`` (e.g. ``pyamqp://user@host:5672/vhost``) and ``RAGSPINE_CELERY_BACKEND``
-(e.g. ``redis://host:6379/3``): the same variables the run that submits the steps reads, so the two
-always agree, and a URL with a password never enters a run's config.
+expects (no forked pool children); the app leaves the worker's stdout and stderr alone
+(``worker_redirect_stdouts``), so Dagster captures each step's output into its step logs. The broker
+and the result backend come from ``RAGSPINE_CELERY_BROKER`` (e.g. ``pyamqp://user@host:5672/vhost``)
+and ``RAGSPINE_CELERY_BACKEND`` (e.g. ``redis://host:6379/3``): the same variables the run that submits
+the steps reads, so the two always agree, and a URL with a password never enters a run's config.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ _missing = [name for name in (BROKER_ENV, BACKEND_ENV) if not os.environ.get(nam
 if _missing:
     raise SystemExit(f"ragspine celery worker: set {' and '.join(_missing)}")
 
-app = make_app(
-    CeleryExecutor.for_cli(broker=os.environ[BROKER_ENV], backend=os.environ[BACKEND_ENV]).app_args()
+settings = CeleryExecutor.for_cli(
+    broker=os.environ[BROKER_ENV],
+    backend=os.environ[BACKEND_ENV],
+    config_source={"worker_redirect_stdouts": False},
 )
+app = make_app(settings.app_args())
 execute_plan = create_task(app)

@@ -266,6 +266,10 @@ def test_the_whole_graph_on_celery_workers_decides_what_the_embedded_run_decides
     production = f"reports/production/{DAY}.json"
     embedded_day = json.loads((reports.parent / "production" / f"{DAY}.json").read_text())
     assert json.loads(_s3_bytes(client, name, production)) == embedded_day
+    # Each step's output was captured on its worker and uploaded: the UI shows it whichever host ran it.
+    logs = client.list_objects_v2(Bucket=name, Prefix="compute-logs/")["Contents"]
+    captured = [_s3_bytes(client, name, item["Key"]) for item in logs if item["Key"].endswith(".err")]
+    assert any(b'Started execution of step "golden_set"' in text for text in captured)
     # Nothing was left on a worker's own disk: every hand-off went through S3 or PostgreSQL.
     for n in range(1, WORKERS + 1):
         left = [p for p in (tmp_path / f"worker{n}").rglob("*") if p.is_file() and p.name != "worker.log"]
