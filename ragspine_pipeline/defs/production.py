@@ -52,12 +52,13 @@ daily = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=0)
 SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
-@dg.op(out=dg.DynamicOut(list), pool=TRACE_SCAN_POOL)
+@dg.op(out=dg.DynamicOut(list))
 def plan_day_shards(
     context: dg.OpExecutionContext, trace_store: TraceStoreResource, eval_files: EvalFiles
 ) -> Iterator[dg.DynamicOutput[list]]:
     """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
-    for a day without objects, so the merge still records the empty day)."""
+    for a day without objects, so the merge still records the empty day). Only the listing is read;
+    the shards' reads are in the ``trace_scan`` pool."""
     with user_errors():
         groups = plan_shards(trace_store.open(), context.partition_key, eval_files.production_shards)
     for number, objects in enumerate(groups or [[]]):
