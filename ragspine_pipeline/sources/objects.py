@@ -6,7 +6,8 @@ local path for the embedded set-up, ``s3://bucket/prefix`` when steps run on sev
 step depends on another step's disk.
 
 Every write is whole or absent: a local file is written beside its target and renamed over it; an S3
-object becomes visible only when its upload completes. Reads go through the same caps as every other
+object is staged locally (in memory up to 8 MiB) and uploaded only once the writer has finished, and
+becomes visible when its upload completes. Reads go through the same caps as every other
 input (``inputs.MAX_DOCUMENT_BYTES``, nesting depth for JSON). Credentials come from the environment
 (the AWS SDK's default chain), never from arguments; errors are one line naming the location.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,8 +106,13 @@ class ObjectFolder:
         path = self._path(name)
         try:
             if self.remote:
-                with self._fs.open_output_stream(path) as out:
-                    yield out  # the multipart upload completes on close: the object appears whole
+                # Staged first: an S3 upload completes whenever its stream is closed, so a writer that
+                # fails half-way must never have written to it. Only a finished file is uploaded.
+                with tempfile.SpooledTemporaryFile(max_size=8 << 20) as staged:
+                    yield staged
+                    staged.seek(0)
+                    with self._fs.open_output_stream(path) as out:
+                        shutil.copyfileobj(staged, out, 8 << 20)
                 return
             parent = posixpath.dirname(path)
             os.makedirs(parent, exist_ok=True)
@@ -139,28 +146,6 @@ class ObjectFolder:
             while block := source.read(8 << 20):
                 out.write(block)
         return self.join(name)
-
-    def copy(self, name: str, target: ObjectFolder, target_name: str, what: str) -> str:
-        """Copy file ``name`` to ``target_name`` in ``target`` (server-side within one S3 store, else
-        streamed in blocks); return the copy's URI."""
-        if self.remote and target._fs is self._fs:
-            try:
-                self._fs.copy_file(self._path(name), target._path(target_name))
-            except OSError as exc:
-                raise SourceError(
-                    target.join(target_name), f"cannot copy the {what}: {_reason(exc)}"
-                ) from None
-            return target.join(target_name)
-        try:
-            with (
-                self._fs.open_input_stream(self._path(name)) as source,
-                target.open_output(target_name, what) as out,
-            ):
-                while block := source.read(8 << 20):
-                    out.write(block)
-        except OSError as exc:
-            raise SourceError(self.join(name), f"cannot read the {what}: {_reason(exc)}") from None
-        return target.join(target_name)
 
     # -- reading ---------------------------------------------------------------------------------
 

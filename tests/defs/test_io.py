@@ -147,6 +147,23 @@ def test_an_object_folder_writes_whole_files_and_names_a_missing_one(tmp_path):
         folder.child("..")
 
 
+def _fails_half_way(folder: ObjectFolder) -> None:
+    with pytest.raises(RuntimeError, match="writer failed"), folder.open_output("a.bin", "value") as out:
+        out.write(b"half of a value")
+        raise RuntimeError("writer failed")
+
+
+def test_a_writer_that_fails_half_way_leaves_the_old_file_or_none(tmp_path, bucket, s3_endpoint):
+    name, _client = bucket
+    for folder in (ObjectFolder(tmp_path / "io"), ObjectFolder(f"s3://{name}/io", endpoint_url=s3_endpoint)):
+        _fails_half_way(folder)
+        assert not folder.exists("a.bin")
+        folder.write_bytes("a.bin", b"whole", "value")
+        _fails_half_way(folder)
+        assert folder.read_bytes("a.bin", "value") == b"whole"
+    assert not list((tmp_path / "io").glob(".*.tmp"))
+
+
 def test_an_unreachable_store_is_one_line_naming_the_location(closed_port, aws_env):
     folder = ObjectFolder(
         f"s3://bucket-{uuid.uuid4().hex[:8]}/reports", endpoint_url=f"http://127.0.0.1:{closed_port}"
