@@ -312,10 +312,9 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     home = Path(env.get("RAGSPINE_HOME", "var/demo")).absolute()
 
     def path(name: str, default: Path | str) -> str:
-        value = env.get(name)
-        if value:
-            return value if "://" in value else str(Path(value).absolute())  # s3://, postgresql://
-        return str(Path(default).absolute())
+        """The setting, else its default; a URI (s3://, postgresql://) as it is, a path made absolute."""
+        value = env.get(name) or str(default)
+        return value if "://" in value else str(Path(value).absolute())
 
     manifest = path("RAGSPINE_INDEX_MANIFEST", home / "index" / "manifest.json")
     work = path("RAGSPINE_WORK", "var/work")

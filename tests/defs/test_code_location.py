@@ -284,6 +284,13 @@ def test_runs_execute_in_process_unless_the_environment_asks_for_processes_or_ce
         build_definitions()
 
 
+def test_locations_derived_from_an_s3_work_folder_stay_s3_uris():
+    resources = default_resources({"RAGSPINE_WORK": "s3://evals/work", "RAGSPINE_HOME": "/srv/demo"})
+    assert resources["eval_files"].work_dir == "s3://evals/work"
+    assert resources["judge"].cache_uri == "s3://evals/work/judge-cache"
+    assert resources["eval_files"].golden_path == "/srv/demo/golden/gold.jsonl"
+
+
 def test_the_rebuild_sensor_interval_comes_from_the_environment():
     from ragspine_pipeline.defs.automation import sensor_interval
     from ragspine_pipeline.errors import InputError
