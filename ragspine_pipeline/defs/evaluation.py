@@ -9,15 +9,12 @@ and its aggregates can be gated; a judge that fails fails only the ``judge_compl
 """
 
 import io
-import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ragspine_pipeline.contracts.columns import load_evidence
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision.config import load_config
 from ragspine_pipeline.decision.evaluation import (
@@ -39,7 +36,7 @@ from ragspine_pipeline.defs.golden import (
 )
 from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.judge import JUDGE_POOL, JudgeResource, judge_check, judge_check_spec, judge_step
-from ragspine_pipeline.defs.metadata import markdown_table, user_errors
+from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.release import decision_metadata, decision_value
 from ragspine_pipeline.defs.resources import EvalFiles, gates_config_path
 from ragspine_pipeline.judge.items import case_tags, judge_items
@@ -82,8 +79,7 @@ def golden_evaluation(
     traces, *replays = replays_of(golden_traces)
     with user_errors():
         config = load_config(gates_config_path(), KNOWN_METRICS)
-        evidence_path = eval_files.evidence_path
-        evidence = load_evidence(evidence_path).table if _exists(evidence_path) else None
+        evidence = eval_files.evidence()
         store = open_versioned(eval_files.baseline_path, "baseline", endpoint_url=s3_endpoint())
         entries = baselines.read_baseline(store, KNOWN_METRICS)
     judged = judge_step(judge, judge_items(traces, gold, evidence), case_tags(traces, gold), context.log)
@@ -110,7 +106,7 @@ def golden_evaluation(
     inputs = ReportInputs(
         golden_set.attrs.get("source", eval_files.golden_path),
         golden_traces.attrs.get("source", "golden_traces"),
-        evidence_path if evidence is not None else None,
+        eval_files.evidence_path if evidence is not None else None,
         warnings,
     )
     run_id = context.run.run_id
@@ -120,13 +116,17 @@ def golden_evaluation(
         pq.write_table(table, parquet, use_dictionary=["metric", "model"], compression="zstd")
         table_uri = eval_files.publish(run_id, "metric_table.parquet", parquet.getvalue(), "metric table")
         if judged.report is not None:
-            judge_uri = eval_files.publish(run_id, "judge_report.json", _json(judged.report), "judge report")
+            judge_uri = eval_files.publish(
+                run_id, "judge_report.json", json_document(judged.report), "judge report"
+            )
         report = io.StringIO()
         write_json(evaluation, inputs, report)
         report_uri = eval_files.publish(run_id, "evaluation.json", report.getvalue(), "evaluation report")
         decision = decision_value(evaluation, summary(evaluation, inputs), config)
         record = {key: value for key, value in decision.items() if key != "baseline_figures"}
-        decision_uri = eval_files.publish(run_id, "release_decision.json", _json(record), "release decision")
+        decision_uri = eval_files.publish(
+            run_id, "release_decision.json", json_document(record), "release decision"
+        )
     means = means_by_metric(table)
     not_applicable = evaluation.not_applicable
     yield dg.Output(
@@ -166,13 +166,5 @@ def golden_evaluation(
     yield judge_check(judged, "metric_table")
 
 
-def _exists(path: str | None) -> bool:
-    return bool(path) and Path(path).exists()
-
-
 def _finite(value: float) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
-
-
-def _json(data: dict) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -9,7 +9,6 @@ or a recovery in Slack. Without configured facts and truth (no truth file: a dep
 extraction) the asset records that and every check passes.
 """
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -17,7 +16,7 @@ import dagster as dg
 from ragspine_pipeline.alerts.model import Finding, gate_alert
 from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
-from ragspine_pipeline.defs.metadata import markdown_table, user_errors
+from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
     EvalFiles,
@@ -78,8 +77,8 @@ def extraction_scores(
         **result.to_dict(),
     }
     with user_errors():
-        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-        uri = eval_files.publish(context.run.run_id, "extraction.json", text, "extraction report")
+        report = json_document(data)
+        uri = eval_files.publish(context.run.run_id, "extraction.json", report, "extraction report")
     baseline = result.baseline
     failed = [] if baseline is None else baseline.failed
     value = {

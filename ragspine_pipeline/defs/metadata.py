@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -31,3 +32,9 @@ def user_errors() -> Iterator[None]:
         yield
     except (InputError, SourceError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=isinstance(exc, SourceError)) from None
+
+
+def json_document(data: object) -> str:
+    """A report as JSON text: indented, UTF-8 as is, one final newline; NaN or infinity is a bug and
+    raises rather than writing what no JSON reader takes."""
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -8,7 +8,6 @@ Each night's rates are tested against their trailing nights (``scoring.significa
 drop is a WARN check and one alert, never a failed run.
 """
 
-import json
 import re
 import tempfile
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ragspine_pipeline.alerts.model import Drop, drop_alert
-from ragspine_pipeline.contracts.columns import load_evidence, load_traces
+from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
 from ragspine_pipeline.defs.io import to_frame, to_table
 from ragspine_pipeline.defs.judge import (
@@ -31,7 +30,7 @@ from ragspine_pipeline.defs.judge import (
     judge_check_spec,
     judge_step,
 )
-from ragspine_pipeline.defs.metadata import markdown_table, user_errors
+from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
     EvalFiles,
@@ -185,10 +184,7 @@ def production_metrics(
     with user_errors():
         settings = committed_config().production
         traces = to_table(production_traces, TRACE_SCHEMA)
-        evidence_path = eval_files.evidence_path
-        evidence = (
-            load_evidence(evidence_path).table if evidence_path and Path(evidence_path).exists() else None
-        )
+        evidence = eval_files.evidence()
     result = {"day": day, **score_production(traces, evidence).to_dict()}
     items = judge_items(traces, None, evidence)
     items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
@@ -206,7 +202,7 @@ def production_metrics(
     result["drop_tests"] = night.to_dict()
     with user_errors():
         summary_uri = production_summaries(eval_files).write_text(
-            f"{day}.json", json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n", "summary"
+            f"{day}.json", json_document(result), "summary"
         )
     rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
     yield dg.Output(

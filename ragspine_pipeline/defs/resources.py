@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import dagster as dg
+import pyarrow as pa
 from pydantic import Field
 
 from ragspine_pipeline.alerts.delivery import FlushResult, flush
@@ -22,6 +23,7 @@ from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import Alert, runbook_line
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl_hours_from_env
+from ragspine_pipeline.contracts.columns import load_evidence
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.errors import InputError
@@ -79,6 +81,12 @@ class EvalFiles(dg.ConfigurableResource):
     production_shards: int = Field(
         default=1, ge=1, le=256, description="steps one day of traces is sampled in (merged exactly)"
     )
+
+    def evidence(self) -> pa.Table | None:
+        """The evidence registry's canonical table; None when none is configured or the file is absent
+        (then the layered metrics and admissibility are not computed)."""
+        path = self.evidence_path
+        return load_evidence(path).table if path and Path(path).exists() else None
 
     def reports(self) -> ObjectFolder:
         return ObjectFolder(self.reports_dir, endpoint_url=self.s3_endpoint_url)
