@@ -63,9 +63,11 @@ class ThresholdCheck:
 # -- load -----------------------------------------------------------------------------------------------
 
 
-def load_thresholds(path: str | Path) -> dict[str, float]:
-    """``{channel: threshold}`` in CHANNELS order; ``{}`` when the file does not exist."""
-    return parse_thresholds(LockedFile(path, "thresholds").read(), str(path))
+def load_thresholds(path: VersionedFile | str | Path) -> dict[str, float]:
+    """``{channel: threshold}`` in CHANNELS order; ``{}`` when the file does not exist. ``path`` is a
+    local path or a versioned file (``sources.versioned.open_versioned``: local or S3)."""
+    store = LockedFile(path, "thresholds") if isinstance(path, (str, Path)) else path
+    return parse_thresholds(store.read(), store.name)
 
 
 def parse_thresholds(text: str | None, name: str) -> dict[str, float]:

@@ -61,7 +61,7 @@ def extraction_scores(
             eval_files.extraction_facts, endpoint_url=trace_store.endpoint_url, region=trace_store.region
         )
         truth = load_truth(eval_files.extraction_truth)
-        listed = _read_thresholds(eval_files) if baseline_path else None
+        listed = thresholds.load_thresholds(_thresholds_store(eval_files)) if baseline_path else None
     result = ExtractionResult.evaluate(facts, truth, listed, baseline_path)
     score = result.score
     if facts.invalid:
@@ -184,7 +184,7 @@ def extraction_baseline(extraction_scores: dict, eval_files: EvalFiles) -> dg.Ma
     accuracies, passed = extraction_scores["accuracies"], extraction_scores["pass"]
     with user_errors():
         store = _thresholds_store(eval_files)
-        before = thresholds.parse_thresholds(store.read(), store.name)
+        before = thresholds.load_thresholds(store)
         after = thresholds.promote(store, accuracies, passed=passed)
     changed = [(c, before.get(c, "—"), f"{v:.4f}") for c, v in after.items() if before.get(c) != v]
     return dg.MaterializeResult(
@@ -200,11 +200,6 @@ def _thresholds_store(eval_files: EvalFiles) -> VersionedFile:
     """The channel thresholds file: a local path (updated under a lock) or S3 (conditional writes)."""
     path = eval_files.extraction_baseline or ""
     return open_versioned(path, "extraction thresholds", endpoint_url=eval_files.s3_endpoint_url)
-
-
-def _read_thresholds(eval_files: EvalFiles) -> dict[str, float]:
-    store = _thresholds_store(eval_files)
-    return thresholds.parse_thresholds(store.read(), store.name)
 
 
 def _configured(eval_files: EvalFiles) -> bool:
