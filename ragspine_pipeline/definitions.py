@@ -62,7 +62,12 @@ def executor_from_env(env: Mapping[str, str] = os.environ) -> dg.ExecutorDefinit
     if name == "multiprocess":
         return dg.multiprocess_executor
     if name == "celery":
-        from dagster_celery import celery_executor  # the deploy extra: only a Celery deployment needs it
+        try:
+            from dagster_celery import celery_executor  # the deploy extra: only a Celery deployment needs it
+        except ImportError:
+            raise InputError(
+                "RAGSPINE_EXECUTOR", "celery needs dagster-celery: pip install -e '.[deploy]'"
+            ) from None
 
         return celery_executor.configured(
             {"broker": {"env": "RAGSPINE_CELERY_BROKER"}, "backend": {"env": "RAGSPINE_CELERY_BACKEND"}},

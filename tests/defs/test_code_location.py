@@ -7,6 +7,7 @@ once, then exercise the degraded rebuild, the sensor, and the failure modes agai
 from __future__ import annotations
 
 import json
+import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -281,6 +282,10 @@ def test_runs_execute_in_process_unless_the_environment_asks_for_processes_or_ce
     assert executor.name == "celery"
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "kubernetes")
     with pytest.raises(InputError, match="unknown executor 'kubernetes'"):
+        build_definitions()
+    monkeypatch.setenv("RAGSPINE_EXECUTOR", "celery")
+    monkeypatch.setitem(sys.modules, "dagster_celery", None)  # a host without the deploy extra
+    with pytest.raises(InputError, match=r"celery needs dagster-celery: pip install -e '\.\[deploy\]'"):
         build_definitions()
 
 
