@@ -1,4 +1,4 @@
-"""Jobs, the nightly schedule and the index-rebuild sensor (SPEC §5).
+"""Jobs, the nightly schedule and the index-rebuild sensor.
 
 Both the schedule and the sensor start **STOPPED**, Dagster's default: a deployment turns them on
 deliberately (UI → Automation, or ``dg`` / GraphQL), so a fresh instance never starts evaluating a
@@ -59,16 +59,16 @@ def sensor_interval(env: dict[str, str] | os._Environ = os.environ) -> int:
 def index_rebuild_sensor(
     context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource
 ) -> dg.SensorResult | dg.SkipReason:
-    """Request one ``reeval_on_index_rebuild`` run for every new ``index_version`` of the manifest.
+    """Request one `reeval_on_index_rebuild` run for every new `index_version` of the manifest.
 
     The cursor is the last index version a run was requested for; the manifest is read from a local
-    path or ``s3://``. A missing manifest or an unchanged version is a skip with its reason; an
+    path or `s3://`. A missing manifest or an unchanged version is a skip with its reason; an
     unreachable store or a malformed manifest fails the tick with a one-line error.
 
     Only the live index can be replayed: a version published and replaced between two ticks cannot be
     evaluated any more. It is never skipped silently: when the manifest lists its
-    ``previous_versions``, the run for the new version names those superseded since the cursor in
-    its ``ragspine/superseded_versions`` tag, and the tick logs them (:func:`superseded`).
+    `previous_versions`, the run for the new version names those superseded since the cursor in
+    its `ragspine/superseded_versions` tag, and the tick logs them (`superseded`).
     """
     try:
         manifest = index_manifest.read()

@@ -72,9 +72,9 @@ def golden_evaluation(
     eval_files: EvalFiles,
     judge: JudgeResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Score the run's replay, decide, and write the run's reports (``evaluation.json``,
-    ``metric_table.parquet``, ``release_decision.json``, the judge's report) under ``runs/<run id>/``
-    and ``latest/``. A ``block`` is a result, not a crash: both assets are always stored."""
+    """Score the run's replay, decide, and write the run's reports (`evaluation.json`,
+    `metric_table.parquet`, `release_decision.json`, the judge's report) under `runs/<run id>/`
+    and `latest/`. A `block` is a result, not a crash: both assets are always stored."""
     gold, lock = gold_of(golden_set)
     traces, *replays = replays_of(golden_traces)
     with user_errors():

@@ -47,8 +47,8 @@ def extraction_scores(
     index_manifest: IndexManifestResource,
 ) -> dg.Output[dict]:
     """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check,
-    as a small dict (what ``extraction.json`` holds, figures rounded) with the unrounded
-    ``accuracies`` and the ``failed`` channels that the checks and the ratchet read.
+    as a small dict (what `extraction.json` holds, figures rounded) with the unrounded
+    `accuracies` and the `failed` channels that the checks and the ratchet read.
 
     The facts belong to the live index build (its parser re-extracted the documents), so the index
     version is recorded with them and a new index that fails is announced again.

@@ -34,8 +34,8 @@ def golden_set(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.O
     """The frozen golden set, validated line by line and verified against its freeze lock: one row per
     case (canonical columns). A golden set whose content no longer matches its lock fails here.
 
-    ``attrs``: ``source`` (where it was read), ``lock`` (version, sha256, approver; None when not
-    frozen) and ``warnings``.
+    `attrs`: `source` (where it was read), `lock` (version, sha256, approver; None when not
+    frozen) and `warnings`.
     """
     path = eval_files.golden_path
     with user_errors():
@@ -77,13 +77,13 @@ def golden_traces(
     context: dg.AssetExecutionContext, golden_set: pd.DataFrame, sut: SutResource, eval_files: EvalFiles
 ) -> dg.Output[pd.DataFrame]:
     """Every golden question replayed through the SUT on its current index: one row per valid trace
-    (canonical columns) and ``replay`` (0 for the run's own replay); ``attrs``: ``sut``, ``replays``
-    and ``source`` (the run's replayed traces as kept).
+    (canonical columns) and `replay` (0 for the run's own replay); `attrs`: `sut`, `replays`
+    and `source` (the run's replayed traces as kept).
 
-    A trace the contract rejects is quarantined and its case scored as missing. With ``sut.repeat`` N
-    > 1 the golden set is replayed N times; replays 1…N-1 only count towards the per-case flakiness.
-    The replayed traces and quarantined answers are kept under the work folder
-    (``golden_traces/<run id>/``).
+    A trace the contract rejects is quarantined and its case scored as missing. With `sut.repeat` N
+    above 1 the golden set is replayed N times; replays 1…N-1 only count towards the per-case
+    flakiness. The replayed traces and quarantined answers are kept under the work folder
+    (`golden_traces/<run id>/`).
     """
     gold, _lock = gold_of(golden_set)
     columns = ("qid", "question", "reference_date")

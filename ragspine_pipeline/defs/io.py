@@ -99,8 +99,8 @@ def _column_schema(schema: pa.Schema) -> dg.TableSchema:
 
 
 class ObjectStoreIOManager(dg.ConfigurableIOManagerFactory):
-    """Asset values and step outputs in an object folder (see the module docstring): ``base_uri``, else
-    the instance's storage directory."""
+    """Asset values and step outputs in an object folder: tables as Parquet, everything else pickled;
+    under `base_uri` (a folder or `s3://` prefix), else the instance's storage directory."""
 
     base_uri: str | None = None
     endpoint_url: str | None = None

@@ -57,7 +57,7 @@ def plan_day_shards(
 ) -> Iterator[dg.DynamicOutput[list]]:
     """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
     for a day without objects, so the merge still records the empty day). Only the listing is read;
-    the shards' reads are in the ``trace_scan`` pool."""
+    the shards' reads are in the `trace_scan` pool."""
     with user_errors():
         groups = plan_shards(trace_store.open(), context.partition_key, eval_files.production_shards)
     for number, objects in enumerate(groups or [[]]):
@@ -69,7 +69,7 @@ def sample_day_shard(
     context: dg.OpExecutionContext, objects: list, trace_store: TraceStoreResource, eval_files: EvalFiles
 ) -> dict:
     """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
-    counts and quarantined lines (redacted) — plain data, merged by ``merge_day_sample``."""
+    counts and quarantined lines (redacted) — plain data, merged by `merge_day_sample`."""
     with user_errors():
         return sample_shard(
             trace_store.open(),
@@ -90,8 +90,8 @@ def merge_day_sample(
     eval_files: EvalFiles,
 ) -> dg.Output[pd.DataFrame]:
     """The day's sample from its shards — exactly what one pass over the whole day gives — redacted,
-    as canonical trace rows; ``sample.jsonl`` and ``quarantine.jsonl`` are kept in the work folder
-    (``production/dt=<day>/``)."""
+    as canonical trace rows; `sample.jsonl` and `quarantine.jsonl` are kept in the work folder
+    (`production/dt=<day>/`)."""
     day = context.partition_key
     work = eval_files.work().child("production", f"dt={day}")
     with user_errors(), tempfile.TemporaryDirectory(prefix="ragspine-sample-") as scratch:
@@ -170,14 +170,14 @@ def production_metrics(
     judge: JudgeResource,
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals
-    (one row per metric and slice, :func:`metric_rows`), each rate tested against its trailing nights
-    (``scoring.significance``; settings in the gates config's ``production:`` section). The whole night,
-    every test with its p- and q-value included, is also written as ``production/<day>.json`` in the
+    (one row per metric and slice), each rate tested against its trailing nights (the nightly drop
+    test, docs/nightly.md; settings in the gates config's `production:` section). The whole night,
+    every test with its p- and q-value included, is also written as `production/<day>.json` in the
     reports folder: what later nights compare with and the report shows.
 
     The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
     significant drop is a WARN and an alert, not a release block. When an LLM judge is configured, a
-    seeded sub-sample of ``judge.production_sample`` traces is judged too (faithfulness needs the
+    seeded sub-sample of `judge.production_sample` traces is judged too (faithfulness needs the
     evidence registry; context recall has no reference in production and does not apply).
     """
     day = context.partition_key

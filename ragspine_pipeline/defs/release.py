@@ -217,7 +217,7 @@ def baseline(
     inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
     a stricter value since this run decided, this run is worse than the baseline, nothing is written
     and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
-    was (``baseline_test: paired``: unless it is a significant improvement); no code path lowers one.
+    was (`baseline_test: paired`: unless it is a significant improvement); no code path lowers one.
     """
     path, mode = eval_files.baseline_path, eval_files.baseline_mode
     if release_decision["decision"] != "ship":  # defensive: the checks already stop a blocked run

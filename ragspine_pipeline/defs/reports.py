@@ -43,8 +43,8 @@ SLICE_COLUMNS = pa.schema(
 # first wave; the page names the extraction run it shows.
 @dg.asset(group_name="reports", deps=[METRIC_TABLE, production_metrics])
 def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.Output[pd.DataFrame]:
-    """Per-slice health of the latest golden run and production days; writes ``slice_report.{md,html}``
-    (``runs/<run id>/`` and ``latest/`` in the reports folder)."""
+    """Per-slice health of the latest golden run and production days; writes `slice_report.md` and
+    `slice_report.html` (`runs/<run id>/` and `latest/` in the reports folder)."""
     instance = context.instance
     with user_errors():
         report = _latest_golden_report(instance, eval_files)

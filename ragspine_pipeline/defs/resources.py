@@ -57,7 +57,7 @@ def committed_config() -> EvalConfig:
 class EvalFiles(dg.ConfigurableResource):
     """The golden set, evidence registry and baseline of one deployment, and where its outputs go.
 
-    ``reports_dir`` and ``work_dir`` are local folders (the embedded set-up) or ``s3://`` prefixes (steps
+    `reports_dir` and `work_dir` are local folders (the embedded set-up) or `s3://` prefixes (steps
     on several hosts): every step writes there, never to its own disk, so any step can run anywhere.
     """
 
@@ -110,8 +110,8 @@ class AlertsResource(dg.ConfigurableResource):
     """Where alerts are kept, what they link to, what they tell people to do, and how long they wait.
 
     Alerts are queued while a run evaluates and delivered when it ends, one message per run: by the
-    run-status sensors under the daemon, by ``make run`` / ``make demo-regression`` without one, and
-    by any later run or ``ragspine-eval alerts flush`` for whatever is still pending.
+    run-status sensors under the daemon, by `make run` / `make demo-regression` without one, and
+    by any later run or `ragspine-eval alerts flush` for whatever is still pending.
     """
 
     outbox_path: str = Field(
@@ -231,7 +231,7 @@ def _finished_on(instance: dg.DagsterInstance):
 
 
 class TraceStoreResource(dg.ConfigurableResource):
-    """Production traces under ``<uri>/dt=YYYY-MM-DD/*.jsonl[.gz]``: a local folder or ``s3://bucket/prefix``."""
+    """Production traces under `<uri>/dt=YYYY-MM-DD/*.jsonl[.gz]`: a local folder or `s3://bucket/prefix`."""
 
     uri: str
     endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, …)")
@@ -245,7 +245,8 @@ class TraceStoreResource(dg.ConfigurableResource):
 
 
 class IndexManifestResource(dg.ConfigurableResource):
-    """The index manifest the rebuild sensor watches (SPEC §2.4): a local path or ``s3://bucket/key``."""
+    """The index manifest the rebuild sensor watches (a JSON object naming the live `index_version`): a
+    local path or `s3://bucket/key`."""
 
     uri: str
     endpoint_url: str | None = None
