@@ -24,7 +24,7 @@ Known limits, chosen on purpose: a four-part version ``1.2.3.4`` is a valid IPv4
 a ten-digit bare figure that happens to be a valid US number (``4155550132``) is redacted as a phone;
 national numbers of other countries written without ``+`` (``020 7946 0958``) are not found.
 
-:func:`redact_trace` redacts only the free-text fields of a trace (SPEC §2.2); ids, citations, chunk ids,
+:func:`redact_trace` redacts only the free-text fields of a trace; ids, citations, chunk ids,
 versions, tags, numbers and timestamps are copied unchanged.
 """
 

@@ -50,7 +50,7 @@ def gold_columns(table: pa.Table) -> pa.Table:
         raise NotSure  # a missing id or question: the record reader names the line
     citations = _non_null_lists(aliased_column(table, GOLD_CITATION_ALIASES, STR_LIST), n)
     answerable = _column(table, "answerable", pa.bool_(), n)
-    if answerable.null_count:  # SPEC §2.1: not expected.refuse, else true when gold citations are given
+    if answerable.null_count:  # inferred: not expected.refuse, else true when gold citations are given
         refuse = _child(_column(table, "expected"), "refuse")
         by_citations = pc.if_else(
             pc.greater(pc.list_value_length(citations), 0), True, pa.scalar(None, pa.bool_())
@@ -341,8 +341,8 @@ def _cast(arr: pa.Array, type_: pa.DataType, safe: bool = True) -> pa.Array:
 
 
 def aliased_column(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) -> pa.Array:
-    """Per row, the first non-null of the alias columns ``names`` (SPEC alias precedence); all null
-    when none is present."""
+    """Per row, the first non-null of the alias columns ``names`` (listed in order of precedence); all
+    null when none is present."""
     return _coalesce(type_, table.num_rows, *[_column(table, name) for name in names])
 
 

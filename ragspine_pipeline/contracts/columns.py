@@ -66,7 +66,7 @@ class Loaded:
 
 
 def load_gold(path: str | Path) -> Loaded:
-    """Load a golden set in any dialect of SPEC §2.1 into :data:`GOLD_SCHEMA` columns.
+    """Load a golden set in any of its dialects (``contracts.gold``) into :data:`GOLD_SCHEMA` columns.
 
     Raises InputError for a malformed line, a wrong type, a missing required field, a duplicate id or an
     empty set, naming file, line, id and field.
@@ -82,13 +82,14 @@ def load_gold(path: str | Path) -> Loaded:
 
 
 def load_traces(path: str | Path) -> Loaded:
-    """Load traces in any dialect of SPEC §2.2 into :data:`TRACE_SCHEMA` columns (file order kept)."""
+    """Load traces in any of their dialects (``contracts.trace``) into :data:`TRACE_SCHEMA` columns (file
+    order kept)."""
     p = check_readable(path)
     return _load(p, TRACE_SCHEMA, trace_columns, _trace_records)
 
 
 def load_evidence(path: str | Path) -> Loaded:
-    """Load an evidence registry (SPEC §2.3) into :data:`EVIDENCE_SCHEMA` columns; chunk ids are unique."""
+    """Load an evidence registry into :data:`EVIDENCE_SCHEMA` columns; chunk ids are unique."""
     p = check_readable(path)
     loaded = _load(p, EVIDENCE_SCHEMA, evidence_columns, _evidence_records)
     if loaded.reader == "columnar" and not _all_distinct(loaded.table.column("chunk_id")):

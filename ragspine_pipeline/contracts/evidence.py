@@ -1,4 +1,4 @@
-"""Evidence registry contract: SPEC §2.3, the versioned evidence store the layered evaluation joins to.
+"""Evidence registry contract: the versioned evidence store the layered evaluation joins to.
 
 Traces carry chunk ids only; admissibility and claim support read a chunk's version, permissions,
 currency and text from here.

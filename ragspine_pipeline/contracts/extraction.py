@@ -1,4 +1,4 @@
-"""Extraction facts and ground truth: SPEC §2.5, what a document parser read from a spreadsheet workbook.
+"""Extraction facts and ground truth: what a document parser read from a spreadsheet workbook.
 
 Contract:
 

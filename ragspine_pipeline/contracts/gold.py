@@ -1,4 +1,4 @@
-"""Gold case (golden set) contract: SPEC §2.1.
+"""Gold case (golden set) contract.
 
 One canonical model, :class:`GoldCase`, loads every dialect through field aliases:
 WFGY ``gold.jsonl`` (qid/question/answerable/gold_claim_substr/gold_citations), WFGY ``qaset.json``
@@ -35,7 +35,7 @@ class SourceRef(BaseModel):
 
 
 class Expected(BaseModel):
-    """QA-gate expectations of a RAGSpine case (SPEC §3.3)."""
+    """QA-gate expectations of a RAGSpine case (scored by ``scoring.qa_gates``)."""
 
     model_config = MODEL_CONFIG
     _nulls = model_validator(mode="before")(drop_nulls)
@@ -76,7 +76,7 @@ class GoldCase(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _infer_answerable(cls, data: Any) -> Any:
-        """SPEC §2.1: answerability must be explicit or inferable.
+        """Answerability must be explicit or inferable.
 
         When ``answerable`` is absent: ``not expected.refuse`` if ``expected`` is present, else true if
         the gold citations are non-empty, else the line is rejected.
@@ -99,7 +99,7 @@ class GoldCase(BaseModel):
 
     @model_validator(mode="after")
     def _expectations_fit_the_case_type(self) -> GoldCase:
-        """SPEC §2.1 / §3.3: what each QA-gate family must state (the line is rejected otherwise)."""
+        """What each QA-gate family must state (the line is rejected otherwise)."""
         problem = qa_expectation_problem(self.case_type, self.expected)
         if problem is not None:
             field, message = problem

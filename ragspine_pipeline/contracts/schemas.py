@@ -1,4 +1,4 @@
-"""Canonical Arrow schemas: what every dialect of gold, trace and evidence becomes (SPEC §2)."""
+"""Canonical Arrow schemas: what every dialect of gold, trace and evidence becomes."""
 
 from __future__ import annotations
 
@@ -95,4 +95,4 @@ EVIDENCE_SCHEMA = pa.schema(
         pa.field("text", pa.string(), nullable=False),
     ]
 )
-"""Canonical evidence registry columns (SPEC §2.3)."""
+"""Canonical evidence registry columns."""

@@ -1,4 +1,4 @@
-"""Trace contract (one answer of the system under test): SPEC §2.2.
+"""Trace contract: one answer of the system under test.
 
 :class:`Trace` loads every trace dialect: WFGY ``answer_json`` traces, text answers with
 ``citations: [a, b]`` embedded in the text plus ``chunks[].id``, and layered traces with stage ids,
@@ -56,7 +56,7 @@ class ChunkRef(BaseModel):
 
 
 class LedgerClaim(BaseModel):
-    """One entry of an answer's claim ledger (SPEC §2.2, used by the layered metrics of §3.2)."""
+    """One entry of an answer's claim ledger (read by the layered metrics, ``scoring.layered``)."""
 
     model_config = MODEL_CONFIG
     _nulls = model_validator(mode="before")(drop_nulls)
@@ -123,7 +123,7 @@ class Outcome(BaseModel):
     @field_validator("refused", mode="before")
     @classmethod
     def _refused_is_a_flag(cls, refused: Any) -> Any:
-        # outcome.refused decides refusals (SPEC §2.2): "yes" or 1 must not pass for a refusal silently.
+        # outcome.refused decides refusals when present: "yes" or 1 must not pass for a refusal silently.
         if not isinstance(refused, bool):
             raise ValueError(f"outcome.refused must be true or false (got {refused!r})")
         return refused

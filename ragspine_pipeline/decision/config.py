@@ -1,8 +1,8 @@
-"""The committed evaluation config (SPEC §4): gates, slice gate, k and required versions, in YAML.
+"""The committed evaluation config (docs/decisions.md): gates, slice gate, k and required versions, in YAML.
 
 ```yaml
 k: 5
-required_versions: [index, retriever]        # SPEC §3.2 admissibility
+required_versions: [index, retriever]        # version keys every trace must carry (admissibility)
 gates:                                        # any metric by name; min or max
   precision: {min: 0.80}
   under_refusal: {max: 0.05}
@@ -100,7 +100,7 @@ class EvalConfig(BaseModel):
     required_versions: list[str] = Field(default_factory=lambda: ["index", "retriever"])
     gates: dict[str, GateSpec] | None = None
     slice_gate: SliceGate = Field(default_factory=SliceGate)
-    # SPEC §3.3: period tokens (FY2025, 2025H1, …) removed from refusal answers before numbers are counted.
+    # Period tokens (FY2025, 2025H1, …) removed from refusal answers before numbers are counted.
     period_pattern: str = PERIOD_PATTERN
     production: DropSettings = Field(default_factory=DropSettings)
     alerts: AlertConfig = Field(default_factory=AlertConfig)

@@ -471,7 +471,8 @@ def ratchet_entry(
 
 
 def coverage_warnings(counts: dict[str, int]) -> list[str]:
-    """What a reader of the report must know about the join of gold and traces (SPEC §2.2)."""
+    """What a reader of the report must know about the join of gold and traces (missing, unmatched and
+    duplicate traces)."""
     warnings = []
     if counts["missing"]:
         warnings.append(f"{counts['missing']} gold case(s) have no trace and are scored as empty answers")

@@ -1,4 +1,4 @@
-"""The extraction thresholds file: per channel, the accuracy a run must keep. SPEC §4 applied to §2.5.
+"""The extraction thresholds file: per channel, the accuracy a run must keep (a ratchet, like the baseline).
 
 Contract:
 

@@ -1,4 +1,4 @@
-"""Gates: absolute thresholds on metrics, SPEC §3.1 and §4.
+"""Gates: absolute thresholds on metrics (docs/decisions.md).
 
 A gate list given by the user is the complete gate set for the run (it replaces the defaults).
 Rates of failure pass at or below their threshold; every other metric passes at or above it.

@@ -178,7 +178,7 @@ def _lock_from_json(path: Path, data: Any) -> GoldenLock:
 def verified_lock(gold_path: str | Path) -> tuple[GoldenLock | None, str | None]:
     """The lock of a golden set whose content matches it, or ``(None, warning)`` when it is not frozen.
 
-    A changed golden set is unusable: :class:`InputError` with the SPEC message (both hashes named).
+    A changed golden set is unusable: :class:`InputError` saying so, both hashes named.
     """
     if read_lock(gold_path) is None:  # cheap: no hashing when there is no lock
         return None, f"{gold_path} is not frozen (no {lock_path(gold_path).name}): scored anyway"

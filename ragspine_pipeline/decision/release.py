@@ -1,4 +1,4 @@
-"""The release decision (SPEC §4): ``ship`` or ``block``, and every reason for a block.
+"""The release decision: ``ship`` or ``block``, and every reason for a block.
 
 A release is blocked when any gate fails, any eligible slice falls below the slice gate (even when the
 aggregate passes), or any baselined metric regressed. Gates are kept separate in the decision: each

@@ -1,4 +1,4 @@
-"""Office-document extraction channels (SPEC §2.5): scores, one blocking check per channel, the alert,
+"""Office-document extraction channels: scores, one blocking check per channel, the alert,
 and the thresholds file that only ratchets up.
 
 ``extraction_scores`` reads the parser's facts (a local file or ``s3://`` through the trace store's

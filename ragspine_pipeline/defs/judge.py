@@ -1,4 +1,4 @@
-"""The optional LLM judge inside the golden and nightly runs (SPEC §3.4).
+"""The optional LLM judge inside the golden and nightly runs (docs/metrics.md).
 
 Judging is off unless ``RAGSPINE_JUDGE_BASE_URL`` and ``RAGSPINE_JUDGE_MODEL`` are set when a run
 starts; the key (``RAGSPINE_JUDGE_API_KEY``) is read from the environment at that moment, never from

@@ -4,10 +4,10 @@
 summary says whether anything changed)::
 
     root/corpus.jsonl                      the knowledge base (demo.corpus, demo.finance), one chunk a line
-    root/evidence.jsonl                    the evidence registry derived from it (SPEC §2.3)
+    root/evidence.jsonl                    the evidence registry derived from it
     root/gates.yaml                        the demo's release gates (a copy of the packaged gates.yaml)
     root/golden/gold.jsonl(.lock)          the golden set, frozen as DEMO_GOLDEN_VERSION
-    root/index/manifest.json               the live index of the reference engine (SPEC §2.4)
+    root/index/manifest.json               the live index of the reference engine (what the sensor watches)
     root/traces/dt=YYYY-MM-DD/part-00000.jsonl[.gz]   seven days of production traces
     root/extraction/{truth.json, facts.jsonl, baseline.json}   a workbook, as the live index's parser
                                            extracted it (demo.workbook)

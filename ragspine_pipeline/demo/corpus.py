@@ -520,7 +520,7 @@ DOCUMENTS: tuple[Document, ...] = (
 
 
 def chunk_rows() -> list[dict[str, Any]]:
-    """The corpus as ``corpus.jsonl`` rows (SPEC §2.3 registry fields plus ``title`` and ``points``;
+    """The corpus as ``corpus.jsonl`` rows (the evidence registry's fields plus ``title`` and ``points``;
     the finance rows also carry ``doc``, ``locator`` and ``figures``)."""
     rows = []
     for doc in DOCUMENTS:

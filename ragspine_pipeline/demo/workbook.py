@@ -1,5 +1,5 @@
 """The demo's extraction channel: a synthetic "Kestrel FY2025 results" workbook, its curated ground truth,
-and what a document parser extracted from it. SPEC §2.5.
+and what a document parser extracted from it (scored by ``scoring.extraction``).
 
 :func:`write_extraction_demo` writes::
 

@@ -1,4 +1,4 @@
-"""Admissibility (SPEC §3.2): is every piece of evidence on the retrieval path allowed, known and current?
+"""Admissibility: is every piece of evidence on the retrieval path allowed, known and current?
 
 Forbidden evidence is never acceptable: restricted, stale or unknown evidence anywhere in the retrieval
 path fails admissibility, whatever its relevance. Each rule is evaluated over all cases at once and

@@ -1,6 +1,6 @@
-"""Grounded-QA metrics over gold cases and traces: SPEC §3.1.
+"""Grounded-QA metrics over gold cases and traces (docs/metrics.md).
 
-Notation (SPEC §3.1): S = shipped answers (not refusals), R = refusals, A = gold cases with
+Notation: S = shipped answers (not refusals), R = refusals, A = gold cases with
 ``answerable=true``, U = ``answerable=false``. Every metric below is computed over whole columns.
 
 Per case:
@@ -11,7 +11,7 @@ Per case:
 * **H (citation hit)**: the answer carries a citation list, every cited id is among the retrieved ids, and
   the citations meet the gold citations (or, when the case has no gold citations, the list is empty).
 
-Joining (SPEC §2.2): traces join gold on ``qid``; a trace without one joins on its exact question text.
+Joining: traces join gold on ``qid``; a trace without one joins on its exact question text.
 When a qid has several traces the last one wins and the extras are counted in ``duplicates``. A gold
 case without a trace is answered with an empty claim and no citation list (so it fails) and is counted
 in ``missing``; distinct trace keys not in the gold set are counted in ``unmatched``.
@@ -32,7 +32,7 @@ from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
 MIN_SUBSTR_CHARS = 5
 # A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
-# or digit (SPEC §3.1 claim_containment). Split on everything else, then trim.
+# or digit (what claim_containment looks for). Split on everything else, then trim.
 PHRASE_BREAK = r"[^\p{L}\p{N}\- \t\n\r\f\v]+"
 PHRASE_LEAD = "-" + WHITESPACE
 
@@ -40,7 +40,7 @@ LABELS = ("OK", "REFUSAL_OK", "OVER_REFUSAL", "HALLUCINATION", "ANS_NO_HIT")
 _LABEL_DICTIONARY = pa.array(LABELS, pa.string())
 
 # Metric name -> (numerator key, denominator key, value when the denominator is empty).
-# The empty-denominator values are the SPEC's; they are reported with the denominator, never as NaN.
+# The empty-denominator values are placeholders, reported with the denominator (0), never as NaN.
 METRICS: dict[str, tuple[str, str, float]] = {
     "precision": ("shipped_answerable_correct", "answered", 1.0),
     "chr": ("shipped_answerable_hit", "answered", 1.0),
@@ -100,7 +100,7 @@ def refusals(claim_lower: pa.Array, outcome_refused: pa.Array | None = None) -> 
 
 
 def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:
-    """SPEC §3.1 compliance of each answer: it carries a citation list (the canonical ``citations`` is not
+    """Compliance of each answer: it carries a citation list (the canonical ``citations`` is not
     null: explicit, embedded in the text or from the claim ledger), or it is a refusal."""
     return np.asarray(citations.is_valid()) | refused
 

@@ -1,4 +1,4 @@
-"""Joining traces to gold cases (SPEC §2.2): by qid, else by exact question; the last trace wins."""
+"""Joining traces to gold cases: by qid, else by exact question; the last trace wins."""
 
 from __future__ import annotations
 

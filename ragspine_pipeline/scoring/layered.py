@@ -1,4 +1,4 @@
-"""Layered, permission-safe evaluation: SPEC §3.2.
+"""Layered, permission-safe evaluation (docs/metrics.md).
 
 Every case walks the pipeline in order and stops at its **first failed stage**:
 

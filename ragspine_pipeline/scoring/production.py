@@ -1,4 +1,4 @@
-r"""Reference-free metrics on sampled production traces: SPEC §3.5.
+r"""Reference-free metrics on sampled production traces (docs/metrics.md).
 
 Production traces have no gold answer. What can still be measured is whether the service behaves — it
 refuses, cites, stays inside its own retrieval, uses admissible evidence, does not invent numbers while
@@ -14,7 +14,7 @@ answers.
 Each metric as value; denominator n; value when n = 0:
 
 * ``refusal_rate`` = |R| / |T|; n = |T|; 0.0.
-* ``compliance`` = |{t ∈ T : t carries a citation list, or t ∈ R}| / |T| (the SPEC §3.1 rule,
+* ``compliance`` = |{t ∈ T : t carries a citation list, or t ∈ R}| / |T| (the grounded rule,
   ``grounded.compliant``); n = |T|; 0.0.
 * ``citation_validity`` = |{t ∈ S : citations non-empty and ⊆ retrieved ids}| / |S|; n = |S|; 1.0.
 * ``admissible_rate`` (with a registry) = |{t ∈ T : admissible}| / |T|; n = |T|; 0.0.
@@ -32,13 +32,13 @@ Each metric as value; denominator n; value when n = 0:
 Edge cases and readings, stated once:
 
 * An empty denominator gives the value stated last above, reported with n = 0 and the whole [0, 1] as
-  its interval — never NaN. The 1.0 of ``citation_validity`` follows the SPEC's "1.0 when S is empty" for
-  the citation metrics of §3.1 (nothing shipped, nothing mis-cited); the 0.0 of ``compliance``,
-  ``admissible_rate`` and ``lexical_faithfulness`` follows §3.1 / §3.2 (nothing shows compliance,
-  admissibility or support).
+  its interval — never NaN. The 1.0 of ``citation_validity`` follows the grounded ``precision`` and
+  ``chr``, which are 1.0 when nothing shipped (nothing shipped, nothing mis-cited); the 0.0 of
+  ``compliance``, ``admissible_rate`` and ``lexical_faithfulness`` follows the grounded and layered
+  metrics (nothing shows compliance, admissibility or support).
 * Retrieved ids are the first stage (``retrieved_ids``); a trace without them has retrieved nothing, so
   any citation it makes is invalid.
-* **Admissible**: every rule of SPEC §3.2 that needs no gold (``scoring.admissibility``; a trace without
+* **Admissible**: every admissibility rule that needs no gold (``scoring.admissibility``; a trace without
   gold has no case id to match, so ``missing_trace`` never applies). ``admissibility_failures`` counts the
   traces breaking each rule; a trace may break several.
 * **Fabrication**: the answer text of a refusal is NFKC-normalised (full-width digits and spaces read as
@@ -46,7 +46,7 @@ Edge cases and readings, stated once:
   reporting periods removed with ``period_pattern`` (``FY2024``, ``2025H1``, ``2024 年 上半年``), any
   remaining Unicode digit is a fabricated number (``9999%``, ``8.18b``, ``slide=5,table=1``).
 * **Lexical faithfulness**: a shipped answer's claims are its claim ledger, else its text as one claim;
-  a claim is supported by a chunk under the SPEC §3.2 rule (every support phrase in the chunk's registry
+  a claim is supported by a chunk under the layered rule (every support phrase in the chunk's registry
   text, else ≥ 60 % of its word tokens) — ``scoring.layered.claim_support``. Selected chunks are
   ``selected_context_ids``, else the retrieved ids. Claims are pooled over traces.
 * **Percentiles** interpolate linearly between the closest ranks (numpy's default): for m sorted values
@@ -230,7 +230,7 @@ def production_metrics(
     required_versions: Sequence[str] = DEFAULT_REQUIRED_VERSIONS,
     period_pattern: str = PERIOD_PATTERN,
 ) -> ProductionMetrics:
-    """SPEC §3.5 metrics of canonical trace columns (``contracts.columns.load_traces``), overall and per
+    """Production metrics of canonical trace columns (``contracts.columns.load_traces``), overall and per
     slice; definitions, denominators and empty-denominator values in the module docstring.
 
     Parameters
@@ -239,9 +239,9 @@ def production_metrics(
     evidence : the evidence registry (``EVIDENCE_SCHEMA``); without it ``admissible_rate`` and
         ``lexical_faithfulness`` are not reported and ``admissibility_failures`` is empty.
     dimensions : tag dimensions to slice by; None slices by every tag key found.
-    required_versions : version keys every trace must carry (admissibility, SPEC §3.2).
+    required_versions : version keys every trace must carry (admissibility).
     period_pattern : the regular expression (RE2 syntax) of period tokens removed before looking for
-        fabricated numbers (SPEC §3.3).
+        fabricated numbers (``scoring.fabrication``).
 
     Raises ValueError when ``period_pattern`` is not a valid RE2 expression.
     """

@@ -1,4 +1,4 @@
-"""Slice health (SPEC §3.2): every layered metric and the releasable rate per value of every tag.
+"""Slice health: every layered metric and the releasable rate per value of every tag.
 
 A slice is one value of one tag dimension (``workflow=release-freeze``). Each slice reports its size n,
 the releasable count and rate with a 95 % Wilson interval, and the mean of every metric over the cases

@@ -1,4 +1,4 @@
-"""The index manifest that the rebuild sensor watches (SPEC §2.4).
+"""The index manifest that the rebuild sensor watches.
 
 A JSON object at a local path, ``file://`` URI or ``s3://bucket/key``: ``{"index_version": str,
 "built_at": ISO, "corpus_hash": str, ...}``. A new ``index_version`` means one re-evaluation run.
@@ -26,7 +26,7 @@ _MAX_BYTES = 1 << 20
 
 
 class IndexManifest(BaseModel):
-    """One build of the index. Fields the SPEC does not name are allowed and kept (``model_extra``)."""
+    """One build of the index. Fields not named here are allowed and kept (``model_extra``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 

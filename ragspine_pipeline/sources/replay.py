@@ -1,4 +1,4 @@
-"""Replay the golden questions through a system under test and keep what it answered (SPEC §5).
+"""Replay the golden questions through a system under test and keep what it answered.
 
 Every returned trace is validated against the trace contract before it is kept: a trace the contract
 rejects is quarantined with the case id and the offending field, and the case then counts as missing
@@ -19,8 +19,9 @@ from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.files import atomic_writer
 
 Answer = Callable[[str, str, str | None], dict | None]
-"""``answer(qid, question, reference_date)``: one SPEC §2.2 trace, or None when the SUT has no answer
-for the case (``reference_date``, ISO or None, is the case's "today" for relative periods)."""
+"""``answer(qid, question, reference_date)``: one raw trace (``contracts.trace``), or None when the SUT
+has no answer for the case (``reference_date``, ISO or None, is the case's "today" for relative
+periods)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The daily production sample: one streaming pass over a day of traces, memory bounded by the sample.
 
-Every line is read once. A line that is not a JSON object, fails the trace contract (SPEC §2.2) or has
-no request id is quarantined with its source and line number and counted, never dropped silently.
+Every line is read once. A line that is not a JSON object, fails the trace contract
+(``contracts.trace``) or has no request id is quarantined with its source and line number and counted,
+never dropped silently.
 Valid traces are de-duplicated by request id and the ``n`` with the smallest
 ``blake2b(f"{seed}:{request_id}")`` are kept. The result depends only on the lines and the seed, not on
 how the store lists or splits them: among duplicates the one with the smallest content hash is kept, and

@@ -1,8 +1,8 @@
-"""Clients of the system under test (SUT): an HTTP endpoint, or a recorded trace file (SPEC §2.2, §5).
+"""Clients of the system under test (SUT): an HTTP endpoint, or a recorded trace file.
 
-Every client answers one golden case at a time with a raw SPEC §2.2 trace dict, or None when it has no
-answer for the case (the evaluation then counts the case as missing). An answer always carries the asked
-qid, so that it joins to its case.
+Every client answers one golden case at a time with a raw trace dict (``contracts.trace``), or None when
+it has no answer for the case (the evaluation then counts the case as missing). An answer always
+carries the asked qid, so that it joins to its case.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 @runtime_checkable
 class SutClient(Protocol):
     def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict | None:
-        """The SUT's trace for one case (a raw SPEC §2.2 dict), or None when it has no answer.
+        """The SUT's trace for one case (a raw trace dict), or None when it has no answer.
 
         ``reference_date`` (ISO) is the case's "today" for relative periods ("last year")."""
         ...
@@ -49,7 +49,7 @@ class _Retry(Retry):
 
 
 class HttpSutClient:
-    """A SUT behind ``POST {base_url}{path}`` with JSON ``{"qid", "question"}`` → a SPEC §2.2 trace.
+    """A SUT behind ``POST {base_url}{path}`` with JSON ``{"qid", "question"}`` → a trace.
 
     Retries (429 and 5xx, connection and read errors, honouring ``Retry-After``) are urllib3's, with
     exponential backoff from ``backoff`` seconds. After them, or when the body is not a JSON object,
@@ -146,7 +146,7 @@ def _with_qid(trace: dict, qid: str, where: str) -> dict:
 
 
 class RecordedSutClient:
-    """Answers from a recorded trace file (JSONL or a JSON array of SPEC §2.2 traces).
+    """Answers from a recorded trace file (JSONL or a JSON array of traces).
 
     A case is answered by its qid (any alias of the trace contract), or, for a trace without an id, by
     its exact question text; a case not in the file has no answer (None). The file is validated by the

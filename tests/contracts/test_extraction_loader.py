@@ -1,4 +1,4 @@
-"""Extraction facts (tolerant, quarantining) and ground truth (strict) loaders: SPEC §2.5."""
+"""Extraction facts (tolerant, quarantining) and ground truth (strict) loaders."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every SPEC §2.1/§2.2 dialect loads into the same canonical columns; bad input is named precisely."""
+"""Every gold and trace dialect loads into the same canonical columns; bad input is named precisely."""
 
 from __future__ import annotations
 
@@ -502,7 +502,7 @@ def test_gold_tags_are_a_map(tmp_path):
     assert load_gold(path).table.column("tags").to_pylist() == [[("workflow", "freeze")], [("topic", "FIN")]]
 
 
-# -- production fields: event time, tags, latency, tokens, outcome.refused (SPEC §2.2, §3.5) ----------
+# -- production fields: event time, tags, latency, tokens, outcome.refused ----------------------------
 
 PRODUCTION_TRACES = [
     {"request_id": "r1", "ts": "2026-11-20T10:00:00Z", "retrieved_ids": ["a"],

@@ -1,4 +1,4 @@
-"""Hard gates block the release; soft gates only warn (SPEC §5: ERROR vs WARN checks)."""
+"""Hard gates block the release; soft gates only warn (ERROR vs WARN checks in the code location)."""
 
 from __future__ import annotations
 

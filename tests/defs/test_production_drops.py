@@ -22,7 +22,7 @@ TRACES = 400
 
 def write_day(store: Path, day: date, compliance: float, rng: np.random.Generator) -> None:
     """One day of traces, exactly ``compliance`` of them compliant, in random order; an answer without
-    a citation list is non-compliant (SPEC §3.1)."""
+    a citation list is non-compliant."""
     folder = store / f"dt={day.isoformat()}"
     folder.mkdir(parents=True)
     lines = []

@@ -1,11 +1,11 @@
-"""An obviously-correct, per-case implementation of SPEC §3.2 (layered evaluation), written from the
-SPEC text and the definitions in ``ragspine_pipeline.scoring.layered``'s docstring.
+"""An obviously-correct, per-case implementation of the layered evaluation, written from its definition
+(docs/metrics.md and ``ragspine_pipeline.scoring.layered``'s docstring).
 
 It exists only to check the vectorised scorer; it loops over cases (and claims, and chunks) on purpose.
 Inputs are the same plain dicts that ``conftest.gold_table`` / ``conftest.trace_table`` turn into canonical
 tables, plus the evidence registry rows (``EVIDENCE_SCHEMA``).
 
-Reading of the SPEC where it leaves room:
+Readings of the definition where it leaves room:
 
 * ``|A ∩ B| / |B|`` is read with sets (a repeated id or point counts once on either side);
 * a stage the trace does not carry is skipped: ``candidate_recall`` is not applicable without a first stage;

@@ -1,4 +1,5 @@
-"""An obviously-correct, per-case implementation of SPEC §3.1, written from the SPEC text.
+"""An obviously-correct, per-case implementation of the grounded-QA metrics, written from their
+definitions (docs/metrics.md).
 
 It exists only to check the vectorised scorer; it loops over cases on purpose.
 """

@@ -1,4 +1,4 @@
-"""Extraction channels: alignment, equality rules, totals, accuracy with empty denominators. SPEC §2.5."""
+"""Extraction channels: alignment, equality rules, totals, accuracy with empty denominators."""
 
 from __future__ import annotations
 

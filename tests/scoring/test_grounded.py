@@ -1,4 +1,4 @@
-"""SPEC §3.1 on hand-made cases, one branch at a time, plus the WFGY worked example."""
+"""The grounded-QA metrics on hand-made cases, one branch at a time, plus the WFGY worked example."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §3.2 layered examples: each failure stops at the stage the SPEC names."""
+"""Layered examples: each failure stops at the first failed stage its rule names."""
 
 from __future__ import annotations
 

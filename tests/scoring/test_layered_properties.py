@@ -267,7 +267,7 @@ def test_vectorised_layered_scorer_matches_per_case_oracle(data, chunk):
     assert_same(actual, expected)
 
 
-# -- minimal cases that once disagreed with SPEC §3.2 ------------------------------------------------
+# -- minimal cases that once disagreed with the layered definition ------------------------------------
 
 CHUNK = {
     "chunk_id": "a",

@@ -1,8 +1,8 @@
-"""SPEC §3.5 production metrics: the vectorised ``production_metrics`` against a per-trace oracle.
+"""Production metrics: the vectorised ``production_metrics`` against a per-trace oracle.
 
 The oracle below loops over traces (and slices) on purpose and is written from the definitions in
 ``ragspine_pipeline.scoring.production``'s docstring. Admissibility and claim support reuse the layered
-oracle (``tests/scoring/layered_oracle.py``), itself written per case from SPEC §3.2.
+oracle (``tests/scoring/layered_oracle.py``), itself written per case from the layered definitions.
 """
 
 from __future__ import annotations
@@ -358,7 +358,7 @@ def test_the_vectorised_metrics_agree_with_the_oracle(scenario, dimensions, chun
 )
 def test_fabricated_numbers(text, fabricated):
     assert fabricated_numbers(pa.array([text], pa.string())).tolist() == [fabricated]
-    assert has_fabricated_number(text) is fabricated  # the oracle reads the SPEC the same way
+    assert has_fabricated_number(text) is fabricated  # the oracle reads the rule the same way
 
 
 def test_fabrication_counts_numbers_left_in_refusals():
@@ -500,7 +500,7 @@ def test_to_dict_shape_and_rounding():
     assert report["slices"]["workflow"] == {"x": {"n": 1, "metrics": alone["metrics"]}}
 
 
-# -- SPEC §2.2 refusal rule: outcome.refused makes a refusal for every scorer ------------------------
+# -- the refusal rule: outcome.refused makes a refusal for every scorer -----------------------------
 
 
 def test_outcome_refused_is_a_refusal_for_grounded_and_layered_scoring(tmp_path):

@@ -1,4 +1,4 @@
-"""RAGSpine's QA gates and fabrication (SPEC §3.3): every rule, in both directions."""
+"""RAGSpine's QA gates and fabrication: every rule, in both directions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The index manifest (SPEC §2.4): local and S3, missing → ManifestMissing, malformed → InputError."""
+"""The index manifest: local and S3, missing → ManifestMissing, malformed → InputError."""
 
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ from ragspine_pipeline.sources.trace_store import (
 )
 from tests.conftest import SECRET_KEY, put_many
 
-# relative path → bytes; the layout of SPEC §5's trace store plus things a store must ignore.
+# relative path → bytes; the trace store's layout (<root>/dt=YYYY-MM-DD/*.jsonl[.gz]) plus things a
+# store must ignore.
 LAYOUT: dict[str, bytes] = {
     "dt=2024-05-01/b.jsonl": b'{"request_id": "r1"}\n\n{"request_id": "r2", "q": "caf\xc3\xa9"}\r\n',
     "dt=2024-05-01/a.jsonl.gz": gzip.compress(b'{"request_id": "r3"}\n  \n{"request_id": "r4"}'),
