@@ -2,7 +2,7 @@
 
 The sample goes to ``--out`` (atomically) or standard output; a one-line JSON summary of the pass
 (counts, quarantine per reason, allocation when stratified, redactions) is the last line on standard
-error. Exit codes: 0 sampled (an empty day included), 2 unusable input (``cli.main`` prints the
+error. Exit codes: 0 sampled (an empty day included), 2 unusable input (``main`` prints the
 InputError on one line).
 """
 
@@ -14,59 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.sampling import QUARANTINE_MAX_BYTES, jsonl_lines, sample_day, write_jsonl
-from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
 
 EXIT_SAMPLED = 0
-
-_COUNT = whole_number(0)
-
-
-def add_sample_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add the ``sample`` subcommand to ``commands`` (an argparse subparsers object)."""
-    parser = commands.add_parser(
-        "sample",
-        help="a seeded, de-duplicated (optionally stratified) sample of one day of production traces",
-        description="Exit 0 when the day was sampled (even if it is empty), 2 when the input is unusable.",
-    )
-    parser.add_argument("--source", required=True, help="trace store: a directory or s3://bucket/prefix")
-    parser.add_argument("--date", required=True, help="the day to sample, YYYY-MM-DD")
-    parser.add_argument("--n", required=True, type=_COUNT, help="sample size")
-    parser.add_argument("--seed", required=True, type=int, help="sampling seed (same seed, same sample)")
-    parser.add_argument("--stratify", metavar="DIM", help="stratify on this tag dimension (tags[DIM])")
-    parser.add_argument(
-        "--floor",
-        type=_COUNT,
-        default=DEFAULT_FLOOR,
-        help=f"traces owed to each stratum when stratifying (default: {DEFAULT_FLOOR})",
-    )
-    parser.add_argument("--out", help="write the sample (JSONL) here instead of standard output")
-    parser.add_argument(
-        "--quarantine",
-        help="write malformed lines here (JSONL; replaced when the pass completes, untouched if it fails)",
-    )
-    parser.add_argument(
-        "--quarantine-max-bytes",
-        type=whole_number(1),
-        default=QUARANTINE_MAX_BYTES,
-        metavar="BYTES",
-        help="stop writing quarantine entries beyond this size; later bad lines are only counted "
-        f"(default {QUARANTINE_MAX_BYTES:,})",
-    )
-    parser.add_argument("--endpoint-url", help="S3 endpoint (MinIO, LocalStack, ...) for an s3:// source")
-    parser.add_argument(
-        "--redact",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="redact personal data in the sampled traces (default: on)",
-    )
-    parser.set_defaults(run=run_sample)
-    return parser
 
 
 def run_sample(args: argparse.Namespace) -> int:
@@ -89,7 +43,7 @@ def run_sample(args: argparse.Namespace) -> int:
             floor=args.floor,
             redact=redact_trace if args.redact else None,
             redact_text=redact_line if args.redact else None,
-            quarantine_max_bytes=args.quarantine_max_bytes,
+            quarantine_max_bytes=args.quarantine_max_bytes or QUARANTINE_MAX_BYTES,
         )
     except SourceError as exc:
         raise InputError(exc.location, exc.cause) from None

@@ -1,20 +1,7 @@
 """``ragspine-eval judge``: LLM-judge metrics of a trace file, with intervals and gates.
 
-The judge is any OpenAI-compatible endpoint named by ``RAGSPINE_JUDGE_BASE_URL`` and
-``RAGSPINE_JUDGE_MODEL`` (comma-separated for an ensemble), with ``RAGSPINE_JUDGE_API_KEY``. Without them
-the command refuses to run (exit 2): nothing pretends to judge.
-
-Exit codes: 0 judged and every ``--gates`` gate passes; 1 a gate fails (an unmeasured metric fails its
-gate), the judge step failed (the endpoint could not be reached), or no judgment succeeded at all (every
-call rejected, every call over the budget, nothing to judge): the report then says ``"pass": false`` and
-why (``reason``); 2 unusable input or configuration. Some judgments failing (a 500, an unreadable reply,
-calls the budget stopped) is not a failure by itself: they are counted and left out of every mean.
-
-Cost is bounded before anything is sent: each prompt input (question, answer, context, reference) is cut
-to ``--max-input-chars`` characters, and each cut is reported per case; a call whose estimated tokens do
-not fit in what ``--max-tokens`` has left is not sent, and judging stops there. The limits default to
-``RAGSPINE_JUDGE_MAX_INPUT_CHARS``, ``RAGSPINE_JUDGE_MAX_TOKENS`` and ``RAGSPINE_JUDGE_MAX_CALLS``, the
-settings the Dagster runs read.
+What the command promises (the endpoint it needs, its exit codes, how cost is bounded) is its ``--help``
+text: ``JUDGE_DESCRIPTION`` in ``cli/parser.py``.
 """
 
 from __future__ import annotations
@@ -22,84 +9,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
 
-from ragspine_pipeline.cli_args import whole_number
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError, printable
 from ragspine_pipeline.files import atomic_writer
-from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS, METRICS
+from ragspine_pipeline.judge.cache import open_judgment_cache
+from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint, env_number
+from ragspine_pipeline.judge.items import case_tags, judge_items
+from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS
+from ragspine_pipeline.judge.report import judge_report, judged_metrics, load_labels, render_markdown
+from ragspine_pipeline.judge.run import JudgeRun, JudgeSettings, parse_thresholds, run_judge
 from ragspine_pipeline.sources.errors import SourceError
-
-if TYPE_CHECKING:
-    from ragspine_pipeline.judge.run import JudgeRun
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
-_POSITIVE = whole_number(1)
-
-
-def add_judge_parser(commands: Any) -> argparse.ArgumentParser:
-    parser = commands.add_parser(
-        "judge",
-        help="LLM-judge metrics (faithfulness, answer relevancy, context recall) with intervals",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--trace", required=True, help="traces (JSONL, any trace dialect)")
-    parser.add_argument("--gold", help="golden set: reference facts for context_recall, slice tags")
-    parser.add_argument("--evidence", help="evidence registry: the chunk texts the answers were given")
-    parser.add_argument(
-        "--metrics",
-        default=",".join(METRICS),
-        type=_metrics,
-        help=f"comma-separated (default: {','.join(METRICS)})",
-    )
-    parser.add_argument("--labels", help="human labels, JSONL {qid, metric, score}: Krippendorff's alpha")
-    parser.add_argument("--repeat", type=_POSITIVE, default=1, help="judgments per model; the median is kept")
-    parser.add_argument(
-        "--threshold", default="", help="pass thresholds, metric=score,... (default 3 for every metric)"
-    )
-    parser.add_argument(
-        "--max-calls",
-        type=_POSITIVE,
-        help="budget: at most this many judge calls (default: $RAGSPINE_JUDGE_MAX_CALLS, else no limit)",
-    )
-    parser.add_argument(
-        "--max-tokens",
-        type=_POSITIVE,
-        help="budget: at most this many tokens; each call is checked on its estimate before it is sent and "
-        "judging stops at the first that does not fit (default: $RAGSPINE_JUDGE_MAX_TOKENS, else no limit)",
-    )
-    parser.add_argument(
-        "--max-input-chars",
-        type=_POSITIVE,
-        help="longest prompt input sent, per field (default: $RAGSPINE_JUDGE_MAX_INPUT_CHARS, else "
-        f"{DEFAULT_MAX_INPUT_CHARS}); longer ones are cut and the cut is reported per case",
-    )
-    parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
-    parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals")
-    parser.add_argument(
-        "--gates",
-        help=f"e.g. judge_faithfulness=4,judge_faithfulness_pass_rate=0.9 ({len(JUDGED_METRICS)} known)",
-    )
-    parser.add_argument("--format", choices=("json", "markdown"), default="json")
-    parser.add_argument("--out", help="write the report here instead of standard output")
-    parser.set_defaults(run=run_judge_command)
-    return parser
-
 
 def run_judge_command(args: argparse.Namespace) -> int:
-    # Imported here, not at the top: scipy, krippendorff and the openai SDK cost every other subcommand
-    # ~60 MB and half a second of start-up.
-    from ragspine_pipeline.judge.cache import open_judgment_cache
-    from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint, env_number
-    from ragspine_pipeline.judge.items import case_tags, judge_items
-    from ragspine_pipeline.judge.report import judge_report, judged_metrics, load_labels, render_markdown
-    from ragspine_pipeline.judge.run import JudgeSettings, parse_thresholds, run_judge
-
     try:
         endpoint = JudgeEndpoint.from_env()
         # An option wins; else the setting the Dagster runs read, so one budget bounds both ways in.
@@ -209,13 +135,3 @@ def _stderr_lines(run: JudgeRun, report: dict, failed_gates: list[dict], max_inp
 def _gate_failure(gate: dict) -> str:
     value = "not measured" if gate["value"] is None else f"{gate['value']:.4f}"
     return f"{gate['metric']} {value} (needs {gate['op']} {gate['threshold']:g})"
-
-
-def _metrics(raw: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
-    unknown = [name for name in names if name not in METRICS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown metric(s) {', '.join(unknown) or '(none)'}; known: {', '.join(METRICS)}"
-        )
-    return names

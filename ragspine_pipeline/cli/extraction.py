@@ -1,7 +1,7 @@
 """``ragspine-eval extraction``: score a parser's extracted workbook cells against the curated ones.
 
 Exit codes: 0 every listed channel holds its threshold (or no baseline was given), 1 a channel is strictly
-below its threshold, 2 unusable input (``cli.main`` prints the InputError on one line). Quarantined fact
+below its threshold, 2 unusable input (``main`` prints the InputError on one line). Quarantined fact
 lines are reported in the output and counted on standard error; they do not change the exit code.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from ragspine_pipeline.contracts.extraction import load_facts, load_truth
 from ragspine_pipeline.decision import extraction_baseline
@@ -20,30 +19,6 @@ from ragspine_pipeline.reports.extraction import ExtractionResult, render_markdo
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 EXIT_PASS, EXIT_BELOW_THRESHOLD = 0, 1
-
-
-def add_extraction_parser(commands: Any) -> argparse.ArgumentParser:
-    """Add the ``extraction`` subcommand to ``commands`` (an argparse subparsers object)."""
-    parser = commands.add_parser(
-        "extraction",
-        help="score extracted workbook cells (value, colours, merged headers) against ground truth",
-        description="Exit 0 when every channel in the baseline holds, 1 when one is below its threshold, "
-        "2 when the input is unusable.",
-    )
-    parser.add_argument("--facts", required=True, help="extraction facts (JSONL, one cell per line)")
-    parser.add_argument(
-        "--truth", required=True, help='ground truth (JSON array of cells, or {"cells": [...]})'
-    )
-    parser.add_argument(
-        "--baseline", help="thresholds per channel (JSON object); a missing file checks nothing"
-    )
-    parser.add_argument(
-        "--promote", action="store_true", help="after a passing run, raise the thresholds (never lowers)"
-    )
-    parser.add_argument("--format", choices=("json", "markdown"), default="json")
-    parser.add_argument("--out", help="write the report here instead of standard output")
-    parser.set_defaults(run=run_extraction)
-    return parser
 
 
 def run_extraction(args: argparse.Namespace) -> int:

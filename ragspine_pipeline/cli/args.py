@@ -1,9 +1,18 @@
-"""Argument types shared by the ``ragspine-eval`` subcommands."""
+"""What the ``ragspine-eval`` subcommands share: the exit codes, the usage error and argument types.
+
+Standard library only: the parser is built from this module on every start, ``--help`` included.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+
+EXIT_PASS, EXIT_GATE_FAILED, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A command line that cannot run (exit 2)."""
 
 
 def whole_number(minimum: int) -> Callable[[str], int]:

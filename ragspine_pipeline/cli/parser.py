@@ -1,0 +1,299 @@
+"""The ``ragspine-eval`` command line: every subcommand and its arguments.
+
+Built on every start, ``--help`` and ``--version`` included, so this module imports only the standard
+library and modules that do the same (``cli.args``, ``judge.prompts``, ``sources.strata``). A command's
+implementation (pyarrow, pydantic, boto3, the openai SDK …) is imported when that command runs: each
+subcommand's ``run`` names its handler as ``"module:function"`` and ``main`` imports it then.
+
+A default that belongs to the core and would cost an import here is applied by the handler and only
+named in the help (``tests/cli/test_parser.py`` keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date
+from typing import Any
+
+from ragspine_pipeline import __version__
+from ragspine_pipeline.cli.args import whole_number
+from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS, METRICS
+from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
+
+DEMO_ROOT = "var/demo"
+
+_POSITIVE = whole_number(1)
+_COUNT = whole_number(0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragspine-eval",
+        description="Score a RAG service's traces against a golden set and decide whether it may ship.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_score(commands)
+    _add_golden(commands)
+    _add_extraction(commands)
+    _add_sample(commands)
+    _add_judge(commands)
+    _add_demo(commands)
+    _add_alerts(commands)
+    return parser
+
+
+def _add_score(commands: Any) -> None:
+    score = commands.add_parser(
+        "score",
+        help="metrics, gates and the release decision for a gold file and a trace file",
+        description="Exit 0 when the release ships, 1 when it is blocked, 2 when the input is unusable.",
+    )
+    score.add_argument(
+        "--gold", required=True, help="golden set (JSONL or JSON array, any supported dialect)"
+    )
+    score.add_argument(
+        "--trace",
+        required=True,
+        action="append",
+        help="traces of the system under test (JSONL); give it N times for N replays of the golden set: "
+        "the first decides, every one counts towards the per-case flakiness in the report",
+    )
+    score.add_argument("--k", type=_POSITIVE, help="cut-off for recall@k (default: config, else 5)")
+    score.add_argument(
+        "--gates",
+        help="complete gate set, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10; overrides the config's "
+        "(default: the gates of the dialects the data carries: precision, chr, under_refusal, "
+        "over_refusal, compliance when the traces cite or retrieve; the QA gates and fabrication when "
+        "the golden set has QA cases)",
+    )
+    score.add_argument(
+        "--evidence", help="evidence registry (JSONL): adds the layered, permission-safe metrics"
+    )
+    score.add_argument("--config", help="gates config (YAML): gates, slice gate, k, required versions")
+    score.add_argument(
+        "--references",
+        help="directory of reference texts, one per narrative_doc (DOC.txt or DOC.md): RAGSpine's "
+        "answer_accuracy gate measures narrative answers against them (overrides the config's)",
+    )
+    score.add_argument(
+        "--baseline",
+        help="baseline file (JSON, keyed by mode; a path or s3://bucket/key): regressions block; read, "
+        "compared and promoted under a lock (S3: conditional writes), so concurrent runs never lower it",
+    )
+    score.add_argument("--mode", help="baseline mode (default: golden)")
+    score.add_argument(
+        "--promote", action="store_true", help="after a shipping run, tighten the baseline (never loosens)"
+    )
+    score.add_argument("--run-id", help="identifier recorded in the decision (default: generated)")
+    score.add_argument(
+        "--index-version",
+        help="the index the traces must come from: traces naming another index, or several, block "
+        "(mixed_index_versions); without it, several index versions in the traces still block",
+    )
+    score.add_argument("--format", choices=("json", "markdown"), default="json")
+    score.add_argument("--out", help="write the report here instead of standard output")
+    score.set_defaults(run="ragspine_pipeline.cli.score:run_score")
+
+
+def _add_golden(commands: Any) -> None:
+    gold = commands.add_parser("golden", help="freeze or verify the golden set").add_subparsers(
+        dest="golden_command", required=True
+    )
+    freeze = gold.add_parser("freeze", help="write G.lock: version, content hash, approver, time")
+    freeze.add_argument("--gold", required=True)
+    freeze.add_argument("--version", required=True, dest="golden_version")
+    freeze.add_argument("--approved-by", required=True)
+    freeze.set_defaults(run="ragspine_pipeline.cli.golden:run_freeze")
+    verify = gold.add_parser(
+        "verify", help="exit 0 when the content matches the lock, 1 when it changed, 2 when there is no lock"
+    )
+    verify.add_argument("--gold", required=True)
+    verify.set_defaults(run="ragspine_pipeline.cli.golden:run_verify")
+
+
+def _add_extraction(commands: Any) -> None:
+    parser = commands.add_parser(
+        "extraction",
+        help="score extracted workbook cells (value, colours, merged headers) against ground truth",
+        description="Exit 0 when every channel in the baseline holds, 1 when one is below its threshold, "
+        "2 when the input is unusable.",
+    )
+    parser.add_argument("--facts", required=True, help="extraction facts (JSONL, one cell per line)")
+    parser.add_argument(
+        "--truth", required=True, help='ground truth (JSON array of cells, or {"cells": [...]})'
+    )
+    parser.add_argument(
+        "--baseline", help="thresholds per channel (JSON object); a missing file checks nothing"
+    )
+    parser.add_argument(
+        "--promote", action="store_true", help="after a passing run, raise the thresholds (never lowers)"
+    )
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    parser.add_argument("--out", help="write the report here instead of standard output")
+    parser.set_defaults(run="ragspine_pipeline.cli.extraction:run_extraction")
+
+
+def _add_sample(commands: Any) -> None:
+    parser = commands.add_parser(
+        "sample",
+        help="a seeded, de-duplicated (optionally stratified) sample of one day of production traces",
+        description="Exit 0 when the day was sampled (even if it is empty), 2 when the input is unusable.",
+    )
+    parser.add_argument("--source", required=True, help="trace store: a directory or s3://bucket/prefix")
+    parser.add_argument("--date", required=True, help="the day to sample, YYYY-MM-DD")
+    parser.add_argument("--n", required=True, type=_COUNT, help="sample size")
+    parser.add_argument("--seed", required=True, type=int, help="sampling seed (same seed, same sample)")
+    parser.add_argument("--stratify", metavar="DIM", help="stratify on this tag dimension (tags[DIM])")
+    parser.add_argument(
+        "--floor",
+        type=_COUNT,
+        default=DEFAULT_FLOOR,
+        help=f"traces owed to each stratum when stratifying (default: {DEFAULT_FLOOR})",
+    )
+    parser.add_argument("--out", help="write the sample (JSONL) here instead of standard output")
+    parser.add_argument(
+        "--quarantine",
+        help="write malformed lines here (JSONL; replaced when the pass completes, untouched if it fails)",
+    )
+    parser.add_argument(
+        "--quarantine-max-bytes",
+        type=_POSITIVE,
+        metavar="BYTES",
+        help="stop writing quarantine entries beyond this size; later bad lines are only counted "
+        "(default 67,108,864)",
+    )
+    parser.add_argument("--endpoint-url", help="S3 endpoint (MinIO, LocalStack, ...) for an s3:// source")
+    parser.add_argument(
+        "--redact",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="redact personal data in the sampled traces (default: on)",
+    )
+    parser.set_defaults(run="ragspine_pipeline.cli.sample:run_sample")
+
+
+JUDGE_DESCRIPTION = """\
+The judge is any OpenAI-compatible endpoint named by RAGSPINE_JUDGE_BASE_URL and RAGSPINE_JUDGE_MODEL
+(comma-separated for an ensemble), with RAGSPINE_JUDGE_API_KEY. Without them the command refuses to run
+(exit 2): nothing pretends to judge.
+
+Exit codes: 0 judged and every --gates gate passes; 1 a gate fails (an unmeasured metric fails its
+gate), the judge step failed (the endpoint could not be reached), or no judgment succeeded at all (every
+call rejected, every call over the budget, nothing to judge): the report then says "pass": false and
+why ("reason"); 2 unusable input or configuration. Some judgments failing (a 500, an unreadable reply,
+calls the budget stopped) is not a failure by itself: they are counted and left out of every mean.
+
+Cost is bounded before anything is sent: each prompt input (question, answer, context, reference) is cut
+to --max-input-chars characters, and each cut is reported per case; a call whose estimated tokens do
+not fit in what --max-tokens has left is not sent, and judging stops there. The limits default to
+RAGSPINE_JUDGE_MAX_INPUT_CHARS, RAGSPINE_JUDGE_MAX_TOKENS and RAGSPINE_JUDGE_MAX_CALLS, the
+settings the Dagster runs read.
+"""
+
+
+def _add_judge(commands: Any) -> None:
+    parser = commands.add_parser(
+        "judge",
+        help="LLM-judge metrics (faithfulness, answer relevancy, context recall) with intervals",
+        description=JUDGE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--trace", required=True, help="traces (JSONL, any trace dialect)")
+    parser.add_argument("--gold", help="golden set: reference facts for context_recall, slice tags")
+    parser.add_argument("--evidence", help="evidence registry: the chunk texts the answers were given")
+    parser.add_argument(
+        "--metrics",
+        default=",".join(METRICS),
+        type=_judge_metrics,
+        help=f"comma-separated (default: {','.join(METRICS)})",
+    )
+    parser.add_argument("--labels", help="human labels, JSONL {qid, metric, score}: Krippendorff's alpha")
+    parser.add_argument("--repeat", type=_POSITIVE, default=1, help="judgments per model; the median is kept")
+    parser.add_argument(
+        "--threshold", default="", help="pass thresholds, metric=score,... (default 3 for every metric)"
+    )
+    parser.add_argument(
+        "--max-calls",
+        type=_POSITIVE,
+        help="budget: at most this many judge calls (default: $RAGSPINE_JUDGE_MAX_CALLS, else no limit)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=_POSITIVE,
+        help="budget: at most this many tokens; each call is checked on its estimate before it is sent and "
+        "judging stops at the first that does not fit (default: $RAGSPINE_JUDGE_MAX_TOKENS, else no limit)",
+    )
+    parser.add_argument(
+        "--max-input-chars",
+        type=_POSITIVE,
+        help="longest prompt input sent, per field (default: $RAGSPINE_JUDGE_MAX_INPUT_CHARS, else "
+        f"{DEFAULT_MAX_INPUT_CHARS}); longer ones are cut and the cut is reported per case",
+    )
+    parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
+    parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals")
+    parser.add_argument(
+        "--gates",
+        help=f"e.g. judge_faithfulness=4,judge_faithfulness_pass_rate=0.9 ({len(JUDGED_METRICS)} known)",
+    )
+    parser.add_argument("--format", choices=("json", "markdown"), default="json")
+    parser.add_argument("--out", help="write the report here instead of standard output")
+    parser.set_defaults(run="ragspine_pipeline.cli.judge:run_judge_command")
+
+
+def _judge_metrics(raw: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown metric(s) {', '.join(unknown) or '(none)'}; known: {', '.join(METRICS)}"
+        )
+    return names
+
+
+def _add_demo(commands: Any) -> None:
+    demo = commands.add_parser("demo", help="the embedded demo: a policy corpus, golden set, index, traces")
+    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
+    init = demo_commands.add_parser("init", help="write the demo environment (idempotent)")
+    init.add_argument("--root", default=DEMO_ROOT, help=f"demo folder (default: {DEMO_ROOT})")
+    init.add_argument("--today", type=date.fromisoformat, help="the traces cover the 7 days before this")
+    init.add_argument("--traces-per-day", type=_POSITIVE, default=300)
+    init.set_defaults(run="ragspine_pipeline.cli.demo:run_init")
+    rebuild = demo_commands.add_parser("rebuild-index", help="publish a new demo index version")
+    rebuild.add_argument("--root", default=DEMO_ROOT, help=f"demo folder (default: {DEMO_ROOT})")
+    rebuild.add_argument(
+        "--degraded", action="store_true", help="ACL filter off and fewer candidates kept: a regression"
+    )
+    rebuild.add_argument(
+        "--degraded-parser",
+        action="store_true",
+        help="the build's document parser loses fills and merged spans: an extraction regression",
+    )
+    rebuild.set_defaults(run="ragspine_pipeline.cli.demo:run_rebuild_index")
+
+
+def _add_alerts(commands: Any) -> None:
+    alerts = commands.add_parser("alerts", help="the alert outbox: what is pending, and delivering it")
+    alerts_commands = alerts.add_subparsers(dest="alerts_command", required=True)
+    outbox_help = (
+        "the outbox: a JSONL file or postgresql://user@host:port/db (default: $RAGSPINE_ALERTS_OUTBOX, "
+        "else var/alerts/outbox.jsonl)"
+    )
+    listing = alerts_commands.add_parser("list", help="pending, delivered and expired alerts, oldest first")
+    listing.add_argument("--outbox", help=outbox_help)
+    listing.add_argument("--format", choices=["text", "json"], default="text")
+    listing.set_defaults(run="ragspine_pipeline.cli.alerts:run_list")
+    flushing = alerts_commands.add_parser(
+        "flush",
+        help="deliver pending alerts to Slack (SLACK_BOT_TOKEN, SLACK_CHANNEL, SLACK_API_BASE_URL)",
+        description="Exit 0 when nothing is left pending, 1 when some alerts could not be delivered.",
+    )
+    flushing.add_argument("--outbox", help=outbox_help)
+    flushing.add_argument(
+        "--ttl-hours",
+        type=float,
+        help="alerts older than this are marked expired, never posted "
+        "(default: $RAGSPINE_ALERT_TTL_HOURS, else 24)",
+    )
+    flushing.set_defaults(run="ragspine_pipeline.cli.alerts:run_flush")

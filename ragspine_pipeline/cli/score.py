@@ -1,0 +1,136 @@
+"""``ragspine-eval score``: metrics, gates and the release decision for a golden set and its traces.
+
+Exit codes: 0 the release ships (every gate, slice and baselined metric holds), 1 it is blocked, 2 the
+input is unusable (``main`` prints the error on one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
+from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
+from ragspine_pipeline.decision import baseline as baselines
+from ragspine_pipeline.decision import golden
+from ragspine_pipeline.decision.config import EvalConfig, load_config
+from ragspine_pipeline.decision.evaluation import (
+    KNOWN_METRICS,
+    LAYERED_METRICS,
+    Evaluation,
+    coverage_warnings,
+    default_gates_for,
+    evaluate,
+    promoted_entry,
+    with_baseline,
+    with_replays,
+)
+from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
+from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
+from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
+
+
+def run_score(args: argparse.Namespace) -> int:
+    if args.promote and not args.baseline:
+        raise UsageError("--promote needs --baseline")
+    mode = args.mode or baselines.DEFAULT_MODE
+    config = load_config(args.config, KNOWN_METRICS) if args.config else EvalConfig()
+    if args.references:
+        config = config.model_copy(update={"references": args.references})
+    gates = _gates(args, config)
+    # ``faithfulness`` is also RAGSpine's narrative gate, measured from the traces alone.
+    layered_gates = [
+        g.metric for g in gates or () if g.metric in LAYERED_METRICS and g.metric != "faithfulness"
+    ]
+    if layered_gates and not args.evidence:
+        raise UsageError(f"gates on {', '.join(layered_gates)} need --evidence")
+    warnings: list[str] = []
+    lock, unfrozen = golden.verified_lock(args.gold)
+    warnings += [unfrozen] if unfrozen else []
+    store = None
+    if args.baseline:  # read first: a broken baseline should not cost a full scoring pass
+        store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
+        baselines.parse_baseline(store.read(), store.name)
+    run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    gold, traces = load_gold(args.gold).table, load_traces(args.trace[0]).table
+    evidence = load_evidence(args.evidence).table if args.evidence else None
+
+    evaluation = evaluate(
+        gold,
+        traces,
+        gates=gates or default_gates_for(gold, traces),
+        config=config,
+        run_id=run_id,
+        evidence=evidence,
+        lock=lock,
+        k=args.k,
+        expected_index_version=args.index_version,
+    )
+    if len(args.trace) > 1:
+        replays = [load_traces(path).table for path in args.trace[1:]]
+        evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence, k=args.k)
+    if store is not None:
+        evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id)
+        if args.promote:
+            warnings.append(_promotion_note(args.baseline, mode, evaluation, promoted))
+    warnings += coverage_warnings(evaluation.grounded.counts)
+    if evaluation.comparison is not None and evaluation.comparison.unmeasured:
+        unmeasured = ", ".join(evaluation.comparison.unmeasured)
+        warnings.append(f"baseline metrics not measured by this run: {unmeasured}")
+    for warning in warnings:
+        print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
+    inputs = ReportInputs(args.gold, args.trace[0], args.evidence, warnings)
+    write = write_json if args.format == "json" else write_markdown
+    with _output(args.out) as out:
+        write(evaluation, inputs, out)
+    return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
+
+
+def _gates(args: argparse.Namespace, config: EvalConfig) -> list[Gate] | None:
+    """The user's complete gate set: ``--gates``, else the config's; None when neither gives one."""
+    if args.gates is not None:
+        try:
+            return parse_gates(args.gates, KNOWN_METRICS)
+        except GateSpecError as exc:
+            raise UsageError(f"--gates: {exc}") from None
+    return config.gate_list(KNOWN_METRICS)
+
+
+def _judge_against_baseline(
+    args: argparse.Namespace, mode: str, store, evaluation: Evaluation, config: EvalConfig, run_id: str
+) -> tuple[Evaluation, bool]:
+    """Compare the run with the baseline as it is under the baseline's lock, and (with ``--promote``)
+    ratchet it in the same update: ``(the judged evaluation, whether the baseline moved)``. A concurrent
+    run's promotion is never compared against a stale copy, and never lowered."""
+    judged, promoted = evaluation, False
+
+    def judge(entry: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
+        nonlocal judged, promoted
+        judged = with_baseline(evaluation, entry, config)
+        new = promoted_entry(judged, entry, config, run_id) if args.promote else None
+        promoted = new is not None
+        return new
+
+    baselines.locked_update(store, mode, KNOWN_METRICS, judge)
+    return judged, promoted
+
+
+def _promotion_note(baseline: str, mode: str, evaluation: Evaluation, promoted: bool) -> str:
+    if not evaluation.passed:
+        return f"not promoting {baseline}: the release is blocked, the baseline is unchanged"
+    if not promoted:
+        return f"not promoting {baseline}: no significant improvement (paired test), it is unchanged"
+    return f"promoted {baseline} (mode {mode}): every listed metric is now at least as strict"
+
+
+@contextmanager
+def _output(path: str | None):
+    if path is None:
+        yield sys.stdout
+        return
+    with atomic_writer(path, "report") as fh:  # a reader never sees half a report
+        yield fh
