@@ -19,6 +19,7 @@ from ragspine_pipeline.defs.alerts import (
     regression_alert,
 )
 from ragspine_pipeline.defs.automation import (
+    full_eval,
     index_rebuild_sensor,
     nightly_eval,
     nightly_eval_schedule,
@@ -107,7 +108,7 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
             extraction_alert,
             alert_outbox_flushed,
         ],
-        jobs=[reeval_on_index_rebuild, nightly_eval],
+        jobs=[full_eval, reeval_on_index_rebuild, nightly_eval],
         schedules=[nightly_eval_schedule],
         sensors=[index_rebuild_sensor, evaluation_run_success_sensor, evaluation_run_failure_sensor],
         executor=executor_from_env(),

@@ -34,6 +34,13 @@ reeval_on_index_rebuild = dg.define_asset_job(
     "score the re-extracted documents' channels.",
 )
 
+full_eval = dg.define_asset_job(
+    "full_eval",
+    selection=dg.AssetSelection.all(),
+    description="Everything in one run: the golden replay, decision and baseline, the extraction "
+    "channels, one production day (the run's partition) and the report. What `make run` launches.",
+)
+
 # Daily at 02:00 UTC for the previous day's partition (the daily partitions end at yesterday).
 nightly_eval_schedule = dg.build_schedule_from_partitioned_job(nightly_eval, hour_of_day=2, minute_of_hour=0)
 

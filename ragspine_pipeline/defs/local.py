@@ -35,9 +35,9 @@ from ragspine_pipeline.defs.extraction import extraction_alert, extraction_score
 from ragspine_pipeline.defs.judge import POOLS
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
+from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.scoring.extraction import CHANNELS
 
-RUN_KEY_TAG = "dagster/run_key"
 RUNNER_HOST_TAG = "ragspine/runner_host"
 RUNNER_PID_TAG = "ragspine/runner_pid"
 ORPHANED = (
@@ -95,8 +95,8 @@ def initialize_pools(instance: dg.DagsterInstance) -> None:
 def run_everything(
     defs: dg.Definitions, instance: dg.DagsterInstance, partition: str
 ) -> dg.ExecuteInProcessResult:
-    """Materialise every asset in one run; the daily assets on ``partition``."""
-    job = defs.resolve_implicit_global_asset_job_def()
+    """Materialise every asset in one run (the `full_eval` job); the daily assets on ``partition``."""
+    job = defs.resolve_job_def("full_eval")
     return job.execute_in_process(
         instance=instance, partition_key=partition, run_config=QUIET, raise_on_error=False, tags=runner_tags()
     )
@@ -148,12 +148,12 @@ def backfill_production(
 ) -> list[dg.ExecuteInProcessResult]:
     """Materialise the production assets for every day in ``days`` not yet on the instance.
 
-    One run per partition, as a Dagster backfill would launch them, each run's alerts delivered when it
-    ends; the slice report's production trend then covers the demo's whole week from the first
-    ``make run``.
+    One `nightly_eval` run per partition (without its report step), as a Dagster backfill would
+    launch them, each run's alerts delivered when it ends; the slice report's production trend then
+    covers the demo's whole week from the first ``make run``.
     """
     done = instance.get_materialized_partitions(production_metrics.key)
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs.resolve_job_def("nightly_eval")
     selection = [production_traces.key, production_metrics.key]
     results = []
     for day in days:
@@ -192,23 +192,26 @@ def reeval_as_sensor_requests(
 ) -> tuple[str, dg.ExecuteInProcessResult | None]:
     """Tick ``index_rebuild_sensor`` once and execute the run it requests; ``(message, result)``.
 
-    The cursor is the index version of the last re-evaluation on this instance, and a run key that
-    already ran is not run again — the two guarantees the daemon gives.
+    The tick is evaluated and stored as the daemon's would be (`defs.sensor_tick`), and the run carries
+    the sensor's tags, run key and tick. The cursor is the index version of the last re-evaluation on
+    this instance, and a run key that already ran is not run again — the two guarantees the daemon gives.
     """
     previous = instance.get_runs(dg.RunsFilter(job_name="reeval_on_index_rebuild"), limit=1)
     cursor = previous[0].tags.get(INDEX_VERSION_TAG) if previous else None
     resources = {"index_manifest": defs.resources["index_manifest"]}
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
-    outcome = index_rebuild_sensor(context)
-    if isinstance(outcome, dg.SkipReason):
-        return f"sensor skipped: {outcome.skip_message}", None
-    request = outcome.run_requests[0]
-    if instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: request.run_key}), limit=1):
-        return f"run key {request.run_key} already ran: nothing to do", None
+    tick = tick_sensor(index_rebuild_sensor, instance, cursor=cursor, resources=resources)
+    if not tick.runs:
+        return f"sensor skipped: {tick.skip_reason}", None
+    run = tick.runs[0]  # one index version, one run
     job = defs.resolve_job_def("reeval_on_index_rebuild")
-    tags = {**request.tags, RUN_KEY_TAG: request.run_key, **runner_tags()}
-    result = job.execute_in_process(instance=instance, tags=tags, run_config=QUIET, raise_on_error=False)
-    return f"sensor requested {request.run_key}", result
+    result = job.execute_in_process(
+        instance=instance,
+        run_id=run.run_id,
+        tags={**run.tags, **runner_tags()},
+        run_config=QUIET,
+        raise_on_error=False,
+    )
+    return f"sensor requested {run.run_key}", result
 
 
 def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:

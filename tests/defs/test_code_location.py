@@ -68,7 +68,7 @@ def instance():
 def healthy_run(demo, instance, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     defs = build_definitions(demo_resources(demo, out))
-    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+    result = defs.resolve_job_def("full_eval").execute_in_process(
         instance=instance, partition_key=YESTERDAY, raise_on_error=False
     )
     return defs, result, out
@@ -113,6 +113,22 @@ def test_the_healthy_demo_ships_and_writes_every_report(healthy_run):
     assert "<svg" in html and 'data-chart="gates"' in html
     checks = result.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks if c.severity == dg.AssetCheckSeverity.ERROR)
+    # A shipping run's reasons say there are none, rather than showing empty tables.
+    [event] = [
+        e for e in result.get_asset_materialization_events() if e.asset_key.path == ["release_decision"]
+    ]
+    reasons = event.materialization.metadata["reasons"].value
+    assert reasons == "None: every gate, slice and baselined metric holds."
+
+
+def test_the_whole_graph_is_a_named_job_and_the_report_follows_everything_it_shows(healthy_run):
+    defs, result, _out = healthy_run
+    assert result.dagster_run.job_name == "full_eval"
+    assert set(defs.resolve_job_def("full_eval").asset_layer.selected_asset_keys) == set(
+        defs.resolve_asset_graph().materializable_asset_keys
+    )
+    parents = defs.resolve_asset_graph().get(dg.AssetKey("slice_report")).parent_keys
+    assert parents == {dg.AssetKey(k) for k in ("metric_table", "production_metrics", "extraction_scores")}
 
 
 def test_every_table_loads_as_a_dataframe_and_the_decision_as_a_dict(healthy_run, instance):
@@ -183,9 +199,34 @@ def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healt
     assert event.asset_materialization.metadata["why"].value == cause_sentence(decision["causes"])
     failed_checks = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
     assert check_name("admissible_rate") in failed_checks
+    # The UI's reasons: the failed gates, then the failed slices, each a table; the slice check too.
+    reasons = event.asset_materialization.metadata["reasons"].value
+    assert reasons.startswith("| gate | value | needs | delta | severity |")
+    assert "| slice | n | releasable | 95% CI | needs |" in reasons
+    [slice_check] = [c for c in result.get_asset_check_evaluations() if c.check_name == SLICE_CHECK]
+    table = slice_check.metadata["failed_slices"].value.splitlines()
+    worst = decision["failed_slices"][0]
+    assert table[0] == "| slice | n | releasable | 95% CI | needs |"
+    assert len(table) == 2 + len(decision["failed_slices"]) == 2 + slice_check.metadata["failed"].value
+    assert table[2].startswith(f"| {worst['dimension']}={worst['value']} | {worst['n']} | ")
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert "release_decision" in materialized and "baseline" not in materialized
     assert (demo / "baseline.json").read_text() == before
+    rebuild_index(demo)  # healthy again for the tests that follow
+
+
+def test_a_failed_extraction_channel_is_shown_in_the_report_not_skipped(healthy_run, demo, instance):
+    defs, _result, out = healthy_run
+    rebuild_index(demo, degraded_parser=True)
+    result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
+        instance=instance, raise_on_error=False
+    )
+    failed = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
+    assert {"channel_color_mapping", "channel_header_attribution"} <= failed
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert {"extraction_scores", "slice_report"} <= materialized
+    page = (out / "reports" / "runs" / result.run_id / "slice_report.md").read_text()
+    assert "color_mapping" in page and result.run_id in page
     rebuild_index(demo)  # healthy again for the tests that follow
 
 

@@ -5,14 +5,21 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import dagster as dg
+from dagster._core.definitions.selector import InstigatorSelector
+from dagster._core.scheduler.instigation import TickStatus
 
 from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.defs.automation import index_rebuild_sensor
 from ragspine_pipeline.defs.local import backfill_production, reeval_as_sensor_requests
 from ragspine_pipeline.defs.production import production_metrics
+from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 from tests.defs.test_code_location import demo_resources
 
 TODAY = date(2026, 11, 22)
+SENSOR_SELECTOR = InstigatorSelector(
+    location_name="ragspine_pipeline", repository_name="__repository__", name="index_rebuild_sensor"
+).get_id()
 
 
 def test_reeval_runs_once_per_index_version_like_the_daemon(tmp_path):
@@ -30,6 +37,33 @@ def test_reeval_runs_once_per_index_version_like_the_daemon(tmp_path):
         message, blocked = reeval_as_sensor_requests(defs, instance)
         assert blocked is not None and not blocked.success  # the blocking gate checks fail the run
         assert blocked.dagster_run.tags["ragspine/index_version"] == newer
+
+        # What the UI shows: each run launched by the sensor from a stored tick, and the three ticks
+        # under the sensor (found by its selector, as the webserver looks them up), newest first.
+        ticks = instance.get_ticks("any origin: ticks are keyed by selector", SENSOR_SELECTOR)
+        assert [t.status for t in ticks] == [TickStatus.SUCCESS, TickStatus.SKIPPED, TickStatus.SUCCESS]
+        assert ticks[1].skip_reason.startswith("index demo-ix-0001 was already evaluated")
+        for tick, run in ((ticks[0], blocked), (ticks[2], first)):
+            assert (
+                tick.run_ids == [run.run_id] and tick.cursor == run.dagster_run.tags["ragspine/index_version"]
+            )
+            assert run.dagster_run.tags["dagster/sensor_name"] == "index_rebuild_sensor"
+            assert run.dagster_run.tags["dagster/tick"] == str(tick.tick_id)
+            assert run.dagster_run.job_name == "reeval_on_index_rebuild"
+
+
+def test_a_run_key_already_launched_is_a_skipped_tick_even_without_a_cursor(tmp_path):
+    init_demo(tmp_path / "demo", today=TODAY, traces_per_day=40)
+    defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path))
+    resources = {"index_manifest": defs.resources["index_manifest"]}
+    with dg.instance_for_test() as instance:
+        first = tick_sensor(index_rebuild_sensor, instance, cursor=None, resources=resources)
+        job = defs.resolve_job_def("reeval_on_index_rebuild")
+        instance.create_run_for_job(job, run_id=first.runs[0].run_id, tags=first.runs[0].tags)
+        again = tick_sensor(index_rebuild_sensor, instance, cursor=None, resources=resources)
+    assert (
+        again.runs == [] and again.skip_reason == "run key index-demo-ix-0001 already launched by this sensor"
+    )
 
 
 def test_the_backfill_scores_only_the_days_not_yet_on_the_instance(tmp_path):
