@@ -4,6 +4,7 @@ a fresh database on the local PostgreSQL."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -14,6 +15,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+# The tests' demos are written for fixed dates in 2026 (TODAY = 2026-11-22 and others); the daily
+# partitions must offer those days whatever today and the developer's var/demo are. Set before any test
+# module imports the code location (the partitions are built when it loads).
+os.environ.setdefault("RAGSPINE_PARTITIONS_START", "2026-01-01")
 
 from ragspine_pipeline.sources.s3 import s3_client
 

@@ -31,6 +31,7 @@ from ragspine_pipeline.defs.judge import (
     judge_step,
 )
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
+from ragspine_pipeline.defs.partitions import daily_partitions
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
     EvalFiles,
@@ -46,8 +47,7 @@ from ragspine_pipeline.sources.sampling import priority, write_jsonl
 from ragspine_pipeline.sources.shards import merge_shards, plan_shards, sample_shard
 
 GROUP = "production"
-# Far enough back for any retained trace store; partitions before the store's first day are empty.
-daily = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=0)
+daily = daily_partitions()
 SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 

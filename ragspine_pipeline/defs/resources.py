@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Mapping
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Literal
@@ -300,6 +301,30 @@ def _required(value: str | None, name: str) -> str:
     return value
 
 
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("RAGSPINE_HOME", "var/demo")).absolute()
+
+
+def _location(env: Mapping[str, str], name: str, default: Path | str) -> str:
+    """The setting ``name``, else its default; a URI (s3://, postgresql://) as it is, a path made absolute."""
+    value = env.get(name) or str(default)
+    return value if "://" in value else str(Path(value).absolute())
+
+
+def _region(env: Mapping[str, str]) -> str | None:
+    return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
+
+
+def trace_store_from_env(env: Mapping[str, str] = os.environ) -> TraceStoreResource:
+    """The production trace store: ``RAGSPINE_TRACE_STORE`` (a folder or ``s3://``), else
+    ``$RAGSPINE_HOME/traces``; ``RAGSPINE_S3_ENDPOINT_URL`` and the AWS region for S3."""
+    return TraceStoreResource(
+        uri=_location(env, "RAGSPINE_TRACE_STORE", _home(env) / "traces"),
+        endpoint_url=env.get("RAGSPINE_S3_ENDPOINT_URL") or None,
+        region=_region(env),
+    )
+
+
 def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[str, dg.ConfigurableResource]:
     """Resources for the embedded demo, each path overridable by an environment variable.
 
@@ -318,17 +343,15 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     comes from ``RAGSPINE_JUDGE_REPEAT``, ``_THRESHOLDS``, ``_MAX_CALLS``, ``_MAX_TOKENS``, ``_CACHE`` and
     ``_PRODUCTION_SAMPLE``.
     """
-    home = Path(env.get("RAGSPINE_HOME", "var/demo")).absolute()
+    home = _home(env)
 
     def path(name: str, default: Path | str) -> str:
-        """The setting, else its default; a URI (s3://, postgresql://) as it is, a path made absolute."""
-        value = env.get(name) or str(default)
-        return value if "://" in value else str(Path(value).absolute())
+        return _location(env, name, default)
 
     manifest = path("RAGSPINE_INDEX_MANIFEST", home / "index" / "manifest.json")
     work = path("RAGSPINE_WORK", "var/work")
     endpoint = env.get("RAGSPINE_S3_ENDPOINT_URL") or None
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
+    region = _region(env)
     return {
         "eval_files": EvalFiles(
             golden_path=path("RAGSPINE_GOLDEN", home / "golden" / "gold.jsonl"),
@@ -344,9 +367,7 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             production_stratify=env.get("RAGSPINE_SAMPLE_STRATIFY") or None,
             production_shards=int(env.get("RAGSPINE_SAMPLE_SHARDS", "1")),
         ),
-        "trace_store": TraceStoreResource(
-            uri=path("RAGSPINE_TRACE_STORE", home / "traces"), endpoint_url=endpoint, region=region
-        ),
+        "trace_store": trace_store_from_env(env),
         "index_manifest": IndexManifestResource(uri=manifest, endpoint_url=endpoint, region=region),
         "alerts": AlertsResource(
             outbox_path=path("RAGSPINE_ALERTS_OUTBOX", DEFAULT_OUTBOX),
