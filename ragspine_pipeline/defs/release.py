@@ -76,16 +76,21 @@ def decision_metadata(decision: dict, decision_uri: str) -> dict:
         (g["metric"], "not measured", f"{g['op']} {g['threshold']}", "", g["severity"])
         for g in decision["unmeasured_gates"]
     ]
-    slices = [
-        (
-            f"{s['dimension']}={s['value']}",
-            s["n"],
-            f"{s['releasable_rate']:.3f}",
-            f"{s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}",
-            f"≥ {s['min_rate']}",
-        )
-        for s in decision["failed_slices"]
+    regressions = [
+        (r["metric"], f"{r['current']:.4f}", f"{r['baseline']:.4f}", f"{r['current'] - r['baseline']:+.4f}")
+        for r in decision["regressions"]
     ]
+    reasons = [
+        markdown_table(header, rows)
+        for header, rows in (
+            (["gate", "value", "needs", "delta", "severity"], failed),
+            (["baselined metric", "value", "baseline", "delta"], regressions),
+        )
+        if rows
+    ]
+    if decision["failed_slices"]:
+        reasons.append(failed_slices_table(decision["failed_slices"]))
+    reasons += [f"Integrity: {problem['detail']}" for problem in decision.get("integrity", [])]
     why = cause_sentence(decision["causes"]) if decision["decision"] != "ship" else None
     return {
         "decision": decision["decision"],
@@ -99,12 +104,26 @@ def decision_metadata(decision: dict, decision_uri: str) -> dict:
         "not_applicable_gates": ", ".join(g["metric"] for g in decision["gates"] if not g["applicable"])
         or "none",
         "reasons": dg.MetadataValue.md(
-            markdown_table(["gate", "value", "needs", "delta", "severity"], failed)
-            + "\n\n"
-            + markdown_table(["slice", "n", "releasable", "95% CI", "needs"], slices)
+            "\n\n".join(reasons) or "None: every gate, slice and baselined metric holds."
         ),
         "decision_path": dg.MetadataValue.path(decision_uri),
     }
+
+
+def failed_slices_table(failed_slices: list[dict]) -> str:
+    """The slices that failed the slice gate, worst first: n, releasable rate, its 95 % interval and
+    the rate they needed (Markdown)."""
+    rows = [
+        (
+            f"{s['dimension']}={s['value']}",
+            s["n"],
+            f"{s['releasable_rate']:.3f}",
+            f"{s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}",
+            f"≥ {s['min_rate']}",
+        )
+        for s in failed_slices
+    ]
+    return markdown_table(["slice", "n", "releasable", "95% CI", "needs"], rows)
 
 
 def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefinition:
@@ -166,11 +185,20 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
                     check_name=name, asset_key=ASSET_KEY, passed=True, metadata={"value": "not gated"}
                 )
         failed_slices = release_decision["failed_slices"]
+        gate = release_decision.get("slice_gate")
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
             asset_key=ASSET_KEY,
             passed=not failed_slices,
-            metadata={"failed_slices": [f"{s['dimension']}={s['value']}" for s in failed_slices]},
+            metadata={
+                "gate": "no slices (no layered evaluation)"
+                if gate is None
+                else f"releasable rate ≥ {gate['min_rate']} in every slice of at least {gate['min_n']} cases",
+                "failed": len(failed_slices),
+                "failed_slices": dg.MetadataValue.md(
+                    failed_slices_table(failed_slices) if failed_slices else "None."
+                ),
+            },
         )
         yield dg.AssetCheckResult(
             check_name=BASELINE_CHECK,

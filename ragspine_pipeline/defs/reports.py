@@ -1,6 +1,7 @@
 """``slice_report``: the report people read, in the UI (Markdown) and as a standalone HTML page.
 
-It depends on ``metric_table`` and ``production_metrics`` for ordering only and reads the latest
+It depends on ``metric_table``, ``production_metrics`` and ``extraction_scores`` (the lineage of what
+it shows; in a run without one of them it shows that one's latest materialisation) and reads the latest
 results back (the golden run's JSON summary, the daily production summaries, the extraction channels,
 and the trend of past golden runs from the instance's materialisation history), so the nightly run can
 refresh the report without re-running the golden replay, and a blocked release still gets its report.
@@ -38,10 +39,10 @@ SLICE_COLUMNS = pa.schema(
 )
 
 
-# Not downstream of extraction_scores: its blocking channel checks would skip the report exactly when
-# an extraction regression needs showing. The extraction step has no upstream, so it runs in a run's
-# first wave; the page names the extraction run it shows.
-@dg.asset(group_name="reports", deps=[METRIC_TABLE, production_metrics])
+# Downstream of everything it shows. The extraction channel checks do not block, so a failed channel
+# is shown, never skipped; a blocked release's decision is shown too (the report follows
+# metric_table, written in the same step, not release_decision, whose gate checks block).
+@dg.asset(group_name="reports", deps=[METRIC_TABLE, production_metrics, extraction_scores])
 def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.Output[pd.DataFrame]:
     """Per-slice health of the latest golden run and production days; writes `slice_report.md` and
     `slice_report.html` (`runs/<run id>/` and `latest/` in the reports folder)."""
