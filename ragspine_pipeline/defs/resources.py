@@ -274,7 +274,7 @@ class SutResource(dg.ConfigurableResource):
     def client(self) -> tuple[Answer, str]:
         """``(answer, description)``; the description names the SUT without credentials."""
         if self.kind == "reference":
-            from ragspine_pipeline.sources.reference_engine import ReferenceEngine
+            from ragspine_pipeline.demo.reference_engine import ReferenceEngine
 
             engine = ReferenceEngine.from_manifest(Path(_required(self.manifest_path, "manifest_path")))
 

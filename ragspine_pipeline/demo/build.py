@@ -44,12 +44,13 @@ import numpy as np
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.decision import golden
+from ragspine_pipeline.demo.chunks import Chunk
 from ragspine_pipeline.demo.corpus import GOLDEN_CASES, PRODUCTION_QUESTIONS, chunk_rows
+from ragspine_pipeline.demo.reference_engine import EngineConfig, ReferenceEngine, file_sha256
 from ragspine_pipeline.demo.workbook import DEGRADED_PARSER, HEALTHY_PARSER, write_extraction_demo
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import write_if_changed, write_text_atomically
 from ragspine_pipeline.jsonvalues import json_type
-from ragspine_pipeline.sources.reference_engine import Chunk, EngineConfig, ReferenceEngine, file_sha256
 
 GOLDEN_VERSION = "demo-2026.11"
 GOLDEN_APPROVER = "ragspine demo"

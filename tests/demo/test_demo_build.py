@@ -16,7 +16,7 @@ from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, evaluate
 from ragspine_pipeline.demo.build import GOLDEN_VERSION, init_demo, rebuild_index, replay_golden
 from ragspine_pipeline.demo.corpus import GOLDEN_CASES, chunk_rows
 from ragspine_pipeline.demo.finance import FINANCE_CASES, WORKFLOW
-from ragspine_pipeline.sources.reference_engine import REFUSAL
+from ragspine_pipeline.demo.reference_outcome import REFUSAL
 
 TODAY = date(2026, 11, 23)
 

@@ -1,4 +1,4 @@
-"""The reference engine: BM25 + rerank + extractive answers, ACL, refusal, SPEC §2.2 traces."""
+"""The reference engine: BM25 + rerank + extractive answers, ACL, refusal, layered-dialect traces."""
 
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ import pytest
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision.config import EvalConfig
 from ragspine_pipeline.decision.evaluation import evaluate
+from ragspine_pipeline.demo.chunks import Chunk
+from ragspine_pipeline.demo.reference_engine import EngineConfig, ReferenceEngine, file_sha256, tokenize
+from ragspine_pipeline.demo.reference_outcome import REFUSAL
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.sources.reference_engine import (
-    REFUSAL,
-    Chunk,
-    EngineConfig,
-    ReferenceEngine,
-    file_sha256,
-    tokenize,
-)
 
 
 def chunk(chunk_id, sentences, *, version="v1", permitted=True, current=True, title=""):

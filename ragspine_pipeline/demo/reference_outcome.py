@@ -1,5 +1,5 @@
 """The answer step of the reference engine: what to say from the selected context, and the trace's
-``outcome`` (SPEC §2.2) that the QA gates (SPEC §3.3) read.
+``outcome`` that the QA gates read (``clarification_mode``, ``refused``, ``found_value`` …).
 
 The engine retrieves, selects and extracts sentences; :func:`decide` turns that into the reply:
 
@@ -33,10 +33,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ragspine_pipeline.sources.reference_engine import Chunk
+from ragspine_pipeline.demo.chunks import Chunk, Figure
 
 REFUSAL = "not in context"
 GROUP = "Group"  # the scope a figure question defaults to when it names none
@@ -50,40 +49,12 @@ _YEAR = re.compile(r"\b(?:fy\s*|fiscal\s+(?:year\s+)?)?((?:19|20)\d{2})(\s*(?:h[
 _RELATIVE = re.compile(r"\b(last|previous|prior|this|current)\s+(?:fiscal\s+)?year\b")
 
 
-@dataclass(frozen=True)
-class Figure:
-    """``metric`` of ``scope`` in ``period`` is ``value`` ``unit``, at ``locator`` of file ``doc``;
-    ``sentence`` is the index of the chunk sentence that states it."""
-
-    metric: str
-    scope: str
-    period: str
-    value: float
-    unit: str
-    doc: str
-    locator: str
-    sentence: int
-
-    @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> Figure:
-        return cls(
-            metric=str(row["metric"]),
-            scope=str(row["scope"]),
-            period=str(row["period"]),
-            value=float(row["value"]),
-            unit=str(row["unit"]),
-            doc=str(row["doc"]),
-            locator=str(row["locator"]),
-            sentence=int(row["sentence"]),
-        )
-
-
-Located = tuple["Chunk", Figure]  # a figure and the chunk that states it
+Located = tuple[Chunk, Figure]  # a figure and the chunk that states it
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of the answer's ledger (SPEC §2.2 ``answer.claims`` without its id)."""
+    """One claim of the answer's ledger (a trace's ``answer.claims`` entry without its id)."""
 
     text: str
     citation_id: str

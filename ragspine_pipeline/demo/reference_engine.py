@@ -1,10 +1,9 @@
 """The built-in reference RAG engine: the system under test that the pipeline replays questions against.
 
 A small, deterministic, extractive retrieval-augmented QA service over a policy corpus (``corpus.jsonl``,
-one chunk per line: ``{chunk_id, document_id, parent_id, version, permitted, current, title, text,
-points}``, where ``points`` aligns the chunk's sentences with the answer point each one states).
+one chunk per line, read by :mod:`chunks`).
 
-Pipeline, every stage recorded in the trace (SPEC §2.2, layered dialect):
+Pipeline, every stage recorded in the trace (the layered dialect):
 
 1. **ACL** — with ``enforce_acl`` the chunks that are not ``permitted`` or not ``current`` are dropped
    before indexing, so they can never be retrieved; without it they leak into retrieval.
@@ -37,10 +36,9 @@ from typing import Any
 import numpy as np
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.contracts.jsonl import iter_records
+from ragspine_pipeline.demo.chunks import Chunk, load_corpus
+from ragspine_pipeline.demo.reference_outcome import Claim, decide, reference_day
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.sources.reference_outcome import REFUSAL as REFUSAL
-from ragspine_pipeline.sources.reference_outcome import Claim, Figure, decide, reference_day
 
 K1, B = 1.2, 0.75
 TITLE_BOOST = 0.15  # a chunk whose section title names the topic outranks a passing mention
@@ -60,7 +58,6 @@ STOPWORDS = frozenset([
 # fmt: on
 
 _WORD = re.compile(r"[a-z0-9]+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def tokenize(text: str) -> list[str]:
@@ -98,57 +95,6 @@ def file_sha256(path: str | Path) -> str:
 
 
 # -- corpus and config -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One chunk of the corpus; ``sentences`` pairs each sentence with its answer point (or None);
-    a chunk of a named file has its ``doc``, ``locator`` in it and the ``figures`` it states."""
-
-    chunk_id: str
-    document_id: str
-    parent_id: str | None
-    version: str
-    permitted: bool
-    current: bool
-    title: str
-    text: str
-    sentences: tuple[tuple[str, str | None], ...]
-    doc: str | None = None
-    locator: str | None = None
-    figures: tuple[Figure, ...] = ()
-
-    @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> Chunk:
-        points = row.get("points") or []
-        sentences = tuple((p["sentence"], p.get("point")) for p in points) or tuple(
-            (s, None) for s in _SENTENCE_END.split(row["text"].strip()) if s
-        )
-        return cls(
-            chunk_id=str(row["chunk_id"]),
-            document_id=str(row.get("document_id") or row["chunk_id"]),
-            parent_id=row.get("parent_id"),
-            version=str(row["version"]),
-            permitted=bool(row["permitted"]),
-            current=bool(row["current"]),
-            title=str(row.get("title") or ""),
-            text=str(row["text"]),
-            sentences=sentences,
-            doc=row.get("doc"),
-            locator=row.get("locator"),
-            figures=tuple(Figure.from_dict(figure) for figure in row.get("figures") or ()),
-        )
-
-
-def load_corpus(path: str | Path) -> list[Chunk]:
-    """Read ``corpus.jsonl`` (blank lines skipped). A malformed line is an InputError naming the line."""
-    chunks = []
-    for number, row in iter_records(path):
-        try:
-            chunks.append(Chunk.from_dict(row))
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise InputError(str(path), f"not a corpus chunk: {exc}", number) from None
-    return chunks
 
 
 @dataclass(frozen=True)
@@ -355,7 +301,7 @@ class ReferenceEngine:
     def answer(
         self, qid: str, question: str, *, ts: float | str | None = None, reference_date: str | None = None
     ) -> dict[str, Any]:
-        """One trace of SPEC §2.2 in the layered dialect, with its ``outcome`` (``ts`` defaults to now,
+        """One trace in the layered dialect, with its ``outcome`` (``ts`` defaults to now,
         ISO 8601 UTC; relative periods are resolved on ``reference_date``, by default the day of ``ts``)."""
         r = self._retrieve(question)
         ids = [c.chunk_id for c in self._chunks]

@@ -9,15 +9,16 @@ import pytest
 
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.demo.build import DEGRADED, HEALTHY
+from ragspine_pipeline.demo.chunks import Chunk
 from ragspine_pipeline.demo.corpus import chunk_rows
 from ragspine_pipeline.demo.finance import FINANCE_CASES
+from ragspine_pipeline.demo.reference_engine import EngineConfig, ReferenceEngine
+from ragspine_pipeline.demo.reference_outcome import REFUSAL, reference_day
 from ragspine_pipeline.scoring.fabrication import fabricated
-from ragspine_pipeline.sources.reference_engine import REFUSAL, Chunk, EngineConfig, ReferenceEngine
-from ragspine_pipeline.sources.reference_outcome import reference_day
 
 
 def qa_failures(case: dict, trace: dict) -> list[str]:
-    """The QA-gate expectations (SPEC §3.3) a trace breaks, checked case by case."""
+    """The QA-gate expectations a trace breaks, checked case by case."""
     expected, outcome, claim = case["expected"], trace["outcome"], trace["answer"]["claim"]
     refused = claim.strip().lower() == REFUSAL or outcome.get("refused") is True
     failed = []
