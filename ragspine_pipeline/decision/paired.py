@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
-from scipy.stats import binomtest
 
 
 class PairedSettings(BaseModel):
@@ -83,6 +82,9 @@ def paired_test(
     baseline: Mapping[str, bool], current: Mapping[str, bool], settings: PairedSettings | None = None
 ) -> PairedComparison:
     """Compare per-case outcomes (``{case id: passed}``) on the cases present in both."""
+    # Imported here: scipy.stats costs every run half a second of start-up, and only this test needs it.
+    from scipy.stats import binomtest
+
     settings = settings or PairedSettings()
     common = baseline.keys() & current.keys()
     regressed = sorted(qid for qid in common if baseline[qid] and not current[qid])

@@ -52,7 +52,6 @@ from datetime import date, timedelta
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from scipy.stats import norm
 
 WORSE_WHEN = {
     "compliance": "lower",
@@ -285,6 +284,10 @@ def _pooled_tau2(series: list[_Series], days: list[date]) -> dict[tuple[str, str
 def _test(
     s: _Series, nights: int, recent: list[date], level: list[date], tau2: float, settings: DropSettings
 ) -> DropTest:
+    # Imported here: scipy.stats costs half a second of start-up to every importer of DropSettings (the
+    # gates config, hence every `ragspine-eval score`); only the nightly test itself needs it.
+    from scipy.stats import norm
+
     worse = WORSE_WHEN[s.metric]
     have = [s.counts.get(d) for d in recent]
     x_now = sum(c[0] for c in have if c) if all(have) else 0.0
