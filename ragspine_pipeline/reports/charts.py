@@ -1,7 +1,9 @@
-"""Inline SVG charts for the HTML report: row charts (bars, or dots with interval whiskers) and line charts.
+"""Inline SVG charts for the HTML report: the shared primitives and row charts (bars, or dots with interval
+whiskers); the charts over runs or days are in :mod:`reports.charts_lines`.
 
 Contract of every chart function: it returns one self-contained ``<svg>`` string whose first child is an
-accessible ``<title>``, with axis tick labels, an axis label and a legend. Every text is HTML-escaped
+accessible ``<title>``, with axis tick labels, an x-axis and a y-axis label (``<text>`` of class
+``x-axis`` and ``y-axis``, naming the unit) and a legend. Every text is HTML-escaped
 here, so callers pass raw strings. A value that is missing or not a finite number is never plotted
 (callers pass ``None``), and :func:`coord` refuses a non-finite coordinate, so ``NaN`` or ``inf`` can
 never reach the markup. Output depends only on the arguments (no clock, no randomness).
@@ -196,7 +198,8 @@ def row_chart(
     *,
     title: str,
     description: str,
-    axis_label: str,
+    x_label: str,
+    y_label: str,
     keys: Sequence[Key],
     bars: bool = True,
     reference: float | None = None,
@@ -206,18 +209,26 @@ def row_chart(
     tick_format: Format = percent,
     integer: bool = False,
 ) -> str:
-    """Rows top to bottom, one shared horizontal axis; ``reference`` is a dashed line across every row."""
+    """Rows top to bottom, one shared horizontal axis; ``reference`` is a dashed line across every row.
+
+    ``x_label`` names the value axis with its unit; ``y_label`` says what a row is (the row labels are
+    its ticks), written above the row labels.
+    """
     label_px = max([10, *(len(shorten(r.label)) for r in rows)]) * BOLD_CHAR_PX + 14
+    label_px = max(label_px, len(y_label) * CHAR_PX + 14)
     right_px = max([4, *(len(_right_text(r)) for r in rows)]) * BOLD_CHAR_PX + 16
     left, right = min(label_px, 250), WIDTH - min(right_px, 230)
     parts, legend_px = legend(keys, left, 6, right - left)
-    top = 6 + legend_px + (18 if reference is not None else 6)
+    top = 6 + legend_px + (18 if reference is not None else 14)
     bottom = top + ROW_PX * max(len(rows), 1)
     values = [v for r in rows for v in (r.value, r.low, r.high, r.marker)]
     scale = Scale(*domain([*values, reference], floor, ceil), left, right)
-    parts += _axis(scale, top, bottom, axis_label, tick_format, integer)
+    parts += _axis(scale, top, bottom, x_label, tick_format, integer)
     for i, row in enumerate(rows):
         parts += _row(row, scale, top + i * ROW_PX, bars)
+    # The category axis is named like a column header, above its labels: a rotated label would not fit
+    # beside a chart of one or two rows.
+    parts.append(text(scale.start - 8, top - 8, y_label, anchor="end", cls="axis y-axis"))
     if reference is not None:
         x = scale(reference)
         parts.append(line(x, top - 6, x, bottom, INK, 1.5, ' stroke-dasharray="5 3"'))
@@ -237,7 +248,7 @@ def _axis(scale: Scale, top: float, bottom: float, label: str, fmt: Format, inte
         parts.append(line(x, top, x, bottom, GRID))
         parts.append(text(x, bottom + 15, fmt(tick), anchor="middle", cls="tick"))
     parts.append(line(scale.start, bottom, scale.end, bottom, MUTED))
-    parts.append(text((scale.start + scale.end) / 2, bottom + 34, label, anchor="middle", cls="axis"))
+    parts.append(text((scale.start + scale.end) / 2, bottom + 34, label, anchor="middle", cls="axis x-axis"))
     return parts
 
 
@@ -284,142 +295,3 @@ def _mark(row: Row, scale: Scale, mid: float, colour: str, bars: bool) -> list[s
             f'stroke="#ffffff" stroke-width="1"/>'
         )
     return parts
-
-
-# -- line chart ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Series:
-    """One polyline; ``low``/``high`` (same length as ``values``) draw an interval band or whiskers."""
-
-    name: str
-    values: Sequence[float | None]
-    colour: str
-    low: Sequence[float | None] | None = None
-    high: Sequence[float | None] | None = None
-
-
-PLOT_PX = 240
-
-
-def line_chart(
-    x_labels: Sequence[str],
-    series: Sequence[Series],
-    *,
-    title: str,
-    description: str,
-    axis_label: str,
-    sub_labels: Sequence[str] = (),
-    point_fills: Sequence[str | None] = (),
-    extra_keys: Sequence[Key] = (),
-    floor: float = 0.0,
-    ceil: float | None = 1.0,
-    tick_format: Format = percent,
-    highlight: int | None = None,
-    point_format: Format = lambda v: f"{v:.4f}",
-) -> str:
-    """Points at evenly spaced x positions; a missing value breaks its line (no point is invented).
-
-    ``point_fills`` colours each x position's markers (e.g. by release decision); ``sub_labels`` is a
-    second, smaller x label line; ``highlight`` makes one x label bold.
-    """
-    left, right = 58.0, WIDTH - 18.0
-    keys = [Key("line", s.colour, s.name) for s in series] + list(extra_keys)
-    parts, legend_px = legend(keys, left, 6, right - left)
-    top, bottom = 6 + legend_px + 12, 6 + legend_px + 12 + PLOT_PX
-    values = [v for s in series for seq in (s.values, s.low or (), s.high or ()) for v in seq]
-    y = Scale(*domain(values, floor, ceil), bottom, top)
-    n = len(x_labels)
-    pad = 24.0
-    step = (right - left - 2 * pad) / (n - 1) if n > 1 else 0.0
-    xs = [left + pad + i * step if n > 1 else (left + right) / 2 for i in range(n)]
-    for tick in ticks(y.lo, y.hi):
-        parts.append(line(left, y(tick), right, y(tick), GRID))
-        parts.append(text(left - 6, y(tick) + 4, tick_format(tick), anchor="end", cls="tick"))
-    parts.append(line(left, bottom, right, bottom, MUTED))
-    middle = (top + bottom) / 2
-    rotate = f' transform="rotate(-90 14 {coord(middle)})"'
-    parts.append(text(14, middle, axis_label, anchor="middle", cls="axis", extra=rotate))
-    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, bottom, step, highlight)
-    parts += label_parts
-    for s in series:
-        parts += _series(s, xs, y, x_labels, point_fills, point_format)
-    return svg(WIDTH, bottom + label_px + 8, title, description, parts)
-
-
-def _x_labels(
-    labels: Sequence[str],
-    subs: Sequence[str],
-    xs: Sequence[float],
-    bottom: float,
-    step: float,
-    bold: int | None,
-) -> tuple[list[str], float]:
-    """Horizontal labels when they fit between points, otherwise rotated (then without the second line)."""
-    longest = max([1, *(len(shorten(label, 24)) for label in labels)])
-    rotate = len(labels) > 1 and longest * CHAR_PX > step - 6
-    parts = []
-    for i, (x, label) in enumerate(zip(xs, labels, strict=True)):
-        cls = "tick strong" if i == bold else "tick"
-        if rotate:
-            extra = f' transform="rotate(-35 {coord(x)} {coord(bottom + 14)})"'
-            parts.append(text(x, bottom + 14, shorten(label, 24), anchor="end", cls=cls, extra=extra))
-        else:
-            parts.append(text(x, bottom + 16, shorten(label, 24), anchor="middle", cls=cls))
-            if i < len(subs) and subs[i]:
-                parts.append(text(x, bottom + 30, subs[i], anchor="middle", cls="small"))
-    return parts, (longest * CHAR_PX * 0.6 + 24 if rotate else 36)
-
-
-def _series(
-    s: Series,
-    xs: Sequence[float],
-    y: Scale,
-    labels: Sequence[str],
-    fills: Sequence[str | None],
-    fmt: Format,
-) -> list[str]:
-    parts = []
-    lows = s.low or [None] * len(xs)
-    highs = s.high or [None] * len(xs)
-    banded = [
-        lo is not None and hi is not None and v is not None
-        for v, lo, hi in zip(s.values, lows, highs, strict=True)
-    ]
-    for run in _runs(banded):
-        if len(run) > 1:
-            upper = [f"{coord(xs[i])},{coord(y(highs[i]))}" for i in run]
-            lower = [f"{coord(xs[i])},{coord(y(lows[i]))}" for i in reversed(run)]
-            parts.append(
-                f'<polygon points="{" ".join(upper + lower)}" fill="{s.colour}" fill-opacity="0.12"/>'
-            )
-        else:
-            (i,) = run
-            parts.append(line(xs[i], y(lows[i]), xs[i], y(highs[i]), s.colour, 1.5))
-    for run in _runs([v is not None for v in s.values]):
-        if len(run) > 1:
-            points = " ".join(f"{coord(xs[i])},{coord(y(s.values[i]))}" for i in run)
-            parts.append(f'<polyline points="{points}" fill="none" stroke="{s.colour}" stroke-width="2"/>')
-    for i, value in enumerate(s.values):
-        if value is None:
-            continue
-        fill = fills[i] if i < len(fills) and fills[i] else s.colour
-        parts.append(
-            f'<circle cx="{coord(xs[i])}" cy="{coord(y(value))}" r="4.5" fill="{fill}" stroke="{s.colour}" '
-            f'stroke-width="1.5"><title>{esc(s.name)} at {esc(labels[i])}: {esc(fmt(value))}</title></circle>'
-        )
-    return parts
-
-
-def _runs(flags: Sequence[bool]) -> list[list[int]]:
-    """Maximal runs of consecutive indices whose flag is true."""
-    runs: list[list[int]] = []
-    for i, flag in enumerate(flags):
-        if not flag:
-            continue
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs

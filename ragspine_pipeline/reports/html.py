@@ -7,66 +7,57 @@ pure (no file IO, no clock): the same input gives the same string, and the calle
 
 Every text taken from the data is HTML-escaped; a missing, ``None`` or non-finite number prints ``n/a``
 and is never plotted. Each chart sits in a ``<figure data-chart="…">`` with a stable name: ``gates``,
-``qa-gates``, ``slices-<dimension>``, ``stages``, ``extraction``, ``trend``, ``production-trend``,
-``production-latency``. A section that has nothing to plot shows a ``<p class="note" data-note="…">``
-instead of an empty chart. Sections live in :mod:`reports.html_qa` and :mod:`reports.html_production`
-besides this module; the shared building blocks and the stylesheet in :mod:`reports.html_parts`.
+``gates-counts``, ``qa-gates``, ``slices-<dimension>``, ``stages``, ``extraction``, ``trend``,
+``production-trend``, ``production-latency``; each has a title and names its x and y axes with their
+units. A section that has nothing to plot shows a ``<p class="note" data-note="…">`` instead of an empty
+chart. The page opens with the decision and, for a blocked run, its cause. Sections live in
+:mod:`reports.html_gates`, :mod:`reports.html_slices`, :mod:`reports.html_qa` and
+:mod:`reports.html_production` besides this module; the shared building blocks and the stylesheet in
+:mod:`reports.html_parts`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ragspine_pipeline.reports.charts import (
-    INK,
-    PALETTE,
-    STATUS,
-    Key,
-    Row,
-    Series,
-    esc,
-    finite,
-    line_chart,
-    plain,
-    row_chart,
-)
+from ragspine_pipeline.reports.charts import PALETTE, STATUS, Key, Row, esc, finite, plain, row_chart
+from ragspine_pipeline.reports.charts_lines import Series, line_chart
+from ragspine_pipeline.reports.html_gates import gate_delta, gates_section
 from ragspine_pipeline.reports.html_judge import judge_section
 from ragspine_pipeline.reports.html_parts import (
-    STATUS_ORDER,
     applies,
     count,
     day,
     document,
     figure,
-    figures_table,
     fixed,
-    gate_status,
+    gate_figure,
     generated_at,
     golden_version,
     index_versions,
     interval,
     mapping,
-    metric_cell,
+    needs,
     note,
-    op,
     pair,
     pct,
-    pill,
     rate_floor,
     run_label,
     section,
-    share,
     signed,
-    small,
     table,
 )
 from ragspine_pipeline.reports.html_production import production_section
 from ragspine_pipeline.reports.html_qa import extraction_section, qa_section
+from ragspine_pipeline.reports.html_slices import slices_section
+from ragspine_pipeline.reports.slice_gate import SliceGate, slice_gate_of, ungated_slices
 from ragspine_pipeline.reports.why import why_html
 
 KEY_METRICS = ("releasable_rate", "precision", "admissible_rate", "context_recall", "faithfulness")
 TREND_TABLE_RUNS = 10
-DEFAULT_SLICE_GATE = 0.95  # SPEC §3.2; drawn only when the report does not carry its own slice gate
+UNGATED_NAMED = 12  # slices named in the note on slices too small to gate; the slice tables list them all
+# The slice gate's usual min_rate; drawn only when the report does not carry its own slice gate.
+DEFAULT_SLICE_GATE = 0.95
 DECISION_COLOURS = {"ship": STATUS["pass"], "block": STATUS["fail"]}
 
 
@@ -91,10 +82,12 @@ def render_html(
     ``judge`` (a ``judge.report.judge_report``) is given.
     """
     release = mapping(report.get("release"))
-    sections = [_header(report, release, history, title), _reasons(release), _gates_section(report, release)]
+    gate = slice_gate_of(report, slice_gate)
+    sections = [_header(report, release, history, title), _decision_section(report, release, gate)]
+    sections.append(gates_section(report, release))
     if report.get("qa_gates"):
         sections.append(qa_section(report))
-    sections += [_slices_section(report, release, slice_gate), _stages_section(report, release)]
+    sections += [slices_section(report, release, gate), _stages_section(report, release)]
     if judge is not None:
         sections.append(judge_section(judge))
     if extraction is not None:
@@ -150,22 +143,21 @@ def _header(report: Mapping, release: Mapping, history: Sequence[Mapping], title
     )
 
 
-def _reasons(release: Mapping) -> str:
+def _decision_section(report: Mapping, release: Mapping, gate: SliceGate) -> str:
     """Why the release is blocked: where the failing cases stop and the worst of them (when the decision
     carries ``causes``), then one line per index problem, failed gate, slice and regression; then soft
-    warnings."""
+    warnings and the slices too small to be gated. A shipping run says what holds, and only that."""
     items = [
         f"blocked: <b>{esc(p.get('reason'))}</b>: {esc(p.get('detail'))}"
         for p in map(mapping, release.get("integrity") or [])
     ]
     items += [
-        f"gate <b>{esc(g.get('metric'))}</b> = {fixed(g.get('value'))}, needs {op(g.get('op'))} "
-        f"{fixed(g.get('threshold'))} (Δ {signed(g.get('delta'))})"
+        f"gate <b>{esc(g.get('metric'))}</b> = {gate_figure(g.get('metric'), g.get('value'))}, {needs(g)} "
+        f"(Δ {gate_delta(g)})"
         for g in map(mapping, release.get("failed_gates") or [])
     ]
     items += [
-        f"{esc(g.get('severity'))} gate <b>{esc(g.get('metric'))}</b> was not measured, needs "
-        f"{op(g.get('op'))} {fixed(g.get('threshold'))}: it fails"
+        f"{esc(g.get('severity'))} gate <b>{esc(g.get('metric'))}</b> was not measured, {needs(g)}: it fails"
         for g in map(mapping, release.get("unmeasured_gates") or [])
     ]
     items += [
@@ -180,244 +172,37 @@ def _reasons(release: Mapping) -> str:
         for r in map(mapping, release.get("regressions") or [])
     ]
     soft = [
-        f"soft gate <b>{esc(g.get('metric'))}</b> = {fixed(g.get('value'))}, wants {op(g.get('op'))} "
-        f"{fixed(g.get('threshold'))} (Δ {signed(g.get('delta'))}): a warning, it does not block"
+        f"soft gate <b>{esc(g.get('metric'))}</b> = {gate_figure(g.get('metric'), g.get('value'))}, "
+        f"{needs(g)} (Δ {gate_delta(g)}): a warning, it does not block"
         for g in map(mapping, release.get("warned_gates") or [])
     ]
     warned = '<ul class="soft">' + "".join(f"<li>{item}</li>" for item in soft) + "</ul>" if soft else ""
+    ungated = _ungated_note(report, gate)
     if items:
         why = why_html(mapping(release.get("causes"))) if release.get("decision") == "block" else ""
-        return why + '<ul class="reasons">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>" + warned
-    if not release:
-        return note("This report carries no release decision.", "decision")
-    return '<p class="verdict">Every gate, slice and baselined metric holds.</p>' + warned
-
-
-# -- gates -----------------------------------------------------------------------------------------
-
-
-def _gates_section(report: Mapping, release: Mapping) -> str:
-    gates = [g for g in report.get("gates") or [] if isinstance(g, Mapping)]
-    if not gates:
-        return section("gates", "Gates", note("No gates in this report.", "gates"))
-    gates.sort(key=lambda g: STATUS_ORDER[gate_status(g)])  # failed first, else in the report's order
-    caption = "Gates, failed first (≥: the bar must reach the tick; ≤: it must stay at or below it)"
-    not_applicable = [str(g.get("metric")) for g in gates if gate_status(g) == "na"]
-    return section(
-        "gates",
-        "Gates",
-        figure("gates", caption, _gates_chart(gates)),
-        _gates_table(gates),
-        note(
-            f"Not applicable to this run (no case to measure), so not checked and not blocking: "
-            f"{', '.join(not_applicable)}.",
-            "gates-not-applicable",
-        )
-        if not_applicable
-        else "",
-        _regressions(release),
-        figures_table(report),
-    )
-
-
-def _gates_chart(gates: list[Mapping]) -> str:
-    rows = [
-        Row(
-            label=str(g.get("metric")),
-            value=_gate_value(g),
-            status=gate_status(g),
-            marker=finite(g.get("threshold")),
-            value_text=f"{fixed(_gate_value(g))} {op(g.get('op'))} {fixed(g.get('threshold'))}",
-            note="" if g.get("applicable") is not False else "applies to no case",
-        )
-        for g in gates
-    ]
-    keys = [Key("box", STATUS["pass"], "passes"), Key("box", STATUS["fail"], "fails")]
-    if any(row.status == "warn" for row in rows):
-        keys.append(Key("box", STATUS["warn"], "soft gate fails (warns)"))
-    keys.append(Key("tick", INK, "threshold"))
-    return row_chart(
-        rows,
-        title="Gates: each value against its threshold",
-        description="One bar per gate, failed gates first; the dark tick is the gate's threshold.",
-        axis_label="metric value",
-        keys=keys,
-    )
-
-
-def _gate_value(gate: Mapping) -> float | None:
-    """The gate's value; None when its metric does not apply to the run (``applicable`` false)."""
-    return None if gate.get("applicable") is False else finite(gate.get("value"))
-
-
-def _gates_table(gates: list[Mapping]) -> str:
-    def delta(gate: Mapping) -> str:
-        value, threshold = _gate_value(gate), finite(gate.get("threshold"))
-        return "n/a" if value is None or threshold is None else signed(value - threshold)
-
-    rows = [
-        (
-            gate_status(g),
-            [
-                esc(g.get("metric")),
-                f"{op(g.get('op'))} {fixed(g.get('threshold'))}",
-                fixed(_gate_value(g)) + (small("(0 cases)") if g.get("applicable") is False else ""),
-                delta(g),
-                esc(g.get("severity") or "hard"),
-                pill(gate_status(g), warn="warns", na="n/a: does not block"),
-            ],
-        )
-        for g in gates
-    ]
-    return table(("metric", "gate", "value", "Δ (value − threshold)", "severity", "result"), rows)
-
-
-def _regressions(release: Mapping) -> str:
-    regressions = [r for r in release.get("regressions") or [] if isinstance(r, Mapping)]
-    unmeasured = [str(m) for m in release.get("unmeasured_baseline_metrics") or []]
-    parts = []
-    if regressions:
-        rows = [
-            (
-                "fail",
-                [
-                    esc(r.get("metric")),
-                    *(fixed(r.get(k)) for k in ("baseline", "current")),
-                    signed(r.get("delta")),
-                ],
-            )
-            for r in regressions
-        ]
-        parts.append("<h3>Baseline regressions</h3>" + table(("metric", "baseline", "current", "Δ"), rows))
-    if unmeasured:
-        parts.append(
-            note(f"Baseline metrics this run did not measure: {', '.join(unmeasured)}.", "unmeasured")
-        )
-    return "\n".join(parts)
-
-
-# -- slices ----------------------------------------------------------------------------------------
-
-
-def _slice_gate(report: Mapping, release: Mapping, fallback: float) -> tuple[float, int, bool]:
-    """``(min_rate, min_n, from the report)``: the report's slice gate, else a failed slice's rate, else
-    ``fallback`` (then the third element is False and the page says the line is assumed)."""
-    gate = mapping(report.get("slice_gate")) or mapping(release.get("slice_gate"))
-    rates = [finite(mapping(s).get("min_rate")) for s in release.get("failed_slices") or []]
-    rate = next((r for r in [finite(gate.get("min_rate")), *rates] if r is not None), None)
-    min_n = finite(gate.get("min_n"))
-    return (fallback if rate is None else rate), 1 if min_n is None else int(min_n), rate is not None
-
-
-def _slice_status(
-    dimension: str, value: str, entry: Mapping, gate: tuple[float, int, bool], release: Mapping
-) -> str:
-    """``fail``: the slice blocks the release; ``warn``: below the drawn line but did not block it.
-
-    A slice can sit below the line without blocking when it has fewer than ``min_n`` cases, or when the
-    line is the ``slice_gate`` argument rather than the gate the run was decided with.
-    """
-    rate, n = finite(entry.get("releasable_rate")), finite(entry.get("n")) or 0
-    if isinstance(release.get("failed_slices"), list):  # the decision is the authority on what blocked
-        listed = map(mapping, release["failed_slices"])
-        failed = any(s.get("dimension") == dimension and s.get("value") == value for s in listed)
+        reasons = '<ul class="reasons">' + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
+        body = why + reasons + warned + ungated
+    elif not release:
+        body = note("This report carries no release decision.", "decision")
     else:
-        failed = rate is not None and rate < gate[0] and n >= gate[1]
-    if failed:
-        return "fail"
-    if rate is None:
-        return "na"
-    return "warn" if rate < gate[0] else "pass"
+        slices = "every gated slice" if ungated else "every slice"
+        verdict = f"Every gate, {slices} and every baselined metric holds."
+        body = f'<p class="verdict">{verdict}</p>' + warned + ungated
+    return section("decision", "Release decision", body)
 
 
-def _worst_first(values: Mapping) -> list[tuple[str, Mapping]]:
-    """Lowest releasable rate first (missing last); among equals the larger slice, then by name."""
-
-    def key(item: tuple[str, Mapping]) -> tuple:
-        rate = finite(item[1].get("releasable_rate"))
-        return (2.0 if rate is None else rate, -(finite(item[1].get("n")) or 0), item[0])
-
-    return sorted(((str(v), mapping(e)) for v, e in values.items()), key=key)
-
-
-def _slices_section(report: Mapping, release: Mapping, fallback: float) -> str:
-    slices = mapping(report.get("slices"))
-    if not slices:
-        text = "No slices: the report has no layered evaluation (score with --evidence) or no tags."
-        return section("slices", "Slices", note(text, "slices"))
-    gate = _slice_gate(report, release, fallback)
-    rule = (
-        f"A slice with at least {gate[1]} case(s) below {share(gate[0])} blocks the release."
-        if gate[2]
-        else f"The report does not state its slice gate; the line is drawn at {share(gate[0])}."
+def _ungated_note(report: Mapping, gate: SliceGate) -> str:
+    """The slices too small for the slice gate, named: they are neither holding nor failing."""
+    names = ungated_slices(report, gate)
+    if not names:
+        return ""
+    more = len(names) - UNGATED_NAMED
+    shown = ", ".join(names[:UNGATED_NAMED]) + (f" and {more} more" if more > 0 else "")
+    text = (
+        f"{len(names)} slice(s) with fewer than {gate.min_n} cases are not gated (shown, never blocking): "
+        f"{shown}."
     )
-    parts = [
-        note(f"Releasable rate per value of each tag with its 95% Wilson interval. {rule}", "slice-gate")
-    ]
-    for dimension, values in slices.items():
-        ordered = _worst_first(mapping(values))
-        statuses = [_slice_status(str(dimension), v, e, gate, release) for v, e in ordered]
-        parts.append(f"<h3>{esc(dimension)}</h3>")
-        parts.append(_slice_chart(str(dimension), ordered, statuses, gate))
-        parts.append(_slice_table(report, ordered, statuses))
-    return section("slices", "Slices", *parts)
-
-
-def _slice_chart(dimension: str, ordered: list, statuses: list[str], gate: tuple[float, int, bool]) -> str:
-    rows = [
-        Row(
-            label=value,
-            value=finite(entry.get("releasable_rate")),
-            status=status,
-            low=pair(entry.get("releasable_ci95"))[0],
-            high=pair(entry.get("releasable_ci95"))[1],
-            value_text=pct(entry.get("releasable_rate")),
-            note=f"n = {count(entry.get('n'))}",
-        )
-        for (value, entry), status in zip(ordered, statuses, strict=True)
-    ]
-    keys = [
-        Key("dot", STATUS["pass"], "meets the slice gate"),
-        Key("dot", STATUS["fail"], "blocks the release"),
-    ]
-    if "warn" in statuses:
-        keys.append(Key("dot", STATUS["warn"], "below the line, did not block"))
-    keys += [Key("whisker", INK, "95% Wilson interval"), Key("dash", INK, f"slice gate {share(gate[0])}")]
-    chart = row_chart(
-        rows,
-        title=f"Releasable rate per {dimension}",
-        description=f"Releasable rate of each {dimension} value, worst first, with its 95% interval.",
-        axis_label="releasable rate",
-        keys=keys,
-        bars=False,
-        reference=gate[0],
-        reference_label=f"min {share(gate[0])}",
-    )
-    return figure(f"slices-{dimension}", f"Releasable rate per {dimension}, worst first", chart)
-
-
-def _slice_metric_names(ordered: list) -> list[str]:
-    """Every metric a slice reports with its count (``name`` and ``name_n``), in the report's order."""
-    names: list[str] = []
-    for _, entry in ordered:
-        names += [k for k in entry if f"{k}_n" in entry and k != "releasable" and k not in names]
-    return names
-
-
-def _slice_table(report: Mapping, ordered: list, statuses: list[str]) -> str:
-    """The layered metrics per slice (``(n)`` = cases where the metric applies); all cases first."""
-    names = _slice_metric_names(ordered)
-    layered, denominators = mapping(report.get("layered")), mapping(report.get("layered_denominators"))
-    rows = []
-    if layered:
-        overall = [metric_cell(layered.get(m), denominators.get(m)) for m in names]
-        total = count(report.get("n_cases"))
-        rows.append(("all", ["<i>all cases</i>", total, pct(layered.get("releasable_rate")), "", *overall]))
-    for (value, entry), status in zip(ordered, statuses, strict=True):
-        cells = [metric_cell(entry.get(m), entry.get(f"{m}_n")) for m in names]
-        rate, ci = pct(entry.get("releasable_rate")), interval(*pair(entry.get("releasable_ci95")))
-        rows.append((status, [esc(value), count(entry.get("n")), rate, ci, *cells]))
-    return table(("slice", "n", "releasable", "95% CI", *names), rows, cls="compact")
+    return note(text, "slices-not-gated")
 
 
 # -- stages ----------------------------------------------------------------------------------------
@@ -442,7 +227,8 @@ def _stages_section(report: Mapping, release: Mapping) -> str:
         rows,
         title="First failed stage per case",
         description="Cases by the first pipeline stage they fail, in pipeline order; pass means releasable.",
-        axis_label="cases",
+        x_label="cases (count)",
+        y_label="first failed stage",
         keys=[Key("box", STATUS["pass"], "releasable"), Key("box", STATUS["fail"], "first failed here")],
         ceil=None,
         tick_format=plain,
@@ -455,15 +241,20 @@ def _stages_section(report: Mapping, release: Mapping) -> str:
 # -- trend over past runs --------------------------------------------------------------------------
 
 
-def _trend_section(history: Sequence[Mapping], run_id: object) -> str:
+def trend_points(history: Sequence[Mapping]) -> tuple[list[Mapping], dict[str, list[float | None]]]:
+    """The past runs (oldest first) and, for each key metric any of them carries, its value per run
+    (None where a run lacks it): what the HTML trend and the Markdown trend table show."""
     points = [h for h in history if isinstance(h, Mapping)]
-    metrics = [
-        m for m in KEY_METRICS if any(finite(mapping(h.get("metrics")).get(m)) is not None for h in points)
-    ]
+    values = {m: [finite(mapping(h.get("metrics")).get(m)) for h in points] for m in KEY_METRICS}
+    return points, {m: v for m, v in values.items() if any(x is not None for x in v)}
+
+
+def _trend_section(history: Sequence[Mapping], run_id: object) -> str:
+    points, values = trend_points(history)
+    metrics = list(values)
     if len(points) < 2 or not metrics:
         text = f"A trend needs at least two past runs with key metrics; this page was given {len(points)}."
         return section("trend", "Trend over past runs", note(text, "trend"))
-    values = {m: [finite(mapping(h.get("metrics")).get(m)) for h in points] for m in metrics}
     series = [Series(m, values[m], PALETTE[i % len(PALETTE)]) for i, m in enumerate(metrics)]
     current = [i for i, h in enumerate(points) if run_id is not None and h.get("run_id") == run_id]
     chart = line_chart(
@@ -471,7 +262,8 @@ def _trend_section(history: Sequence[Mapping], run_id: object) -> str:
         series,
         title="Key metrics over past runs",
         description="One line per key metric, oldest run first; point fill = the run's release decision.",
-        axis_label="value",
+        y_label="metric value (%)",
+        x_label="golden run (index version or run id, and its day), oldest first",
         sub_labels=[day(h.get("timestamp")) for h in points],
         point_fills=[DECISION_COLOURS.get(h.get("decision")) for h in points],
         extra_keys=[

@@ -14,7 +14,12 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ragspine_pipeline.reports.charts import Series, esc, finite
+from ragspine_pipeline.decision.baseline import COUNT_METRIC
+from ragspine_pipeline.reports.charts import esc, finite
+from ragspine_pipeline.reports.charts_lines import Series
+
+# Gated metrics whose value is a count of answers, not a rate: never drawn on a 0–100 % axis.
+COUNT_METRICS = frozenset({COUNT_METRIC})
 
 # -- formatting ------------------------------------------------------------------------------------
 
@@ -112,6 +117,16 @@ def _compact(value: object, nested: bool = True) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_compact(item) for item in value) + "]"
     return str(value)
+
+
+def gate_figure(metric: object, value: object) -> str:
+    """A gate's value or threshold: a count as a whole number, a rate with four decimals."""
+    return count(value) if metric in COUNT_METRICS else fixed(value)
+
+
+def needs(gate: Mapping) -> str:
+    """``needs ≤ 0.1000``: the gate's condition as a requirement, never as a claim about the value."""
+    return f"needs {op(gate.get('op'))} {gate_figure(gate.get('metric'), gate.get('threshold'))}"
 
 
 def metric_cell(value: object, n: object) -> str:
@@ -298,6 +313,7 @@ svg text { fill: #24292f; }
 svg .tick, svg .small, svg .legend, svg .axis { fill: #57606a; }
 svg .tick, svg .small { font-size: 11px; }
 svg .fail { fill: #a40e26; font-weight: 600; }
+svg .panel { font-weight: 600; }
 svg .strong { fill: #24292f; font-weight: 700; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: 6px 0 14px; font-size: 13px; }
@@ -309,6 +325,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 tr.fail td { background: #fdecec; }
 tr.warn td { background: #fff4e5; }
 tr.all td { background: #f6f8fa; }
+tr.ungated td { color: #57606a; }
 .n { color: #6e7781; font-size: 11px; }
 .pill { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; font-weight: 600; }
 .pill.pass { background: #dafbe1; color: #116329; }

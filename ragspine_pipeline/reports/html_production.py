@@ -1,19 +1,20 @@
 """The production section of the HTML report: daily reference-free rates, latency, the latest day's slices.
 
 Reads the daily production summaries, oldest first: ``{day, n, metrics: {name: {value, n, low, high}}, slices:
-{dimension: {value: {n, metrics}}}}``; a metric may also be a bare number. Charts: ``production-trend`` and
-``production-latency``; a chart with nothing to plot is a note of the same name.
+{dimension: {value: {n, metrics}}}}``; a metric may also be a bare number. Charts: ``production-trend`` (one
+small panel per rate: rates near 100 % would hide each other on one plot) and ``production-latency``; a
+chart with nothing to plot is a note of the same name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ragspine_pipeline.reports.charts import PALETTE, Series, esc, finite, line_chart, plain
+from ragspine_pipeline.reports.charts import PALETTE, Key, esc, finite, plain
+from ragspine_pipeline.reports.charts_lines import Series, line_chart, small_multiples
 from ragspine_pipeline.reports.html_parts import (
     count,
     figure,
-    fixed,
     interval,
     mapping,
     note,
@@ -32,6 +33,7 @@ PRODUCTION_RATES = (
     "fabrication",
 )
 LATENCIES = ("latency_p50_ms", "latency_p95_ms")
+LATENCY = "latency p50 / p95"  # the two percentiles share one column of the latest day's table
 
 
 def production_section(production: Sequence[Mapping]) -> str:
@@ -51,7 +53,8 @@ def _metric(day: Mapping, name: str) -> Mapping:
 
 
 def _production_rates(days: list[Mapping], labels: list[str], subs: list[str]) -> str:
-    """One line per rate any day carries; fabrication is plotted as its rate, not its count."""
+    """One panel per rate any day carries; fabrication is plotted as its rate (fabricating answers over
+    the answers checked), never its count."""
     series = []
     for name in PRODUCTION_RATES:
         key = "rate" if name == "fabrication" else "value"
@@ -60,18 +63,24 @@ def _production_rates(days: list[Mapping], labels: list[str], subs: list[str]) -
             lows = [finite(_metric(d, name).get("low")) for d in days]
             highs = [finite(_metric(d, name).get("high")) for d in days]
             label = "fabrication rate" if name == "fabrication" else name
-            series.append(Series(label, values, PALETTE[len(series) % len(PALETTE)], lows, highs))
+            series.append(Series(label, values, PALETTE[0], lows, highs))  # the panel names the rate
     if not series:
         return note("No production rates in the daily summaries.", "production-trend")
-    chart = line_chart(
+    chart = small_multiples(
         labels,
         series,
-        title="Production rates per day",
-        description="Daily reference-free rates on sampled production traces with 95% Wilson intervals.",
-        axis_label="rate",
+        title="Production rates per day, one panel per rate",
+        description="Daily reference-free rates on sampled production traces with 95% Wilson intervals; "
+        "each panel has its own y range.",
+        y_label="rate (%) — each panel its own range",
+        x_label="day (n = traces sampled that day)",
         sub_labels=subs,
+        extra_keys=[Key("line", PALETTE[0], "daily rate"), Key("box", "#0072B21f", "95% Wilson interval")],
     )
-    caption = "Daily rates with 95% intervals (shaded bands; whiskers where a day stands alone)"
+    caption = (
+        "Daily rates with 95% intervals, one panel per rate on its own y range (shaded bands; whiskers "
+        "where a day stands alone)"
+    )
     return figure("production-trend", caption, chart)
 
 
@@ -89,7 +98,8 @@ def _latency(days: list[Mapping], labels: list[str], subs: list[str]) -> str:
         series,
         title="Production latency per day",
         description="Daily latency percentiles p50 and p95 in milliseconds.",
-        axis_label="milliseconds",
+        y_label="latency (ms)",
+        x_label="day (n = traces sampled that day)",
         sub_labels=subs,
         ceil=None,
         tick_format=plain,
@@ -98,43 +108,73 @@ def _latency(days: list[Mapping], labels: list[str], subs: list[str]) -> str:
     return figure("production-latency", "Latency p50 / p95 per day (ms)", chart)
 
 
-def _production_names(day: Mapping) -> list[str]:
+def _production_names(day: Mapping) -> tuple[list[str], list[str]]:
+    """The columns of the latest day's two tables: the rates (each with its interval), then the other
+    figures (fabrication, token counts, …) with one latency column for both percentiles."""
     seen = set(mapping(day.get("metrics")))
     for values in mapping(day.get("slices")).values():
         for entry in mapping(values).values():
             seen |= set(mapping(mapping(entry).get("metrics")))
-    known = [n for n in (*PRODUCTION_RATES, *LATENCIES) if n in seen]
-    return known + sorted(str(n) for n in seen - set(known))
+    rates = [n for n in PRODUCTION_RATES if n in seen and n != "fabrication"]
+    rest = sorted(str(n) for n in seen - set(rates) - set(LATENCIES) - {"fabrication"})
+    others = (["fabrication"] if "fabrication" in seen else []) + rest
+    return rates, others + ([LATENCY] if seen & set(LATENCIES) else [])
 
 
-def _production_cell(name: str, metric: Mapping) -> str:
-    """A figure with its context in small print: a rate with its interval and ``(n)``, the fabrication
-    count with its rate, a latency in ms."""
+def _production_cell(name: str, figures: Mapping, traces: object) -> str:
+    """A figure with its context in small print: a rate with its interval, the fabrication count with its
+    rate, the latency percentiles in ms. ``(n)`` is printed where a figure is over another number of
+    traces than the row's ``traces``."""
+    if name == LATENCY:
+        p50, p95 = (finite(_metric(figures, m).get("value")) for m in LATENCIES)
+        if p50 is None and p95 is None:
+            return "n/a"
+        return " / ".join("n/a" if v is None else f"{v:.0f}" for v in (p50, p95)) + " ms"
+    metric = _metric(figures, name)
     value, n = metric.get("value"), finite(metric.get("n"))
-    cases = f"({count(n)})" if n is not None else ""
+    cases = f"({count(n)})" if n is not None and n != finite(traces) else ""
     if name == "fabrication":  # a count of fabricating answers; its rate is the comparable figure
         if finite(value) is None and finite(metric.get("rate")) is None:
             return "n/a"
-        rate = pct(metric.get("rate"))
-        return count(value) + small(f"{rate} {cases}".strip())
-    if finite(value) is None:
+        checked = f" of {count(n)}" if n is not None else ""
+        return count(value) + small(f"({pct(metric.get('rate'))}{checked})")
+    number = finite(value)
+    if number is None:
         return "n/a"
-    if name.endswith("_ms"):
-        return f"{finite(value):.0f} ms" + (small(cases) if cases else "")
     if "low" in metric or "high" in metric:
         bounds = interval(metric.get("low"), metric.get("high"))
-        return f'{pct(value)}<br><span class="n">{bounds} {cases}</span>'
-    return fixed(value) + (small(cases) if cases else "")
+        return f'{pct(value)}<br><span class="n">{f"{bounds} {cases}".strip()}</span>'
+    shown = f"{number:,.0f}" if number.is_integer() else f"{number:,.1f}"  # token counts and their means
+    return shown + (small(cases) if cases else "")
 
 
 def _production_slices(day: Mapping) -> str:
-    """The latest day: all traffic first, then every slice."""
-    names = _production_names(day)
-    overall = [_production_cell(m, _metric(day, m)) for m in names]
-    rows = [("all", ["<i>all traffic</i>", count(day.get("n")), *overall])]
+    """The latest day, all traffic first, then every slice: its rates in one table, its other figures
+    in a second (one table would not fit the page)."""
+    rates, others = _production_names(day)
+    rows: list[tuple[str, Mapping, object, str]] = [("all", day, day.get("n"), "<i>all traffic</i>")]
     for dimension, values in mapping(day.get("slices")).items():
         for value, entry in mapping(values).items():
-            cells = [_production_cell(m, _metric(mapping(entry), m)) for m in names]
-            rows.append(("", [f"{esc(dimension)}={esc(value)}", count(mapping(entry).get("n")), *cells]))
+            entry = mapping(entry)
+            rows.append(("", entry, entry.get("n"), f"{esc(dimension)}={esc(value)}"))
+
+    def day_table(names: list[str]) -> str:
+        cells = [
+            (cls, [label, count(n), *(_production_cell(m, figures, n) for m in names)])
+            for cls, figures, n, label in rows
+        ]
+        return table(("slice", "n", *names), cells, cls="compact")
+
     heading = f"<h3>Latest day: {esc(day.get('day') or 'n/a')}</h3>"
-    return heading + table(("slice", "n", *names), rows, cls="compact")
+    caption = note(
+        "Rates with their 95% interval; (n) where a figure is over another number of traces than the "
+        "row's n.",
+        "production-day",
+    )
+    parts = [heading, caption]
+    if rates:
+        parts.append(day_table(rates))
+    if others:
+        text = "The same day's counts (fabrication with its rate), latency and other figures:"
+        parts += [note(text, "production-day-figures"), day_table(others)]
+    return "".join(parts)

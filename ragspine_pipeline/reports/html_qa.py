@@ -1,6 +1,7 @@
 """The QA-gate and extraction-channel sections of the HTML report.
 
-:func:`qa_section` reads a report's ``qa_gates`` and ``fabrication`` (SPEC §3.3, as written by
+:func:`qa_section` reads a report's ``qa_gates`` and ``fabrication`` (RAGSpine's four QA gates, each
+over the cases it applies to, and the count of refusals that state a number, as written by
 ``reports.evaluation.summary``) and any gate on those metrics in its ``gates`` list (whose threshold is
 drawn as a tick and whose result colours the row). :func:`extraction_section` reads an extraction result
 (``reports.extraction.ExtractionResult.to_dict``); a channel's threshold is known when its baseline lists
@@ -21,6 +22,7 @@ from ragspine_pipeline.reports.html_parts import (
     count,
     figure,
     fixed,
+    gate_figure,
     gate_status,
     mapping,
     note,
@@ -84,7 +86,9 @@ def _qa_result(status: str, decided: Mapping | None) -> str:
 
 
 def _threshold(gate: Mapping | None) -> str:
-    return NO_THRESHOLD if gate is None else f"{op(gate.get('op'))} {fixed(gate.get('threshold'))}"
+    if gate is None:
+        return NO_THRESHOLD
+    return f"{op(gate.get('op'))} {gate_figure(gate.get('metric'), gate.get('threshold'))}"
 
 
 def _qa_chart(gates: Mapping[str, Mapping], statuses: Mapping[str, str], decided: Mapping) -> str:
@@ -116,7 +120,8 @@ def _qa_chart(gates: Mapping[str, Mapping], statuses: Mapping[str, str], decided
         rows,
         title="QA gates: pass rate of each gate",
         description="One bar per QA gate: the share of the cases it applies to that pass it.",
-        axis_label="pass rate",
+        x_label="pass rate (% of the cases the gate applies to)",
+        y_label="QA gate",
         keys=keys,
     )
     return figure(
@@ -319,7 +324,8 @@ def _extraction_chart(channels: Mapping[str, Mapping], checks: Mapping[str, tupl
         rows,
         title="Extraction accuracy per channel",
         description="One bar per extraction channel: correct over aligned cells; the tick is its threshold.",
-        axis_label="accuracy",
+        x_label="accuracy (% of aligned cells correct)",
+        y_label="extraction channel",
         keys=keys,
     )
     return figure("extraction", "Accuracy per extraction channel (correct / aligned cells)", chart)

@@ -236,8 +236,10 @@ def test_a_failing_slice_is_highlighted_in_chart_and_table(blocked):
     assert "fail" in rows["access"].all("text")[0].attrs["class"]
     assert not rows["expenses"].all("rect", fill=FAIL_BACKGROUND)
     assert next(iter(rows)) == "access"  # worst first
-    classes = {row.all("td")[0].content(): row.attrs.get("class") for row in table_rows(root)}
-    assert classes["access"] == "fail" and classes["expenses"] == "pass"
+    by_slice = {str(row.all("td")[0].parts[0]): row for row in table_rows(root)}
+    assert by_slice["access"].attrs["class"] == "fail" and by_slice["expenses"].attrs["class"] == "pass"
+    assert by_slice["access"].all("td")[0].content() == "accessblocks the release"  # said, not only red
+    assert by_slice["expenses"].all("td")[0].content() == "expenses"
     reasons = root.all("ul", **{"class": "reasons"})[0].content()
     assert "slice workflow=access: releasable 75.0% of 4" in reasons
 
