@@ -54,7 +54,7 @@ def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg
         judge = _latest_json(instance, METRIC_TABLE, "judge_report_path", eval_files)
     history = golden_history(instance)
     extraction = extraction if extraction and extraction.get("configured") else None
-    markdown = slice_markdown(report, production, extraction, judge)
+    markdown = slice_markdown(report, production, extraction, judge, history=history)
     run_id = context.run.run_id
     with user_errors():
         if report is not None:

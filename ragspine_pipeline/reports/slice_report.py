@@ -2,18 +2,36 @@
 
 The same inputs as the HTML report (:mod:`reports.html`), so the two never disagree. A reader learns, in
 order: the decision and why (where the failing cases stop, the worst of them, then every failed gate,
-slice and regression), every gate, the QA gates (when the golden set has RAGSpine cases), each slice
-worst first with its interval, the extraction channels (when given), and the latest production day per
-slice.
+slice and regression, and the slices too small to be gated), every gate with its severity, the QA gates
+(when the golden set has RAGSpine cases), each slice worst first with its interval and how the slice
+gate judged it, the first failed stage per case, the LLM judge and the extraction channels (when
+given), the key metrics over past golden runs, and production: the key rates of every day given, then
+the latest day per slice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from ragspine_pipeline.reports.html_parts import compact, headline_figures
+from ragspine_pipeline.reports.html import DEFAULT_SLICE_GATE, TREND_TABLE_RUNS, trend_points
+from ragspine_pipeline.reports.html_parts import (
+    COUNT_METRICS,
+    compact,
+    count,
+    day,
+    fixed,
+    headline_figures,
+    share,
+)
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
 from ragspine_pipeline.reports.markdown import code_span, md_text
+from ragspine_pipeline.reports.slice_gate import (
+    UNGATED,
+    SliceGate,
+    slice_gate_of,
+    slice_status,
+    ungated_slices,
+)
 from ragspine_pipeline.reports.why import why_markdown
 
 SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
@@ -25,6 +43,7 @@ PRODUCTION_METRICS = (
     "lexical_faithfulness",
 )
 QA_FAILURES = 20
+LATENCIES = ("latency_p50_ms", "latency_p95_ms")
 
 
 def slice_markdown(
@@ -32,30 +51,40 @@ def slice_markdown(
     production: Sequence[dict] = (),
     extraction: dict | None = None,
     judge: dict | None = None,
+    *,
+    history: Sequence[Mapping] = (),
 ) -> str:
     """Markdown for the Dagster UI and ``slice_report.md``; ``report`` None when no golden run exists yet.
 
+    ``production``: the daily summaries, oldest first (every day in one table, the latest per slice).
     ``extraction``: an extraction result (``ExtractionResult.to_dict``), shown as a channel table.
     ``judge``: the golden run's LLM-judge report (``judge.report.judge_report``), shown with intervals.
+    ``history``: past golden runs, oldest first, as :func:`reports.html.render_html` takes them.
     """
     parts = ["# Slice report\n"]
     if report is None:
         parts.append("No golden evaluation has been materialised yet (`reeval_on_index_rebuild`).\n")
     else:
-        parts += [_decision(report), _gates(report)]
+        gate = slice_gate_of(report, DEFAULT_SLICE_GATE)
+        parts += [_decision(report, gate), _gates(report)]
         if report.get("qa_gates"):
             parts.append(_qa_gates(report))
-        parts.append(_slices(report))
+        parts.append(_slices(report, gate))
+        stages = _stages(report)
+        if stages:
+            parts.append(stages)
     if judge is not None:
         parts.append(judge_markdown(judge))
     if extraction is not None:
         parts.append(_extraction(extraction))
+    if history:
+        parts.append(_trend(history))
     if production:
-        parts.append(_production(production[-1]))
+        parts += [_production_days(production), _production(production[-1])]
     return "\n".join(parts)
 
 
-def _decision(report: dict) -> str:
+def _decision(report: dict, gate: SliceGate) -> str:
     release = report["release"]
     lines = [
         f"## Release decision: **{release['decision'].upper()}**\n",
@@ -67,20 +96,21 @@ def _decision(report: dict) -> str:
     why = why_markdown(release.get("causes")) if release["decision"] == "block" else ""
     if why:
         lines.append(why)
-    for gate in release["failed_gates"]:
+    for failed in release["failed_gates"]:
+        delta = f"{failed['delta']:+g}" if failed["metric"] in COUNT_METRICS else f"{failed['delta']:+.4f}"
         lines.append(
-            f"- failed gate **{gate['metric']}** = {gate['value']:.4f}, needs {gate['op']} "
-            f"{gate['threshold']} (Δ {gate['delta']:+.4f})"
+            f"- failed gate **{failed['metric']}** = {_gate_value(failed)}, needs {failed['op']} "
+            f"{_threshold(failed)} (Δ {delta})"
         )
-    for gate in release.get("unmeasured_gates", []):
+    for unmeasured in release.get("unmeasured_gates", []):
         lines.append(
-            f"- {gate['severity']} gate **{gate['metric']}** was not measured (needs {gate['op']} "
-            f"{gate['threshold']}): it fails"
+            f"- {unmeasured['severity']} gate **{unmeasured['metric']}** was not measured (needs "
+            f"{unmeasured['op']} {_threshold(unmeasured)}): it fails"
         )
-    for gate in release.get("warned_gates", []):
+    for warned in release.get("warned_gates", []):
         lines.append(
-            f"- soft gate **{gate['metric']}** = {gate['value']:.4f}, wants {gate['op']} "
-            f"{gate['threshold']} (warning)"
+            f"- soft gate **{warned['metric']}** = {_gate_value(warned)}, wants {warned['op']} "
+            f"{_threshold(warned)} (warning)"
         )
     for failed in release["failed_slices"]:
         low, high = failed["ci95"]
@@ -94,21 +124,53 @@ def _decision(report: dict) -> str:
             f"- regression **{regression['metric']}**: {regression['current']:.4f} vs baseline "
             f"{regression['baseline']:.4f}"
         )
-    return "\n".join(lines) + "\n"
+    blocked = any(release.get(key) for key in _BLOCKING)
+    if release["decision"] == "ship" and not blocked:
+        ungated = ungated_slices(report, gate)
+        slices = "every gated slice" if ungated else "every slice"
+        lines.append(f"Every gate, {slices} and every baselined metric holds.")
+    lines.append(_ungated_line(report, gate))
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+_BLOCKING = ("integrity", "failed_gates", "unmeasured_gates", "failed_slices", "regressions")
+
+
+def _ungated_line(report: dict, gate: SliceGate) -> str:
+    names = ungated_slices(report, gate)
+    if not names:
+        return ""
+    listed = ", ".join(md_text(name) for name in names)
+    return (
+        f"\n{len(names)} slice(s) with fewer than {gate.min_n} cases are not gated (shown, never "
+        f"blocking): {listed}."
+    )
+
+
+def _gate_value(gate: Mapping) -> str:
+    """A gate's value: a count as a whole number, a rate with four decimals."""
+    return count(gate["value"]) if gate["metric"] in COUNT_METRICS else _num(gate["value"])
+
+
+def _threshold(gate: Mapping) -> str:
+    """A gate's threshold as configured (``0.8``); a count's as a whole number."""
+    return count(gate["threshold"]) if gate["metric"] in COUNT_METRICS else str(gate["threshold"])
 
 
 def _gates(report: dict) -> str:
     """Every gate, failed first; a gate whose metric does not apply to the run (``"pass": null``) reads
     n/a and does not block. Then the grounded figures with the cases each is over (n/a over 0)."""
-    rows = ["## Gates\n", "| metric | gate | value | result |", "|---|---|---|---|"]
+    rows = ["## Gates\n", "| metric | gate | value | severity | result |", "|---|---|---|---|---|"]
     for gate in sorted(report["gates"], key=lambda g: _GATE_ORDER[g["pass"]]):
+        severity = gate.get("severity", "hard")
         if gate["pass"] is None:
             value, result = "n/a (0 cases)", "n/a: does not block"
         else:
-            value = _num(gate["value"])
-            hard = gate.get("severity", "hard") == "hard"
-            result = "pass" if gate["pass"] else "**FAIL**" if hard else "warn"
-        rows.append(f"| {gate['metric']} | {gate['op']} {gate['threshold']} | {value} | {result} |")
+            value = _gate_value(gate)
+            result = "pass" if gate["pass"] else "**FAIL**" if severity == "hard" else "warn"
+        cells = [md_text(gate["metric"]), f"{gate['op']} {_threshold(gate)}", value, md_text(severity)]
+        cells.append(result)
+        rows.append("| " + " | ".join(cells) + " |")
     figures = headline_figures(report)
     if figures:
         rows += ["", "| figure | value | over (cases) |", "|---|---|---|"]
@@ -169,20 +231,57 @@ def _extraction(extraction: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _slices(report: dict) -> str:
+def _slices(report: dict, gate: SliceGate) -> str:
+    """Every slice, worst first, with how the slice gate judged it: ``**FAIL**`` (blocks), ``holds``,
+    ``below the line, did not block``, or not gated (fewer than ``min_n`` cases)."""
     slices = report.get("slices") or {}
     if not slices:
         return "## Slices\n\nNo slices: the run had no evidence registry or no tags.\n"
-    failing = {(f["dimension"], f["value"]) for f in report["release"]["failed_slices"]}
-    head = ["slice", "n", "releasable", "95% CI", *SLICE_METRICS]
-    rows = ["## Slices (worst first)\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    verdicts = {"fail": "**FAIL**", "pass": "holds", "warn": "below the line, did not block", "na": "n/a"}
+    verdicts[UNGATED] = gate.not_gated_text()
+    rule = f"A slice with at least {gate.min_n} case(s) below {share(gate.min_rate)} blocks the release"
+    rule += "; one with fewer cases is not gated.\n" if gate.min_n > 1 else ".\n"
+    head = ["slice", "n", "releasable", "95% CI", "slice gate", *SLICE_METRICS]
+    rows = ["## Slices (worst first)\n", rule, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     flat = [(dim, value, s) for dim, values in slices.items() for value, s in values.items()]
     for dim, value, s in sorted(flat, key=lambda x: (x[2]["releasable_rate"], -x[2]["n"], x[0], x[1])):
         low, high = s["releasable_ci95"]
-        name = f"{dim}={value}" + (" ❌" if (dim, value) in failing else "")
-        cells = [_escape(name), s["n"], _num(s["releasable_rate"]), f"{low:.3f}–{high:.3f}"]
-        cells += [_num(s.get(m)) for m in SLICE_METRICS]
+        status = slice_status(dim, value, s, gate, report["release"])
+        cells = [_escape(f"{dim}={value}"), s["n"], _num(s["releasable_rate"]), f"{low:.3f}–{high:.3f}"]
+        cells += [verdicts[status], *(_num(s.get(m)) for m in SLICE_METRICS)]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _stages(report: dict) -> str:
+    """Cases by the first pipeline stage they fail (``pass``: releasable), in pipeline order; "" without
+    a layered evaluation."""
+    release = report.get("release") or {}
+    histogram = report.get("first_failed_stage_histogram") or release.get("first_failed_stage_histogram")
+    if not histogram:
+        return ""
+    total = sum(v for v in histogram.values() if isinstance(v, int | float))
+    rows = ["## First failed stage\n", "| first failed stage | cases | share |", "|---|---:|---:|"]
+    for stage, cases in histogram.items():
+        share = f"{cases / total:.1%}" if total and isinstance(cases, int | float) else "n/a"
+        rows.append(f"| {_escape(stage)} | {count(cases)} | {share} |")
+    return "\n".join(rows) + "\n"
+
+
+def _trend(history: Sequence[Mapping]) -> str:
+    """The key metrics of the latest past golden runs, oldest first (the HTML page charts them)."""
+    points, values = trend_points(history)
+    shown = points[-TREND_TABLE_RUNS:]
+    head = ["run", "index version", "day", "decision", *values]
+    title = "## Trend over past golden runs"
+    title += f" (the latest {len(shown)} of {len(points)})\n" if len(shown) < len(points) else "\n"
+    rows = [title, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    offset = len(points) - len(shown)
+    for i, run in enumerate(shown, offset):
+        cells = [_code(run.get("run_id") or "n/a"), _code(run.get("index_version") or "n/a")]
+        cells += [day(run.get("timestamp")) or "n/a", _escape(run.get("decision") or "n/a")]
+        cells += [fixed(values[m][i]) for m in values]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -213,8 +312,36 @@ def _judged_row(metric: str, name: str, s: dict) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _production_days(days: Sequence[dict]) -> str:
+    """One row per day given, oldest first: the key rates, the fabrication count and the latency."""
+    head = ["day", "n", *PRODUCTION_METRICS, "fabrication", "latency p50 / p95 (ms)"]
+    rows = [f"## Production, {len(days)} day(s)\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for summary in days:
+        metrics = summary.get("metrics") or {}
+        figures = [_num((metrics.get(m) or {}).get("value")) for m in PRODUCTION_METRICS]
+        latency = [(metrics.get(m) or {}).get("value") for m in LATENCIES]
+        shown = "n/a" if all(v is None for v in latency) else " / ".join(_ms(v) for v in latency)
+        cells = [_escape(summary.get("day")), count(summary.get("n")), *figures]
+        cells += [_fabrication(metrics.get("fabrication")), shown]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _fabrication(metric: object) -> str:
+    """The day's count of fabricating answers with its rate, e.g. ``0 (0.0% of 38)``."""
+    if not isinstance(metric, Mapping) or metric.get("value") is None:
+        return "n/a"
+    rate, checked = metric.get("rate"), metric.get("n")
+    detail = f" ({rate:.1%} of {count(checked)})" if isinstance(rate, int | float) else ""
+    return count(metric["value"]) + detail
+
+
+def _ms(value: object) -> str:
+    return f"{value:.0f}" if isinstance(value, int | float) else "n/a"
+
+
 def _production(day: dict) -> str:
-    rows = [f"## Production {day['day']} (sample of {day['n']})\n"]
+    rows = [f"### Latest day {_escape(day['day'])} per slice (sample of {day['n']})\n"]
     head = ["slice", "n", *PRODUCTION_METRICS]
     rows += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     overall = [("all", day["n"], day["metrics"])]

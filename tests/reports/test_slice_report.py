@@ -50,7 +50,7 @@ PRODUCTION = [
         "slices": {"workflow": {"access": {"n": 4, "metrics": {"compliance": {"value": 1.0}}}}},
     }
 ]
-# What the report printed before QA gates and extraction existed: it must not change.
+# A plain golden run (no QA gates, no extraction, no layered stages, no history), pinned whole.
 PLAIN = """# Slice report
 
 ## Release decision: **BLOCK**
@@ -64,19 +64,27 @@ index `ix-7` · golden `g-3` · run `r-1`
 
 ## Gates
 
-| metric | gate | value | result |
-|---|---|---|---|
-| precision | >= 0.8 | 0.7100 | **FAIL** |
-| chr | >= 0.75 | 0.8500 | pass |
+| metric | gate | value | severity | result |
+|---|---|---|---|---|
+| precision | >= 0.8 | 0.7100 | hard | **FAIL** |
+| chr | >= 0.75 | 0.8500 | hard | pass |
 
 ## Slices (worst first)
 
-| slice | n | releasable | 95% CI | candidate_recall | context_recall | faithfulness | citation_support | point_coverage |
-|---|---|---|---|---|---|---|---|---|
-| workflow=access ❌ | 4 | 0.7500 | 0.300–0.950 | n/a | n/a | 0.9000 | n/a | n/a |
-| workflow=a\\|b | 2 | 1.0000 | 0.340–1.000 | n/a | n/a | n/a | n/a | n/a |
+A slice with at least 1 case(s) below 95% blocks the release.
 
-## Production 2026-11-20 (sample of 10)
+| slice | n | releasable | 95% CI | slice gate | candidate_recall | context_recall | faithfulness | citation_support | point_coverage |
+|---|---|---|---|---|---|---|---|---|---|
+| workflow=access | 4 | 0.7500 | 0.300–0.950 | **FAIL** | n/a | n/a | 0.9000 | n/a | n/a |
+| workflow=a\\|b | 2 | 1.0000 | 0.340–1.000 | holds | n/a | n/a | n/a | n/a | n/a |
+
+## Production, 1 day(s)
+
+| day | n | refusal_rate | compliance | citation_validity | admissible_rate | lexical_faithfulness | fabrication | latency p50 / p95 (ms) |
+|---|---|---|---|---|---|---|---|---|
+| 2026-11-20 | 10 | 0.1000 | n/a | n/a | n/a | n/a | n/a | n/a |
+
+### Latest day 2026-11-20 per slice (sample of 10)
 
 | slice | n | refusal_rate | compliance | citation_validity | admissible_rate | lexical_faithfulness |
 |---|---|---|---|---|---|---|
@@ -165,7 +173,7 @@ EXTRACTION = {
 }
 
 
-def test_a_plain_golden_run_reads_as_before():
+def test_a_plain_golden_run_reads_as_pinned():
     assert slice_markdown(REPORT, PRODUCTION) == PLAIN
     assert slice_markdown(REPORT, PRODUCTION, extraction=None) == PLAIN
     assert slice_markdown(None) == (
@@ -220,6 +228,127 @@ def test_a_metric_that_applies_to_no_case_reads_n_a_and_its_gate_does_not_block(
     text = slice_markdown(report)
     gates = text[text.index("## Gates") : text.index("## Slices")]
     assert gates.index("| precision |") < gates.index("| claim_containment |") < gates.index("| chr |")
-    assert "| claim_containment | >= 0.5 | n/a (0 cases) | n/a: does not block |" in gates
+    assert "| claim_containment | >= 0.5 | n/a (0 cases) | hard | n/a: does not block |" in gates
     assert "| precision | 0.7100 | 7 |" in gates and "| claim_containment | n/a | 0 |" in gates
     assert "0.0000" not in gates
+
+
+# -- severity, not-gated slices, stages, trend, every production day -------------------------------
+
+
+def _shipping() -> dict:
+    report = copy.deepcopy(REPORT)
+    report["release"].update(failed_gates=[], warned_gates=[], failed_slices=[], regressions=[])
+    report["release"].update(decision="ship", slice_gate={"min_rate": 0.75, "min_n": 5})
+    report["gates"] = [
+        {"metric": "chr", "op": ">=", "threshold": 0.75, "value": 0.85, "pass": True, "severity": "hard"},
+        {"metric": "point_coverage", "op": ">=", "threshold": 0.8, "value": 0.9, "pass": True,
+         "severity": "soft"},
+        {"metric": "fabrication", "op": "<=", "threshold": 0.0, "value": 0.0, "pass": True,
+         "severity": "hard"},
+    ]  # fmt: skip
+    report["slices"] = {
+        "workflow": {
+            "access": {"n": 12, "releasable_rate": 0.9, "releasable_ci95": [0.6, 0.98]},
+            "tiny": {"n": 1, "releasable_rate": 0.0, "releasable_ci95": [0.0, 0.79]},
+        }
+    }
+    return report
+
+
+def test_the_gate_table_names_each_gates_severity_and_a_count_reads_as_a_count():
+    text = slice_markdown(_shipping())
+    assert "| metric | gate | value | severity | result |" in text
+    assert "| point_coverage | >= 0.8 | 0.9000 | soft | pass |" in text
+    assert "| fabrication | <= 0 | 0 | hard | pass |" in text  # not 0.0000 on a rate's scale
+    report = _shipping()
+    report["release"]["decision"] = "block"
+    report["release"]["failed_gates"] = [
+        {"metric": "fabrication", "value": 2.0, "op": "<=", "threshold": 0.0, "delta": 2.0}
+    ]
+    assert "- failed gate **fabrication** = 2, needs <= 0 (Δ +2)" in slice_markdown(report)
+
+
+def test_a_slice_below_min_n_is_not_gated_and_the_verdict_does_not_claim_it_holds():
+    text = slice_markdown(_shipping())
+    assert "| workflow=tiny | 1 | 0.0000 | 0.000–0.790 | not gated (n < 5) |" in text
+    assert "| workflow=access | 12 | 0.9000 | 0.600–0.980 | holds |" in text
+    assert "Every gate, every gated slice and every baselined metric holds." in text
+    assert "1 slice(s) with fewer than 5 cases are not gated (shown, never blocking): workflow=tiny." in text
+    assert "every slice and" not in text
+    big = _shipping()
+    del big["slices"]["workflow"]["tiny"]
+    text = slice_markdown(big)
+    assert "Every gate, every slice and every baselined metric holds." in text
+    assert "not gated (n < 5)" not in text and "are not gated" not in text
+
+
+def test_first_failed_stage_histogram_in_pipeline_order():
+    report = copy.deepcopy(REPORT)
+    report["first_failed_stage_histogram"] = {"admissibility": 3, "candidate retrieval": 1, "pass": 4}
+    text = slice_markdown(report)
+    table = text[text.index("## First failed stage") :]
+    assert "| first failed stage | cases | share |" in table
+    assert table.index("| admissibility | 3 | 37.5% |") < table.index("| candidate retrieval | 1 | 12.5% |")
+    assert "| pass | 4 | 50.0% |" in table
+    assert "## First failed stage" not in slice_markdown(REPORT)  # no layered evaluation: no section
+
+
+def _runs(n: int) -> list[dict]:
+    return [
+        {"run_id": f"run-{i}", "timestamp": 1_795_000_000.0 + 86_400 * i, "index_version": f"ix-{i}",
+         "decision": "block" if i % 2 else "ship", "metrics": {"releasable_rate": 0.9 - 0.01 * i}}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_trend_over_past_golden_runs():
+    text = slice_markdown(REPORT, history=_runs(3))
+    trend = text[text.index("## Trend over past golden runs") :]
+    assert "| run | index version | day | decision | releasable_rate |" in trend
+    assert trend.index("| `run-0` | `ix-0` | 2026-11-18 | ship | 0.9000 |") < trend.index(
+        "| `run-2` | `ix-2` | 2026-11-20 | ship | 0.8800 |"
+    )
+    many = slice_markdown(REPORT, history=_runs(13))
+    assert "## Trend over past golden runs (the latest 10 of 13)" in many
+    assert "`run-2`" not in many and "`run-3`" in many
+    assert "## Trend" not in slice_markdown(REPORT)
+
+
+def _day(day: str, refusal: float, fabricated: int) -> dict:
+    return {
+        "day": day,
+        "n": 200,
+        "metrics": {
+            "refusal_rate": {"value": refusal, "n": 200, "low": 0.1, "high": 0.2},
+            "fabrication": {"value": fabricated, "n": 30, "rate": fabricated / 30},
+            "latency_p50_ms": {"value": 551.7, "n": 200},
+            "latency_p95_ms": {"value": 1240.0, "n": 200},
+        },
+        "slices": {"channel": {"web": {"n": 60, "metrics": {"refusal_rate": {"value": 0.1}}}}},
+    }
+
+
+def test_production_shows_every_day_then_the_latest_per_slice():
+    days = [_day(f"2026-11-{d:02d}", 0.1 + d / 100, d % 2) for d in range(18, 25)]
+    text = slice_markdown(REPORT, days)
+    production = text[text.index("## Production, 7 day(s)") :]
+    for d in range(18, 25):
+        assert f"| 2026-11-{d:02d} | 200 | {0.1 + d / 100:.4f} |" in production
+    assert "| 0 (0.0% of 30) | 552 / 1240 |" in production
+    assert "| 1 (3.3% of 30) | 552 / 1240 |" in production
+    assert "### Latest day 2026-11-24 per slice (sample of 200)" in production
+    assert "| channel=web | 60 | 0.1000 |" in production
+
+
+def test_new_tables_escape_what_comes_from_the_data():
+    xss = "<img src=x onerror=alert(1)>|*x*"
+    report = copy.deepcopy(REPORT)
+    report["first_failed_stage_histogram"] = {xss: 1, "pass": 1}
+    history = _runs(2)
+    history[0].update(run_id=xss, index_version=xss, decision=xss)
+    production = [{**_day("2026-11-20", 0.1, 0), "day": xss}]
+    text = slice_markdown(report, production, history=history)
+    assert text.count("<img") == 2  # only inside the two code spans, where HTML never runs
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\*x\\*" in text  # stage, decision and day as text
+    assert "`<img src=x onerror=alert(1)>\\|*x*`" in text  # run id and index version as code
