@@ -130,6 +130,35 @@ def test_bad_gates_exit_2(capsys):
     assert code == 2 and "--gates: unknown metric 'precison'" in err
 
 
+@pytest.mark.parametrize("gate", ["precision>=0.8", "precision<=0.8", "precision>0.8", "precision<0.8",
+                                  "precision:0.8"])  # fmt: skip
+def test_a_gate_written_as_a_comparison_exits_2_saying_how_to_write_it(capsys, gate):
+    code, out, err = run(capsys, "--gold", GOLD, "--trace", TRACES, "--gates", f"chr=0.7,{gate}")
+    assert code == 2 and out == ""
+    assert err == (
+        f"ragspine-eval: error: --gates: '{gate}': write name=value, e.g. precision=0.8; the direction is "
+        "fixed per metric (at most for fabrication, over_refusal and under_refusal; at least for any other)\n"
+    )
+
+
+@pytest.mark.parametrize("text", ["", "\n", "\n  \n\t\n"])
+def test_an_empty_trace_file_exits_2_naming_it(tmp_path, capsys, text):
+    empty = tmp_path / "traces.jsonl"
+    empty.write_text(text)
+    code, out, err = run(capsys, "--gold", GOLD, "--trace", str(empty))
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == f"ragspine-eval: error: {empty}: no traces"
+    assert "error" not in "".join(err.splitlines()[:-1])  # the lines before are warnings (no lock)
+
+
+def test_an_empty_replay_among_full_ones_exits_2_naming_it(tmp_path, capsys):
+    empty = tmp_path / "replay-2.jsonl"
+    empty.write_text("")
+    code, out, err = run(capsys, "--gold", GOLD, "--trace", TRACES, "--trace", str(empty), "--trace", TRACES)
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == f"ragspine-eval: error: {empty}: no traces"
+
+
 def test_bad_k_exits_2(capsys):
     with pytest.raises(SystemExit) as info:
         main(["score", "--gold", GOLD, "--trace", TRACES, "--k", "0"])

@@ -110,7 +110,10 @@ def test_an_unknown_baseline_metric_lists_the_known_names_and_short_names(tmp_pa
                     "--mode", "tool")  # fmt: skip
     (line,) = errors(err)
     assert "mode 'tool': unknown metric 'recal'" in line
-    assert "precision" in line and "judge_faithfulness" in line and "short names: over, recall, under" in line
+    assert "precision" in line and "judge_faithfulness" in line
+    assert (
+        "short names: under for under_refusal, over for over_refusal, recall or recall@5 for recall@k" in line
+    )
 
 
 # -- the gates config ------------------------------------------------------------------------------

@@ -57,12 +57,14 @@ def _add_score(commands: Any) -> None:
         required=True,
         action="append",
         help="traces of the system under test (JSONL); give it N times for N replays of the golden set: "
-        "the first decides, every one counts towards the per-case flakiness in the report",
+        "the first decides, every one counts towards the per-case flakiness in the report; a file with no "
+        "trace is unusable input",
     )
     score.add_argument("--k", type=_POSITIVE, help="cut-off for recall@k (default: config, else 5)")
     score.add_argument(
         "--gates",
-        help="complete gate set, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10; overrides the config's "
+        help="complete gate set as name=value, e.g. precision=0.80,chr=0.75,under=0.05,over=0.10 (the "
+        "direction is the metric's); overrides the config's "
         "(default: the gates of the dialects the data carries: precision, chr, under_refusal, "
         "over_refusal, compliance when the traces cite or retrieve; the QA gates and fabrication when "
         "the golden set has QA cases)",

@@ -12,6 +12,8 @@ import uuid
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+import pyarrow as pa
+
 from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision import baseline as baselines
@@ -29,6 +31,7 @@ from ragspine_pipeline.decision.evaluation import (
     with_replays,
 )
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
+from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
@@ -56,7 +59,7 @@ def run_score(args: argparse.Namespace) -> int:
         store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
         baselines.parse_baseline(store.read(), store.name)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    gold, traces = load_gold(args.gold).table, load_traces(args.trace[0]).table
+    gold, traces = load_gold(args.gold).table, _traces(args.trace[0])
     evidence = load_evidence(args.evidence).table if args.evidence else None
 
     evaluation = evaluate(
@@ -71,7 +74,7 @@ def run_score(args: argparse.Namespace) -> int:
         expected_index_version=args.index_version,
     )
     if len(args.trace) > 1:
-        replays = [load_traces(path).table for path in args.trace[1:]]
+        replays = [_traces(path) for path in args.trace[1:]]
         evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence, k=args.k)
     if store is not None:
         evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id)
@@ -88,6 +91,16 @@ def run_score(args: argparse.Namespace) -> int:
     with _output(args.out) as out:
         write(evaluation, inputs, out)
     return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
+
+
+def _traces(path: str) -> pa.Table:
+    """The traces of one ``--trace`` file. A file without any (empty, or blank lines only) is unusable
+    input even when another replay has traces: the CI step that wrote it is broken, and scoring it would
+    only report every case as missing."""
+    table = load_traces(path).table
+    if table.num_rows == 0:
+        raise InputError(path, "no traces")
+    return table
 
 
 def _gates(args: argparse.Namespace, config: EvalConfig) -> list[Gate] | None:

@@ -48,6 +48,8 @@ DEFAULT_QA_GATES: dict[str, float] = {
 
 NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 """A threshold as a decimal number (no ``nan``, ``inf``, ``true`` or digit separators)."""
+_COMPARISON = re.compile(r"[<>:!]|==")
+"""What a gate written as a comparison holds (``precision>=0.8``, ``under<0.05``, ``chr: 0.7``)."""
 
 
 class GateSpecError(ValueError):
@@ -113,11 +115,20 @@ def canonical_metric(name: str, known: Iterable[str] | None = None) -> str:
     if known is not None:
         known = set(known)
         if name not in known:
-            short = ", ".join(sorted(SHORT_NAMES))
-            raise GateSpecError(
-                f"unknown metric '{name}' (known: {', '.join(sorted(known))}; short names: {short})"
-            )
+            short = _short_names(known)
+            short = f"; short names: {short}" if short else ""
+            raise GateSpecError(f"unknown metric '{name}' (known: {', '.join(sorted(known))}{short})")
     return name
+
+
+def _short_names(known: set[str]) -> str:
+    """The short names that stand for ``known`` metrics, each with its metric, as an error lists them."""
+    written = {"recall": "recall or recall@5"}
+    return ", ".join(
+        f"{written.get(short, short)} for {metric}"
+        for short, metric in SHORT_NAMES.items()
+        if metric in known
+    )
 
 
 def canonical_names(names: Iterable[str], known: Iterable[str] | None = None) -> dict[str, str]:
@@ -146,8 +157,8 @@ def parse_gates(spec: str, known: Iterable[str]) -> list[Gate]:
         if not item.strip():
             continue
         name, sep, raw = item.partition("=")
-        if not sep:
-            raise GateSpecError(f"gate '{item.strip()}' is not name=threshold")
+        if not sep or _COMPARISON.search(item):
+            raise GateSpecError(_not_name_value(item.strip()))
         metric = canonical_metric(name, known)
         if not NUMBER.fullmatch(raw.strip()):
             raise GateSpecError(f"gate '{name.strip()}': threshold '{raw.strip()}' is not a number")
@@ -160,6 +171,20 @@ def parse_gates(spec: str, known: Iterable[str]) -> list[Gate]:
     if not gates:
         raise GateSpecError("the gate list is empty")
     return list(gates.values())
+
+
+def _not_name_value(item: str) -> str:
+    """The error for a gate that is not ``name=value``: the same gate written right, when it can be."""
+    name, *rest = re.split(r"\s*[<>:!=]+\s*", item, maxsplit=1)
+    value = rest[0] if rest else ""
+    example = f"{name}={value}" if name and NUMBER.fullmatch(value) else "precision=0.8"
+    if not _COMPARISON.search(item):
+        return f"'{item}': write name=value, e.g. {example}"
+    *some, last = sorted(LOWER_IS_BETTER)
+    return (
+        f"'{item}': write name=value, e.g. {example}; the direction is fixed per metric "
+        f"(at most for {', '.join(some)} and {last}; at least for any other)"
+    )
 
 
 def default_gates(*, grounded: bool = True, qa: bool = False) -> list[Gate]:

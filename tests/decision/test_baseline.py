@@ -206,7 +206,7 @@ def test_an_unknown_metric_names_file_mode_and_name_and_lists_the_known_ones(tmp
         load_baseline(path, ["precision", "under_refusal"])
     assert str(caught.value) == (
         f"{path}: mode 'tool': unknown metric 'precison' (known: precision, under_refusal; "
-        "short names: over, recall, under)"
+        "short names: under for under_refusal)"
     )
 
 

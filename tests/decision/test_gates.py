@@ -64,7 +64,17 @@ def test_defaults_are_the_spec_gates():
     [
         ("precison=0.8", "unknown metric 'precison'"),
         ("precision=high", "threshold 'high' is not a number"),
-        ("precision", "is not name=threshold"),
+        ("precision", r"^'precision': write name=value, e\.g\. precision=0\.8$"),
+        (
+            "precision>=0.8",
+            r"^'precision>=0\.8': write name=value, e\.g\. precision=0\.8; the direction is fixed",
+        ),
+        ("under<=0.05", r"^'under<=0\.05': write name=value, e\.g\. under=0\.05; the direction"),
+        ("chr > 0.7", r"^'chr > 0\.7': write name=value, e\.g\. chr=0\.7; "),
+        ("chr<0.7", "write name=value, e.g. chr=0.7; "),
+        ("precision:0.8", "write name=value, e.g. precision=0.8; "),
+        ("precision==0.8", "write name=value, e.g. precision=0.8; "),
+        ("precision=>0.8", "write name=value, e.g. precision=0.8; "),
         ("precision=0.8,precision=0.9", "given twice"),
         ("precision=nan", "threshold 'nan' is not a number"),
         ("precision=inf", "threshold 'inf' is not a number"),
@@ -89,10 +99,21 @@ def test_one_resolver_for_every_name():
         "precision",
     ]
     assert canonical_metric("anything") == "anything"  # without known names: resolved, not checked
-    with pytest.raises(
-        GateSpecError, match=r"unknown metric 'anything' \(known: chr, precision; short names"
-    ):
-        canonical_metric("anything", ["precision", "chr"])
+    with pytest.raises(GateSpecError, match=r"^unknown metric 'anything' \(known: chr, precision\)$"):
+        canonical_metric("anything", ["precision", "chr"])  # no short name stands for either
+
+
+def test_an_unknown_name_lists_the_short_names_of_the_known_metrics():
+    with pytest.raises(GateSpecError) as caught:
+        canonical_metric("recal", METRICS)
+    assert str(caught.value).endswith(
+        "; short names: under for under_refusal, over for over_refusal, recall or recall@5 for recall@k)"
+    )
+    with pytest.raises(GateSpecError) as caught:
+        canonical_metric("recal", ["precision", "over_refusal"])
+    assert str(caught.value) == (
+        "unknown metric 'recal' (known: over_refusal, precision; short names: over for over_refusal)"
+    )
 
 
 def test_two_names_of_one_metric_in_one_mapping_are_an_error():
