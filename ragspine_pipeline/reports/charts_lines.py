@@ -61,21 +61,15 @@ def line_chart(
     y_label: str,
     x_label: str,
     sub_labels: Sequence[str] = (),
-    point_fills: Sequence[str | None] = (),
-    extra_keys: Sequence[Key] = (),
     floor: float = 0.0,
     ceil: float | None = 1.0,
     tick_format: Format = percent,
-    highlight: int | None = None,
     point_format: Format = lambda v: f"{v:.4f}",
 ) -> str:
-    """Points at evenly spaced x positions; a missing value breaks its line (no point is invented).
-
-    ``point_fills`` colours each x position's markers (e.g. by release decision); ``sub_labels`` is a
-    second, smaller x label line; ``highlight`` makes one x label bold.
-    """
+    """Points at evenly spaced x positions on one y axis, one legend entry per series; a missing value
+    breaks its line (no point is invented). ``sub_labels`` is a second, smaller x label line."""
     left, right = 58.0, WIDTH - 18.0
-    keys = [Key("line", s.colour, s.name) for s in series] + list(extra_keys)
+    keys = [Key("line", s.colour, s.name) for s in series]
     parts, legend_px = legend(keys, left, 6, right - left)
     top, bottom = 6 + legend_px + 12, 6 + legend_px + 12 + PLOT_PX
     values = [v for s in series for seq in (s.values, s.low or (), s.high or ()) for v in seq]
@@ -83,11 +77,11 @@ def line_chart(
     xs = _positions(len(x_labels), left, right)
     parts += _y_axis(y, left, right, tick_format)
     parts.append(_y_label(y_label, top, bottom))
-    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, bottom, highlight)
+    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, bottom, None)
     parts += label_parts
     parts.append(_x_label(x_label, left, right, bottom + label_px + 14))
     for s in series:
-        parts += _series(s, xs, y, x_labels, point_fills, point_format)
+        parts += _series(s, xs, y, x_labels, (), point_format)
     return svg(WIDTH, bottom + label_px + 24, title, description, parts)
 
 
@@ -100,11 +94,16 @@ def small_multiples(
     y_label: str,
     x_label: str,
     sub_labels: Sequence[str] = (),
+    point_fills: Sequence[str | None] = (),
     extra_keys: Sequence[Key] = (),
     tick_format: Format = percent,
+    highlight: int | None = None,
     point_format: Format = lambda v: f"{v:.4f}",
 ) -> str:
     """One panel per series, stacked, sharing the x positions and the x labels under the last panel.
+
+    ``sub_labels`` is a second, smaller x label line; ``point_fills`` colours each x position's markers
+    (e.g. by release decision); ``highlight`` makes one x label bold.
 
     Each panel's y range is its own (:func:`_panel_domain`), with its ticks labelled, so a series flat
     at 100 % and one moving between 10 % and 30 % are both readable.
@@ -119,12 +118,12 @@ def small_multiples(
         parts.append(text(left, panel_top - 10, s.name, cls="panel"))
         y = Scale(*_panel_domain(s), panel_bottom, panel_top)
         parts += _y_axis(y, left, right, tick_format, count=2)
-        parts += _series(s, xs, y, x_labels, (), point_format)
+        parts += _series(s, xs, y, x_labels, point_fills, point_format)
         top = panel_bottom
     for x in xs:  # the shared x positions, carried through every panel
         parts.append(line(x, first, x, top, GRID, 1, ' stroke-dasharray="2 4"'))
     parts.append(_y_label(y_label, first, top))
-    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, top, None)
+    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, top, highlight)
     parts += label_parts
     parts.append(_x_label(x_label, left, right, top + label_px + 14))
     return svg(WIDTH, top + label_px + 24, title, description, parts)

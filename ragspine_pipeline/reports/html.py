@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragspine_pipeline.reports.charts import PALETTE, STATUS, Key, Row, esc, finite, plain, row_chart
-from ragspine_pipeline.reports.charts_lines import Series, line_chart
+from ragspine_pipeline.reports.charts_lines import Series, small_multiples
 from ragspine_pipeline.reports.html_gates import gate_delta, gates_section
 from ragspine_pipeline.reports.html_judge import judge_section
 from ragspine_pipeline.reports.html_parts import (
@@ -41,7 +41,6 @@ from ragspine_pipeline.reports.html_parts import (
     note,
     pair,
     pct,
-    rate_floor,
     run_label,
     section,
     signed,
@@ -255,14 +254,14 @@ def _trend_section(history: Sequence[Mapping], run_id: object) -> str:
     if len(points) < 2 or not metrics:
         text = f"A trend needs at least two past runs with key metrics; this page was given {len(points)}."
         return section("trend", "Trend over past runs", note(text, "trend"))
-    series = [Series(m, values[m], PALETTE[i % len(PALETTE)]) for i, m in enumerate(metrics)]
+    series = [Series(m, values[m], PALETTE[0]) for m in metrics]  # each panel names its metric
     current = [i for i, h in enumerate(points) if run_id is not None and h.get("run_id") == run_id]
-    chart = line_chart(
+    chart = small_multiples(
         [run_label(h) for h in points],
         series,
-        title="Key metrics over past runs",
-        description="One line per key metric, oldest run first; point fill = the run's release decision.",
-        y_label="metric value (%)",
+        title="Key metrics over past runs, one panel per metric",
+        description="One panel per key metric, oldest run first; point fill = the run's release decision.",
+        y_label="metric value (%) — each panel its own range",
         x_label="golden run (index version or run id, and its day), oldest first",
         sub_labels=[day(h.get("timestamp")) for h in points],
         point_fills=[DECISION_COLOURS.get(h.get("decision")) for h in points],
@@ -270,10 +269,12 @@ def _trend_section(history: Sequence[Mapping], run_id: object) -> str:
             Key("dot", DECISION_COLOURS["ship"], "shipped"),
             Key("dot", DECISION_COLOURS["block"], "blocked"),
         ],
-        floor=rate_floor(series),
         highlight=current[-1] if current else None,
     )
-    caption = "Key metrics per run, oldest first (x: index version or short run id; point fill: decision)"
+    caption = (
+        "Key metrics per run, oldest first, one panel per metric on its own y range (x: index version or "
+        "short run id; point fill: decision)"
+    )
     return section(
         "trend", "Trend over past runs", figure("trend", caption, chart), _trend_table(points, values)
     )

@@ -9,14 +9,12 @@ headings, escaped here.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from ragspine_pipeline.decision.baseline import COUNT_METRIC
 from ragspine_pipeline.reports.charts import esc, finite
-from ragspine_pipeline.reports.charts_lines import Series
 
 # Gated metrics whose value is a count of answers, not a rate: never drawn on a 0–100 % axis.
 COUNT_METRICS = frozenset({COUNT_METRIC})
@@ -132,12 +130,6 @@ def needs(gate: Mapping) -> str:
 def metric_cell(value: object, n: object) -> str:
     """A figure with the number of cases it applies to in small print."""
     return fixed(value) + (small(f"({count(n)})") if finite(n) is not None else "")
-
-
-def rate_floor(series: Sequence[Series]) -> float:
-    """A y-axis floor just below the lowest rate: key metrics live near 1 and would be squashed on 0–1."""
-    lowest = min((v for s in series for v in s.values if v is not None), default=0.0)
-    return max(0.0, math.floor((lowest - 0.05) * 10) / 10)
 
 
 # -- run facts: a release and a history entry as plain text ----------------------------------------

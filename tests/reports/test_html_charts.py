@@ -137,3 +137,13 @@ def test_an_x_label_at_the_edge_stays_inside_the_chart():
     svg = figures(parse(render_html(_report(), history=history)))["trend"].all("svg")[0]
     (last,) = [t for t in svg.all("text") if t.content().startswith("an-index-version")]
     assert last.attrs["text-anchor"] == "end" and float(last.attrs["x"]) <= WIDTH
+
+
+def test_the_key_metric_trend_gets_one_panel_per_metric_with_decision_fills():
+    history = _history(4)
+    history[-1]["metrics"]["faithfulness"] = history[-1]["metrics"]["precision"] = 1.0  # would overlap
+    svg = figures(parse(render_html(_report(), history=history)))["trend"].all("svg")[0]
+    panels = [t.content() for t in svg.all("text", **{"class": "panel"})]
+    assert panels == ["releasable_rate", "precision", "faithfulness"]
+    fills = [c.attrs["fill"] for c in svg.all("circle") if c.content().startswith("precision")]
+    assert fills == ["#cf222e", "#1a7f37", "#1a7f37", "#cf222e"]  # runs 0 and 3 blocked
