@@ -26,10 +26,12 @@ run: $(STAMP) $(INSTANCE)
 	@$(BIN)/ragspine-eval demo init --root $(DEMO)
 	@$(BIN)/python -m ragspine_pipeline.defs.local run
 
-# The Dagster UI on the same instance and demo (http://127.0.0.1:3000).
+# The Dagster UI (dg dev) on the same instance and demo: http://127.0.0.1:$(DEV_PORT). Quiet; Ctrl-C or
+# SIGTERM stops it and every process it started within seconds (ragspine_pipeline/defs/dev.py).
+DEV_PORT ?= 3000
 dev: $(STAMP) $(INSTANCE)
 	@$(BIN)/ragspine-eval demo init --root $(DEMO)
-	$(BIN)/dg dev
+	@$(BIN)/python -m ragspine_pipeline.defs.dev --port $(DEV_PORT)
 
 # Publish a degraded demo index (a restricted chunk leaks into retrieval, fewer candidates kept), run
 # exactly the re-evaluation index_rebuild_sensor requests for it, print the blocked decision, then
