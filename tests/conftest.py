@@ -45,6 +45,13 @@ def no_real_judge(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def no_real_cache(monkeypatch, tmp_path_factory):
+    """A developer's own cache never reaches a test (``ragspine-eval judge`` keeps judgments under
+    $XDG_CACHE_HOME by default): every test starts with an empty one of its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 def _writes_one_at_a_time(app):
     """A WSGI wrapper that lets one write request (PUT, POST, DELETE) through at a time.
 

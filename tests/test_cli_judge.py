@@ -75,6 +75,51 @@ def test_json_report_agreement_cache_and_gates(capsys, judge_env, tmp_path):
     assert "cache hits" in out
 
 
+def test_judgments_are_cached_in_the_user_cache_by_default(capsys, judge_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    code, out, err = judge(capsys, "--metrics", "answer_relevancy")
+    assert code == 0, err
+    calls = len(judge_env.requests)
+    assert calls == json.loads(out)["cache"]["misses"] > 0
+    assert list((tmp_path / "xdg" / "ragspine-eval" / "judge").rglob("*.json"))
+
+    code, out, _ = judge(capsys, "--metrics", "answer_relevancy")
+    assert code == 0 and len(judge_env.requests) == calls  # unchanged answers: zero calls
+    assert json.loads(out)["cache"] == {"hits": calls, "misses": 0}
+
+    code, out, _ = judge(capsys, "--metrics", "answer_relevancy", "--no-cache")
+    assert code == 0 and len(judge_env.requests) == 2 * calls  # judged again
+    assert json.loads(out)["cache"] == {"hits": 0, "misses": calls}
+
+
+def test_no_cache_keeps_nothing(capsys, judge_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    code, _, err = judge(capsys, "--metrics", "answer_relevancy", "--no-cache")
+    assert code == 0, err
+    calls = len(judge_env.requests)
+    code, _, err = judge(capsys, "--metrics", "answer_relevancy", "--no-cache")
+    assert code == 0 and len(judge_env.requests) == 2 * calls > 0, err
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_an_unwritable_default_cache_is_one_line_saying_how_to_go_on(
+    capsys, judge_env, tmp_path, monkeypatch
+):
+    (tmp_path / "xdg").write_text("a file where the cache folder should be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    code, out, err = judge(capsys, "--metrics", "answer_relevancy")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "cannot write the judgment cache" in err and err.rstrip().endswith(
+        "(choose another with --cache DIR, or run with --no-cache)"
+    )
+
+
+def test_cache_and_no_cache_together_are_a_usage_error(capsys, judge_env, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        judge(capsys, "--cache", str(tmp_path / "c"), "--no-cache")
+    assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 def test_a_failing_or_unmeasured_gate_exits_1(capsys, judge_env):
     code, out, err = judge(capsys, "--metrics", "answer_relevancy", "--gates", "judge_answer_relevancy=5")
     assert code == 1 and "gate failed: judge_answer_relevancy" in err
@@ -299,7 +344,7 @@ def test_the_limits_default_to_the_settings_the_dagster_runs_read(capsys, one_ju
     code, out, _ = judge_traces(capsys, trace, "--max-input-chars", "60")  # an option wins
     assert code == 0 and json.loads(out)["truncated"][0]["kept"] == 60
     monkeypatch.setenv("RAGSPINE_JUDGE_MAX_TOKENS", "10")
-    code, out, _ = judge_traces(capsys, trace)
+    code, out, _ = judge_traces(capsys, trace, "--no-cache")  # cached, the first judgment would cost nothing
     assert code == 1 and json.loads(out)["stopped"].startswith("token budget reached before case q0")
     assert len(one_judge.requests) == 2
     monkeypatch.setenv("RAGSPINE_JUDGE_MAX_TOKENS", "lots")

@@ -14,7 +14,12 @@ from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_t
 from ragspine_pipeline.decision.gates import GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError, printable
 from ragspine_pipeline.files import atomic_writer
-from ragspine_pipeline.judge.cache import open_judgment_cache
+from ragspine_pipeline.judge.cache import (
+    JudgmentCache,
+    LocalJudgmentCache,
+    open_judgment_cache,
+    user_cache_dir,
+)
 from ragspine_pipeline.judge.client import Budget, JudgeClient, JudgeEndpoint, env_number
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS
@@ -59,12 +64,13 @@ def run_judge_command(args: argparse.Namespace) -> int:
     gold = load_gold(args.gold).table if args.gold else None
     evidence = load_evidence(args.evidence).table if args.evidence else None
     labels = load_labels(args.labels) if args.labels else None
-    cache = open_judgment_cache(args.cache, endpoint_url=args.endpoint_url) if args.cache else None
+    cache = _cache(args)
     client = JudgeClient(endpoint, Budget(max_calls=max_calls, max_tokens=max_tokens))
     try:
         run = run_judge(judge_items(traces, gold, evidence), settings, client, cache)
     except SourceError as exc:  # the judgment cache (a folder or S3) cannot be read or written
-        raise InputError(exc.location, exc.cause) from None
+        way_out = "" if args.cache else " (choose another with --cache DIR, or run with --no-cache)"
+        raise InputError(exc.location, exc.cause + way_out) from None
     report = judge_report(run, labels=labels, tags=case_tags(traces, gold))
     measured = judged_metrics(run)
     report["gates"] = [
@@ -101,6 +107,21 @@ def run_judge_command(args: argparse.Namespace) -> int:
     for line in _stderr_lines(run, report, failed_gates, max_input_chars):
         print(f"ragspine-eval: {printable(line)}", file=sys.stderr)
     return EXIT_OK if report["pass"] else EXIT_FAILED
+
+
+def _cache(args: argparse.Namespace) -> JudgmentCache | None:
+    """``--cache``, else the user's cache directory; none with ``--no-cache``."""
+    if args.no_cache:
+        return None
+    if args.cache:
+        return open_judgment_cache(args.cache, endpoint_url=args.endpoint_url)
+    try:
+        return LocalJudgmentCache(user_cache_dir())
+    except RuntimeError:  # neither XDG_CACHE_HOME nor a home directory
+        raise InputError(
+            "environment",
+            "no home directory for the judgment cache: set XDG_CACHE_HOME, or --cache or --no-cache",
+        ) from None
 
 
 def _stderr_lines(run: JudgeRun, report: dict, failed_gates: list[dict], max_input_chars: int) -> list[str]:

@@ -191,6 +191,10 @@ to --max-input-chars characters, and each cut is reported per case; a call whose
 not fit in what --max-tokens has left is not sent, and judging stops there. The limits default to
 RAGSPINE_JUDGE_MAX_INPUT_CHARS, RAGSPINE_JUDGE_MAX_TOKENS and RAGSPINE_JUDGE_MAX_CALLS, the
 settings the Dagster runs read.
+
+Judgments are cached by model, prompt version, metric and a hash of what the judge was shown, by default
+in $XDG_CACHE_HOME/ragspine-eval/judge (else ~/.cache/ragspine-eval/judge): a re-run over unchanged
+answers makes no call. --cache puts the cache elsewhere, --no-cache turns it off.
 """
 
 
@@ -232,7 +236,13 @@ def _add_judge(commands: Any) -> None:
         help="longest prompt input sent, per field (default: $RAGSPINE_JUDGE_MAX_INPUT_CHARS, else "
         f"{DEFAULT_MAX_INPUT_CHARS}); longer ones are cut and the cut is reported per case",
     )
-    parser.add_argument("--cache", help="judgment cache: a directory or s3://bucket/prefix")
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache",
+        help="judgment cache: a directory or s3://bucket/prefix "
+        "(default: $XDG_CACHE_HOME/ragspine-eval/judge, else ~/.cache/ragspine-eval/judge)",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="neither read nor keep judgments")
     parser.add_argument("--endpoint-url", help="S3 endpoint for an s3:// cache")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals")
     parser.add_argument(

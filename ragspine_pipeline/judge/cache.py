@@ -7,7 +7,8 @@ more repeats than an entry holds judges only the missing ones and stores the lon
 judgments are stored: errors are never cached, so they are retried by the next run.
 
 Two stores with the same layout ``<root>/<key[:2]>/<key>.json``: a local directory (atomic writes) or
-``s3://bucket/prefix`` (boto3 through ``sources.s3``). A cache that cannot be read or written is a
+``s3://bucket/prefix`` (boto3 through ``sources.s3``). ``ragspine-eval judge`` uses a per-user
+directory unless told otherwise (:func:`user_cache_dir`). A cache that cannot be read or written is a
 :class:`SourceError`. An entry is read like any input (``inputs``): a regular file or an object of at
 most :data:`MAX_ENTRY_BYTES`, its JSON nested no deeper than the input cap; an entry that is not what
 this module writes (too large, not a file, torn, of another shape) is treated as absent (and replaced).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -28,7 +30,14 @@ from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
 
-__all__ = ["MAX_ENTRY_BYTES", "JudgmentCache", "LocalJudgmentCache", "S3JudgmentCache", "open_judgment_cache"]
+__all__ = [
+    "MAX_ENTRY_BYTES",
+    "JudgmentCache",
+    "LocalJudgmentCache",
+    "S3JudgmentCache",
+    "open_judgment_cache",
+    "user_cache_dir",
+]
 
 MAX_ENTRY_BYTES = 1 << 20
 """The largest entry read (1 MiB): one score and a one-line reason per repeat need a few hundred bytes."""
@@ -50,6 +59,15 @@ def open_judgment_cache(uri: str, *, endpoint_url: str | None = None) -> Judgmen
         bucket, prefix = parse_s3_uri(uri)
         return S3JudgmentCache(bucket, prefix, s3_client(endpoint_url=endpoint_url))
     return LocalJudgmentCache(Path(uri))
+
+
+def user_cache_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The command line's cache when it is given none: ``$XDG_CACHE_HOME/ragspine-eval/judge``, else
+    ``~/.cache/ragspine-eval/judge``. An unset, empty or relative ``XDG_CACHE_HOME`` is ignored, as the XDG
+    base directory specification asks. Raises RuntimeError when there is no home directory either."""
+    base = env.get("XDG_CACHE_HOME", "")
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    return root / "ragspine-eval" / "judge"
 
 
 def _entry(data: bytes | str) -> dict | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from ragspine_pipeline.judge.cache import (
     LocalJudgmentCache,
     S3JudgmentCache,
     open_judgment_cache,
+    user_cache_dir,
 )
 from ragspine_pipeline.judge.client import JudgeClient, JudgeEndpoint
 from ragspine_pipeline.judge.prompts import JudgeItem
@@ -119,3 +121,10 @@ def test_a_fifo_where_an_entry_should_be_is_a_miss_without_blocking(tmp_path):
     reader.start()
     reader.join(timeout=10)
     assert not reader.is_alive() and got == [None]
+
+
+def test_the_user_cache_directory_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert user_cache_dir({"XDG_CACHE_HOME": "/var/cache/me"}) == Path("/var/cache/me/ragspine-eval/judge")
+    for ignored in ({}, {"XDG_CACHE_HOME": ""}, {"XDG_CACHE_HOME": "relative/cache"}):
+        assert user_cache_dir(ignored) == tmp_path / "home" / ".cache" / "ragspine-eval" / "judge"
