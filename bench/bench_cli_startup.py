@@ -59,8 +59,9 @@ def main() -> None:
             ),
         }
         wall(rows["ragspine-eval --version"][0])  # warm the file cache once
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))}), "
-              f"Python {platform.python_version()}, {platform.platform()}")  # fmt: skip
+        cores = f"{os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))})"
+        python = f"Python {platform.python_version()}"
+        print(f"machine: {platform.machine()}, {cores}, {python}, {platform.platform()}")
         print(f"command: {' '.join(cli)}\n")
         print(f"| what | wall (median of {args.repeat}) | wall (min–max) |")
         print("|---|---|---|")
