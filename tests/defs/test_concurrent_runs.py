@@ -18,5 +18,5 @@ def test_concurrent_whole_graph_runs_on_one_sqlite_instance_all_succeed(tmp_path
     for process, (out, err) in zip(processes, outcomes, strict=True):
         assert process.returncode == 0, out + err
         assert "release decision: SHIP" in out
-    finished = [run for run in runs(env) if run.job_name == "__ASSET_JOB"]
+    finished = [run for run in runs(env) if run.job_name == "full_eval"]
     assert len(finished) == RUNNERS and {run.status for run in finished} == {dg.DagsterRunStatus.SUCCESS}

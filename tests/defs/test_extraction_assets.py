@@ -43,7 +43,7 @@ def defs_for(root: Path, out: Path, **env: str) -> dg.Definitions:
 
 def run(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """One run of the extraction assets, its alerts delivered when it ends (as the run-status sensors do)."""
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = defs.resolve_job_def("full_eval")
     result = job.execute_in_process(instance=instance, asset_selection=SELECTION, raise_on_error=False)
     finish(defs, instance, result)
     return result

@@ -54,7 +54,7 @@ def test_two_concurrent_whole_graph_runs_on_the_shipped_postgres_config_both_suc
     for name in [name for name in env if name.startswith("DAGSTER_PG_")]:
         monkeypatch.setenv(name, env[name])
     monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
-    finished = [run for run in runs(env) if run.job_name == "__ASSET_JOB"]
+    finished = [run for run in runs(env) if run.job_name == "full_eval"]
     assert len(finished) == 2 and {run.status for run in finished} == {dg.DagsterRunStatus.SUCCESS}
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
