@@ -58,7 +58,8 @@ def figure(value: float | None) -> float | None:
 
 
 def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
-    """Every figure of the run, without the per-case rows (SPEC §7 order first)."""
+    """Every figure of the run, without the per-case rows (the keys a CI reads first: `REQUIRED_KEYS`
+    in the CLI tests)."""
     score = ev.grounded
     metrics = {name: figure(value) for name, value in score.metrics.items()}
     out = {
@@ -247,7 +248,7 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
 
 
 def _write_qa_gates(ev: Evaluation, out: TextIO) -> None:
-    """RAGSpine's four gates, each on its own, their failures, and the fabrication count (SPEC §3.3)."""
+    """RAGSpine's four gates, each on its own, their failures, and the fabrication count."""
     qa = ev.qa
     out.write("\n## QA gates\n\n| gate | pass rate | passed / applicable |\n|---|---|---|\n")
     for name, gate in qa.gates.items():

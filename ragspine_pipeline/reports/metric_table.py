@@ -1,4 +1,4 @@
-"""The per-case × metric table in long format: one row per case and metric (SPEC §5 ``metric_table``).
+"""The per-case × metric table in long format: one row per case and metric (the `metric_table` asset).
 
 Columns: ``qid``, ``metric``, ``model``, ``value`` (float; flags are 1.0 / 0.0), ``applicable`` (false
 where the metric does not apply to the case: then ``value`` is null, never NaN). Grounded flags always
