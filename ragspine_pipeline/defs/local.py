@@ -6,7 +6,8 @@ the instance (one small run per partition), then materialises the whole graph in
 production partition included) and prints the decision; ``reeval`` evaluates ``index_rebuild_sensor``
 once, as the daemon would, and executes exactly the run it requests (same run key and tags). After
 each run, its alerts are delivered as one message, as the run-status sensors do under the daemon.
-Exit codes: 0 when the command did what it was asked, 1 when ``run`` ends blocked or a run crashed.
+Exit codes: 0 when the command did what it was asked, 1 when ``run`` ends blocked or a run crashed, 2 when
+``--partition`` is not a production day of the deployment (before the trace store starts, or not yet over).
 
 A run executes inside this process: if the process dies (``kill -9``, the out-of-memory killer, a crash
 in native code), nothing is left to record the run's end and the instance would show it STARTED for
@@ -330,7 +331,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {run_id} had been left STARTED by a runner that died: marked failed, alert queued")
     if args.command == "run":
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
+        days = production_metrics.partitions_def  # from the trace store's first day to yesterday
+        if not days.has_partition_key(day.isoformat()):
+            print(f"--partition {day}: not a production day of this deployment ({days})", file=sys.stderr)
+            return 2
         earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]
+        earlier = [d for d in earlier if days.has_partition_key(d)]
         for backfill in backfill_production(defs, instance, earlier):
             print_run_notes(backfill)
             for failure in _failed_steps(backfill):

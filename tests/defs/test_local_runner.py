@@ -79,3 +79,17 @@ def test_the_backfill_scores_only_the_days_not_yet_on_the_instance(tmp_path):
     assert sorted(p.name for p in (tmp_path / "reports" / "production").iterdir()) == [
         f"{day}.json" for day in days
     ]
+
+
+def test_a_day_outside_the_production_days_is_one_line_and_nothing_runs(tmp_path, monkeypatch, capsys):
+    from ragspine_pipeline.defs import local
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    monkeypatch.setenv("RAGSPINE_HOME", str(tmp_path / "demo"))
+    assert local.main(["run", "--partition", "2025-12-31"]) == 2  # the tests' partitions start 2026-01-01
+    error = capsys.readouterr().err
+    assert error.startswith(
+        "--partition 2025-12-31: not a production day of this deployment (Daily, starting"
+    )
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+        assert instance.get_runs() == []
