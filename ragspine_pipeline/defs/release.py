@@ -27,6 +27,7 @@ from ragspine_pipeline.defs.golden import GROUP, RELEASE_DECISION
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles, committed_config, gates_config_path
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.reports.markdown import md_text
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 ASSET_KEY = RELEASE_DECISION
@@ -90,7 +91,7 @@ def decision_metadata(decision: dict, decision_uri: str) -> dict:
     ]
     if decision["failed_slices"]:
         reasons.append(failed_slices_table(decision["failed_slices"]))
-    reasons += [f"Integrity: {problem['detail']}" for problem in decision.get("integrity", [])]
+    reasons += [f"Integrity: {md_text(problem['detail'])}" for problem in decision.get("integrity", [])]
     why = cause_sentence(decision["causes"]) if decision["decision"] != "ship" else None
     return {
         "decision": decision["decision"],
