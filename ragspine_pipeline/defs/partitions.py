@@ -27,7 +27,6 @@ import dagster as dg
 from ragspine_pipeline.defs.resources import trace_store_from_env
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.trace_store import open_trace_store
 
 START_SETTING = "RAGSPINE_PARTITIONS_START"
 log = logging.getLogger(__name__)
@@ -42,12 +41,9 @@ def partitions_start(env: Mapping[str, str] = os.environ, today: date | None = N
             return date.fromisoformat(text)
         except ValueError:
             raise InputError(START_SETTING, f"not a date YYYY-MM-DD: {text!r}") from None
-    resource = trace_store_from_env(env)
+    resource = trace_store_from_env(env, max_attempts=1)  # loading the definitions waits for no retry
     try:
-        store = open_trace_store(
-            resource.uri, endpoint_url=resource.endpoint_url, region=resource.region, max_attempts=1
-        )
-        days = store.days()
+        days = resource.open().days()
     except (InputError, SourceError) as exc:
         if "://" not in resource.uri and not Path(resource.uri).exists():
             return yesterday  # a store not written yet: a new deployment, nothing to warn about

@@ -315,13 +315,15 @@ def _region(env: Mapping[str, str]) -> str | None:
     return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
 
 
-def trace_store_from_env(env: Mapping[str, str] = os.environ) -> TraceStoreResource:
+def trace_store_from_env(env: Mapping[str, str] = os.environ, **options: int) -> TraceStoreResource:
     """The production trace store: ``RAGSPINE_TRACE_STORE`` (a folder or ``s3://``), else
-    ``$RAGSPINE_HOME/traces``; ``RAGSPINE_S3_ENDPOINT_URL`` and the AWS region for S3."""
+    ``$RAGSPINE_HOME/traces``; ``RAGSPINE_S3_ENDPOINT_URL`` and the AWS region for S3. ``options``
+    override the resource's other fields (``max_attempts``)."""
     return TraceStoreResource(
         uri=_location(env, "RAGSPINE_TRACE_STORE", _home(env) / "traces"),
         endpoint_url=env.get("RAGSPINE_S3_ENDPOINT_URL") or None,
         region=_region(env),
+        **options,
     )
 
 
