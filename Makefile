@@ -17,8 +17,11 @@ $(UV):
 # requirements.lock pins every package of the dev environment (the dev and deploy extras) with its
 # hashes: every machine installs exactly what CI tested, and a tampered download is refused. The
 # project itself is installed editable, without dependencies of its own (they are all in the lock).
+# --compile-bytecode writes every package's .pyc at install time: uv does not by default, and where
+# PYTHONDONTWRITEBYTECODE is set (as on CI machines) every process would compile its imports from
+# source again (1.3 s for pandas alone, 0.8 s of a 1M-case `ragspine-eval score`).
 $(STAMP): pyproject.toml requirements.lock | $(UV)
-	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r requirements.lock
+	$(UV) pip install --quiet --python $(BIN)/python --require-hashes --compile-bytecode -r requirements.lock
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 

@@ -44,11 +44,6 @@ class Registry:
         self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
 
     @cached_property
-    def text_objects(self) -> np.ndarray:
-        """Chunk texts (lower-cased) as Python strings, for substring tests."""
-        return rowwise.as_objects(self.text, np.ones(len(self.text), dtype=bool))
-
-    @cached_property
     def _token_index(self) -> tuple[pa.Array, int, pa.Array]:
         values, rows = rowwise.flat(rowwise.word_tokens(self.text))
         vocabulary = pc.unique(values)

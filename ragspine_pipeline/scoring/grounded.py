@@ -228,7 +228,7 @@ def _containment(
 
     C: a ``gold_claim_substr`` of ≥5 characters occurs in the claim; true for an empty list, false when
     no substring qualifies. Phrase containment: a phrase of the gold claim occurs in the claim.
-    Both tests share one conversion of the claims and one substring pass.
+    Both tests share one substring pass.
     """
     n = len(claim_lower)
     sub_values, sub_parents = rowwise.flat(substrs, substr_rows)
@@ -241,7 +241,7 @@ def _containment(
     phrase_parents = selected[local]
 
     found = rowwise.contains_pairs(
-        rowwise.as_objects(claim_lower, substr_rows | phrase_rows),
+        claim_lower,
         pa.concat_arrays([sub_values.cast(pa.string()), phrase_values.cast(pa.string())]),
         np.concatenate([sub_parents, phrase_parents]),
     )

@@ -365,7 +365,7 @@ def _supported_pairs(claims: Claims, pair_claim: np.ndarray, pair_chunk: np.ndar
         np.arange(int(per_pair.sum())) - np.repeat(first, per_pair) + np.repeat(starts[pair_claim], per_pair)
     )
     found = rowwise.contains_pairs(
-        registry.text_objects,
+        registry.text,
         pc.utf8_lower(phrase_values.take(pa.array(triple_phrase))),
         pair_chunk[triple_pair],
     )

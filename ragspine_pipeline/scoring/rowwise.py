@@ -2,23 +2,25 @@
 
 Per-row set questions ("is each cited id among this row's retrieved ids?") are answered on the
 flattened values: every needle is paired with every haystack item of its own row, the pairs are
-compared in one Arrow kernel call, and the answers are folded back per needle and per row with
-``np.bincount``. Cost is proportional to the number of pairs, with no Python loop over rows.
-An optional row mask restricts the work to the rows whose answer matters.
+compared as 64-bit string hashes in numpy, the few pairs whose hashes agree are confirmed by comparing
+the strings themselves (so a hash collision can never count as a match), and the answers are folded
+back per needle and per row with ``np.bincount``. Cost is proportional to the number of pairs, with
+no Python loop over rows and no string copied per pair. An optional row mask restricts the work to
+the rows whose answer matters.
+
+Strings are hashed, and substrings searched, by polars' native kernels: Arrow has neither an
+element-wise hash nor a "needle in haystack" kernel with a needle per row. polars reads the Arrow
+buffers as they are.
 """
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import flat, lists_from_rows
-
-# Elementwise `needle in haystack` over object arrays: numpy drives the loop in C.
-_CONTAINS = np.frompyfunc(operator.contains, 2, 1)
 
 
 def member_of_row(
@@ -42,9 +44,28 @@ def member_of_row(
     pair_needle = np.repeat(np.arange(len(needle_values)), counts)
     first_pair = np.cumsum(counts) - counts
     pair_item = np.arange(total) - np.repeat(first_pair - starts, counts)
-    equal = pc.equal(needle_values.take(pair_needle), haystacks.values.take(pair_item))
-    found[pair_needle[np.asarray(equal)]] = True
+    same = equal_pairs(needle_values, haystacks.values, pair_needle, pair_item)
+    found[pair_needle[same]] = True
     return found, needle_rows
+
+
+def string_hashes(strings: pa.Array) -> np.ndarray:
+    """A 64-bit hash of every string (equal strings, equal hashes; nulls hash alike)."""
+    return pl.Series(values=strings.cast(pa.string())).hash(seed=0).to_numpy()
+
+
+def equal_pairs(left: pa.Array, right: pa.Array, left_at: np.ndarray, right_at: np.ndarray) -> np.ndarray:
+    """For each pair ``i``: ``left[left_at[i]] == right[right_at[i]]`` (a null equals nothing).
+
+    Compared as hashes; only the pairs whose hashes agree are compared as strings.
+    """
+    if len(left_at) == 0:
+        return np.zeros(0, dtype=bool)
+    same = string_hashes(left)[left_at] == string_hashes(right)[right_at]
+    candidates = np.flatnonzero(same)
+    confirmed = pc.equal(left.take(left_at[candidates]), right.take(right_at[candidates]))
+    same[candidates] = np.asarray(pc.fill_null(confirmed, False), dtype=bool)
+    return same
 
 
 def all_found(needles: pa.Array, haystacks: pa.Array, n: int) -> np.ndarray:
@@ -74,22 +95,19 @@ def count_per_row(rows: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(rows, minlength=n)
 
 
-def as_objects(strings: pa.Array, rows: np.ndarray) -> np.ndarray:
-    """The strings of the rows selected by boolean mask ``rows``, as a row-indexed object array.
-
-    Converting to Python strings is the expensive step of a substring test; doing it once, for the rows
-    that need it, lets several tests share it.
-    """
-    out = np.full(len(strings), None, dtype=object)
-    out[rows] = strings.filter(pa.array(rows)).to_numpy(zero_copy_only=False)
-    return out
-
-
-def contains_pairs(haystacks: np.ndarray, needles: pa.Array, rows: np.ndarray) -> np.ndarray:
-    """For each needle ``i``: is it a substring of ``haystacks[rows[i]]`` (from :func:`as_objects`)?"""
+def contains_pairs(haystacks: pa.Array, needles: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """For each needle ``i``: is it a substring of ``haystacks[rows[i]]``? (A null is in nothing and
+    contains nothing; the empty string is in every string.)"""
     if len(needles) == 0:
         return np.zeros(0, dtype=bool)
-    return _CONTAINS(haystacks[rows], needles.to_numpy(zero_copy_only=False)).astype(bool)
+    pairs = pl.DataFrame(
+        {
+            "haystack": pl.Series(values=haystacks.take(pa.array(rows)).cast(pa.string())),
+            "needle": pl.Series(values=needles.cast(pa.string())),
+        }
+    )
+    found = pairs.select(pl.col("haystack").str.contains(pl.col("needle"), literal=True))
+    return found.to_series().fill_null(False).to_numpy()
 
 
 _TOKEN_BREAK = r"[^\p{L}\p{N}_]+"  # a word token: letters, digits and underscores
