@@ -10,6 +10,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it is (no copy), else its chunks concatenated."""
+    if isinstance(column, pa.Array):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def flat(lists: pa.Array, rows: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray]:
     """The values of a list column and, for each value, the index of its row. Null rows have none.
 

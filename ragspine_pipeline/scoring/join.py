@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -13,8 +15,22 @@ def join_traces(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict
     """For each gold row, the index of its (last) trace, null when missing (None: the identity join).
 
     Also counts ``duplicates`` (traces beyond the first per key) and ``unmatched`` (distinct trace keys
-    with no gold case).
+    with no gold case). The answer for the latest pair of tables is kept: every scorer of a run joins
+    the same two tables.
     """
+    cached = _last_join.get((id(gold), id(traces)))
+    if cached is not None and cached[0]() is gold and cached[1]() is traces:
+        return cached[2]
+    joined = _join(gold, traces)
+    _last_join.clear()
+    _last_join[(id(gold), id(traces))] = (weakref.ref(gold), weakref.ref(traces), joined)
+    return joined
+
+
+_last_join: dict = {}
+
+
+def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, int]]:
     gold_qid = gold.column("qid").combine_chunks()
     key = traces.column("qid").combine_chunks()
     if key.null_count:  # traces that carry a question instead of an id join on the exact question
@@ -26,12 +42,18 @@ def join_traces(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict
     if n_traces == len(gold_qid) and pc.all(pc.fill_null(pc.equal(key, gold_qid), False)).as_py():
         # Replayed in gold order, one trace per case: nothing to look up.
         return None, {"duplicates": 0, "unmatched": 0}
-    distinct = pc.count_distinct(key).as_py()
-    if distinct == n_traces:  # no duplicates: the first trace per key is the only one
-        rows = pc.index_in(gold_qid, value_set=key).cast(pa.int64())
-    else:  # the last trace wins: look the keys up in reverse order
-        last_from_end = pc.index_in(gold_qid, value_set=key[::-1])
-        rows = pc.subtract(pa.scalar(n_traces - 1, pa.int64()), last_from_end.cast(pa.int64()))
+    # One hash join (polars, both cores): each distinct key with its last trace, then the gold ids
+    # looked up among them.
+    last = (
+        pl.DataFrame({"key": pl.Series(values=key.cast(pa.string()))})
+        .with_row_index("row")
+        .group_by("key")
+        .agg(pl.col("row").max())
+    )
+    distinct = last.height
+    gold_keys = pl.DataFrame({"key": pl.Series(values=gold_qid.cast(pa.string()))})
+    found = gold_keys.join(last, on="key", how="left", maintain_order="left").get_column("row")
+    rows = found.cast(pl.Int64).to_arrow()
     matched = len(rows) - rows.null_count
     return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - matched}
 

@@ -15,36 +15,76 @@ buffers as they are.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import flat, lists_from_rows
+from ragspine_pipeline.columnar import flat, lists_from_rows, one_array
+
+
+class Lists:
+    """A list column prepared for membership tests: its offsets, its row lengths (0 for a null row),
+    its values and their hashes, each worked out once however often the column is searched."""
+
+    def __init__(self, lists: pa.Array | pa.ChunkedArray):
+        self.array = one_array(lists)
+
+    @classmethod
+    def of(cls, lists: pa.Array | pa.ChunkedArray | Lists) -> Lists:
+        return lists if isinstance(lists, Lists) else cls(lists)
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Absolute positions in :attr:`values` (also when the column is a slice)."""
+        return np.asarray(self.array.offsets, dtype=np.int64)
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        return np.where(np.asarray(self.array.is_valid()), np.diff(self.offsets), 0)
+
+    @property
+    def values(self) -> pa.Array:
+        return self.array.values
+
+    @cached_property
+    def hashes(self) -> np.ndarray:
+        return string_hashes(self.values)
 
 
 def member_of_row(
-    needles: pa.Array, haystacks: pa.Array, rows: np.ndarray | None = None
+    needles: pa.Array | Lists,
+    haystacks: pa.Array | Lists,
+    rows: np.ndarray | None = None,
+    *,
+    haystack_rows: np.ndarray | None = None,
+    first: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each value of list column ``needles``: does it occur in the same row of ``haystacks``?
+    """For each value of list column ``needles``: does it occur in its row's list of ``haystacks``?
 
     Returns ``(found, row)`` aligned with the flattened needles (of the rows selected by the optional
-    boolean mask ``rows``). A null haystack row is empty.
+    boolean mask ``rows``). A null haystack row is empty. Row ``i`` of the needles is searched in row
+    ``haystack_rows[i]`` of the haystacks (by default row ``i``; a negative row is an empty list), and
+    only in its ``first`` items when given.
     """
-    needle_values, needle_rows = flat(needles, rows)
+    needle_values, needle_rows = flat(needles.array if isinstance(needles, Lists) else needles, rows)
     found = np.zeros(len(needle_values), dtype=bool)
     if len(needle_values) == 0:
         return found, needle_rows
-    offsets = np.asarray(haystacks.offsets, dtype=np.int64)  # absolute positions in .values, even if sliced
-    lengths = np.where(np.asarray(haystacks.is_valid()), np.diff(offsets), 0)
-    starts, counts = offsets[:-1][needle_rows], lengths[needle_rows]
+    hay = Lists.of(haystacks)
+    at = needle_rows if haystack_rows is None else haystack_rows[needle_rows]
+    at = np.where(at >= 0, at, len(hay.lengths))  # a negative row reads the empty row after the last
+    lengths = np.append(hay.lengths if first is None else np.minimum(hay.lengths, first), 0)
+    counts, starts = lengths[at], hay.offsets[at]
     total = int(counts.sum())
     if total == 0:
         return found, needle_rows
     pair_needle = np.repeat(np.arange(len(needle_values)), counts)
     first_pair = np.cumsum(counts) - counts
     pair_item = np.arange(total) - np.repeat(first_pair - starts, counts)
-    same = equal_pairs(needle_values, haystacks.values, pair_needle, pair_item)
+    same = equal_pairs(needle_values, hay.values, pair_needle, pair_item, right_hashes=hay.hashes)
     found[pair_needle[same]] = True
     return found, needle_rows
 
@@ -54,14 +94,22 @@ def string_hashes(strings: pa.Array) -> np.ndarray:
     return pl.Series(values=strings.cast(pa.string())).hash(seed=0).to_numpy()
 
 
-def equal_pairs(left: pa.Array, right: pa.Array, left_at: np.ndarray, right_at: np.ndarray) -> np.ndarray:
+def equal_pairs(
+    left: pa.Array,
+    right: pa.Array,
+    left_at: np.ndarray,
+    right_at: np.ndarray,
+    right_hashes: np.ndarray | None = None,
+) -> np.ndarray:
     """For each pair ``i``: ``left[left_at[i]] == right[right_at[i]]`` (a null equals nothing).
 
-    Compared as hashes; only the pairs whose hashes agree are compared as strings.
+    Compared as hashes (``right_hashes``: those of ``right``, when already known); only the pairs whose
+    hashes agree are compared as strings.
     """
     if len(left_at) == 0:
         return np.zeros(0, dtype=bool)
-    same = string_hashes(left)[left_at] == string_hashes(right)[right_at]
+    right_hashes = string_hashes(right) if right_hashes is None else right_hashes
+    same = string_hashes(left)[left_at] == right_hashes[right_at]
     candidates = np.flatnonzero(same)
     confirmed = pc.equal(left.take(left_at[candidates]), right.take(right_at[candidates]))
     same[candidates] = np.asarray(pc.fill_null(confirmed, False), dtype=bool)
@@ -96,13 +144,18 @@ def count_per_row(rows: np.ndarray, n: int) -> np.ndarray:
 
 
 def contains_pairs(haystacks: pa.Array, needles: pa.Array, rows: np.ndarray) -> np.ndarray:
-    """For each needle ``i``: is it a substring of ``haystacks[rows[i]]``? (A null is in nothing and
-    contains nothing; the empty string is in every string.)"""
+    """For each needle ``i``: is it a substring of ``haystacks[rows[i]]``? A negative row has no
+    haystack (the needle is not found); a null is in nothing and contains nothing; the empty string is
+    in every string."""
     if len(needles) == 0:
         return np.zeros(0, dtype=bool)
+    absent = rows < 0
+    if absent.all():
+        return np.zeros(len(needles), dtype=bool)
+    taken = haystacks.take(pa.array(np.where(absent, 0, rows), mask=absent if absent.any() else None))
     pairs = pl.DataFrame(
         {
-            "haystack": pl.Series(values=haystacks.take(pa.array(rows)).cast(pa.string())),
+            "haystack": pl.Series(values=taken.cast(pa.string())),
             "needle": pl.Series(values=needles.cast(pa.string())),
         }
     )
