@@ -107,27 +107,14 @@ def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=False)]
         except _FieldAppearsLate:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=True)]
-        table = _contiguous(parts, schema)
-        del parts
-        # The parsed blocks are gone; hand their pages back rather than keep them cached in the pool.
-        pa.default_memory_pool().release_unused()
+        # The blocks stay where the parser put them: a copy into one contiguous table would cost as
+        # much memory again and, on this kind of machine, about as long as parsing (every fresh page
+        # faults); Arrow's kernels and polars read chunked columns as fast.
+        table = pa.concat_tables(parts) if parts else schema.empty_table()
         return Loaded(str(path), table, "columnar")
     except NotSure:
         pass
     return Loaded(str(path), pa.Table.from_pylist(list(records(path)), schema=schema), "record")
-
-
-def _contiguous(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """One contiguous table from the blocks: scoring gathers rows at random (joins), which chunked
-    columns make slow. Concatenated column by column, each block column released once copied, so the
-    peak is the table plus one column, not two tables."""
-    if not parts:
-        return schema.empty_table()
-    columns = {}
-    for name in schema.names:
-        columns[name] = pa.concat_arrays([part.column(name).chunk(0) for part in parts])
-        parts = [part.drop_columns([name]) for part in parts]
-    return pa.table(columns, schema=schema)
 
 
 class _FieldAppearsLate(Exception):

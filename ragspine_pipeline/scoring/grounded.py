@@ -141,19 +141,25 @@ class _Answers:
 
     def __init__(self, traces: pa.Table):
         n = traces.num_rows
-        self.claim_lower = pc.utf8_lower(pc.fill_null(one_array(traces.column("claim")), ""))
+        # One array: claims are read at scattered positions (a chunked array concatenates itself per read).
+        self.claim_lower = one_array(pc.utf8_lower(pc.fill_null(traces.column("claim"), "")))
         # Tables built before `outcome_refused` existed simply have no outcome to honour.
         outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
-        refused = refusals(self.claim_lower, None if outcome is None else one_array(outcome))
+        refused = refusals(self.claim_lower, outcome)
         self.citations = rowwise.Lists(traces.column("citations"))
         self.retrieved = rowwise.Lists(traces.column("retrieved_ids"))
-        has_list = np.asarray(self.citations.array.is_valid(), dtype=bool)
-        cited_retrieved, cites_rows = rowwise.member_of_row(self.citations, self.retrieved, ~refused)
+        has_list = np.asarray(traces.column("citations").is_valid(), dtype=bool)
+        cites_retrieved = np.ones(n, dtype=bool)
+        for start in range(0, n, CHUNK_ROWS):  # bounded pairwise intermediates, as for the cases
+            shipped = np.zeros(n, dtype=bool)
+            shipped[start : start + CHUNK_ROWS] = ~refused[start : start + CHUNK_ROWS]
+            found, rows = rowwise.member_of_row(self.citations, self.retrieved, shipped)
+            cites_retrieved &= rowwise.all_per_row(found, rows, n)
         self._facts = {
             "refused": refused,
             "has_citation_list": has_list,
-            "compliant": compliant(self.citations.array, refused),
-            "cites_retrieved": rowwise.all_per_row(cited_retrieved, cites_rows, n),
+            "compliant": compliant(traces.column("citations"), refused),
+            "cites_retrieved": cites_retrieved,
             "n_cited": self.citations.lengths,
         }
         self._missing = {name: np.zeros(1, dtype=values.dtype) for name, values in self._facts.items()}

@@ -6,7 +6,6 @@ import weakref
 from collections.abc import Iterator
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,20 +41,26 @@ def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, 
     if n_traces == len(gold_qid) and pc.all(pc.fill_null(pc.equal(key, gold_qid), False)).as_py():
         # Replayed in gold order, one trace per case: nothing to look up.
         return None, {"duplicates": 0, "unmatched": 0}
-    # One hash join (polars, both cores): each distinct key with its last trace, then the gold ids
-    # looked up among them.
-    last = (
-        pl.DataFrame({"key": pl.Series(values=key.cast(pa.string()))})
-        .with_row_index("row")
-        .group_by("key")
-        .agg(pl.col("row").max())
-    )
-    distinct = last.height
-    gold_keys = pl.DataFrame({"key": pl.Series(values=gold_qid.cast(pa.string()))})
-    found = gold_keys.join(last, on="key", how="left", maintain_order="left").get_column("row")
-    rows = found.cast(pl.Int64).to_arrow()
-    matched = len(rows) - rows.null_count
-    return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - matched}
+    # One hash pass over the gold ids and the trace keys together: gold ids are distinct and come first,
+    # so gold row i is code i, and a trace key with a code past the gold rows names no case.
+    codes = _codes(pa.chunked_array([gold_qid, key.cast(gold_qid.type)]))
+    n_gold = len(gold_qid)
+    trace_codes = codes[n_gold:]
+    seen = np.bincount(trace_codes, minlength=n_gold)
+    distinct = int(np.count_nonzero(seen))
+    matched = trace_codes < n_gold
+    last = np.full(n_gold, -1, dtype=np.int64)
+    np.maximum.at(last, trace_codes[matched], np.flatnonzero(matched))  # the last trace wins
+    found = last >= 0
+    rows = pa.array(last, mask=~found)
+    n_matched = int(found.sum())
+    return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - n_matched}
+
+
+def _codes(values: pa.ChunkedArray) -> np.ndarray:
+    """Each value's code: the index of its first occurrence among the distinct values, in order."""
+    encoded = pc.dictionary_encode(values)
+    return np.concatenate([np.asarray(chunk.indices, dtype=np.int64) for chunk in encoded.chunks])
 
 
 def aligned_chunks(

@@ -1,16 +1,16 @@
 """Row-wise operations on list and string columns, vectorised over all rows at once.
 
 Per-row set questions ("is each cited id among this row's retrieved ids?") are answered on the
-flattened values: every needle is paired with every haystack item of its own row, the pairs are
-compared as 64-bit string hashes in numpy, the few pairs whose hashes agree are confirmed by comparing
-the strings themselves (so a hash collision can never count as a match), and the answers are folded
-back per needle and per row with ``np.bincount``. Cost is proportional to the number of pairs, with
-no Python loop over rows and no string copied per pair. An optional row mask restricts the work to
-the rows whose answer matters.
+flattened values: every needle is paired with every haystack item of its row, the pairs are compared
+in one Arrow kernel call, and the answers are folded back per needle and per row with
+``np.bincount``. Cost is proportional to the number of pairs, with no Python loop over rows. An
+optional row mask restricts the work to the rows whose answer matters; the haystack of a row may be
+another table's row (a case searched in its trace's lists), found through an index.
 
-Strings are hashed, and substrings searched, by polars' native kernels: Arrow has neither an
-element-wise hash nor a "needle in haystack" kernel with a needle per row. polars reads the Arrow
-buffers as they are.
+Substrings are searched by polars' native kernel: Arrow has no "needle in haystack" kernel with a
+needle per row, and polars reads the Arrow buffers as they are (no Python strings). (Comparing ids
+as 64-bit polars hashes was tried: faster per pair, but polars' view of 5 million ids and its hash
+table cost 125 MB more at the peak than the pairs compared here, chunk by chunk.)
 """
 
 from __future__ import annotations
@@ -22,36 +22,69 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import flat, lists_from_rows, one_array
+from ragspine_pipeline.columnar import flat, lists_from_rows
 
 
 class Lists:
-    """A list column prepared for membership tests: its offsets, its row lengths (0 for a null row),
-    its values and their hashes, each worked out once however often the column is searched."""
+    """A list column prepared for membership tests: its row starts and lengths (0 for a null row) and
+    its values, each worked out once however often the column is searched.
+
+    A column read in blocks may come in blocks: the offsets are made absolute over the blocks' values.
+    """
 
     def __init__(self, lists: pa.Array | pa.ChunkedArray):
-        self.array = one_array(lists)
+        if isinstance(lists, pa.Array):
+            lists = pa.chunked_array([lists])
+        self.chunks = [chunk for chunk in lists.chunks if len(chunk)] or [pa.array([], lists.type)]
 
     @classmethod
     def of(cls, lists: pa.Array | pa.ChunkedArray | Lists) -> Lists:
         return lists if isinstance(lists, Lists) else cls(lists)
 
     @cached_property
-    def offsets(self) -> np.ndarray:
-        """Absolute positions in :attr:`values` (also when the column is a slice)."""
-        return np.asarray(self.array.offsets, dtype=np.int64)
+    def _parts(self) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+        """Row lengths, absolute row starts in :attr:`values`, and the values of every block."""
+        lengths, starts, values = [], [], []
+        base = 0
+        for chunk in self.chunks:
+            offsets = np.asarray(chunk.offsets, dtype=np.int64)
+            first, last = int(offsets[0]), int(offsets[-1])
+            lengths.append(np.where(np.asarray(chunk.is_valid()), np.diff(offsets), 0))
+            starts.append(offsets[:-1] - first + base)
+            values.append(chunk.values.slice(first, last - first))
+            base += last - first
+        # The values are searched at scattered positions, which a chunked array answers by concatenating
+        # itself for every search: they are put together once.
+        return np.concatenate(lengths), np.concatenate(starts), pa.concat_arrays(values)
 
-    @cached_property
+    @property
+    def value_type(self) -> pa.DataType:
+        return self.chunks[0].type.value_type
+
+    @property
     def lengths(self) -> np.ndarray:
-        return np.where(np.asarray(self.array.is_valid()), np.diff(self.offsets), 0)
+        return self._parts[0]
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self._parts[1]
 
     @property
     def values(self) -> pa.Array:
-        return self.array.values
+        return self._parts[2]
 
     @cached_property
-    def hashes(self) -> np.ndarray:
-        return string_hashes(self.values)
+    def _parents(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.lengths)), self.lengths)
+
+    def flat(self, rows: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray]:
+        """:func:`columnar.flat` of the column: its values and the row of each (of the rows selected by
+        the boolean mask ``rows``)."""
+        parents = self._parents
+        if rows is None:
+            return self.values, parents
+        keep = rows[parents]
+        return self.values.filter(pa.array(keep)), parents[keep]
 
 
 def member_of_row(
@@ -69,7 +102,7 @@ def member_of_row(
     ``haystack_rows[i]`` of the haystacks (by default row ``i``; a negative row is an empty list), and
     only in its ``first`` items when given.
     """
-    needle_values, needle_rows = flat(needles.array if isinstance(needles, Lists) else needles, rows)
+    needle_values, needle_rows = needles.flat(rows) if isinstance(needles, Lists) else flat(needles, rows)
     found = np.zeros(len(needle_values), dtype=bool)
     if len(needle_values) == 0:
         return found, needle_rows
@@ -77,43 +110,24 @@ def member_of_row(
     at = needle_rows if haystack_rows is None else haystack_rows[needle_rows]
     at = np.where(at >= 0, at, len(hay.lengths))  # a negative row reads the empty row after the last
     lengths = np.append(hay.lengths if first is None else np.minimum(hay.lengths, first), 0)
-    counts, starts = lengths[at], hay.offsets[at]
+    counts, starts = lengths[at], np.append(hay.starts, 0)[at]
     total = int(counts.sum())
     if total == 0:
         return found, needle_rows
     pair_needle = np.repeat(np.arange(len(needle_values)), counts)
     first_pair = np.cumsum(counts) - counts
     pair_item = np.arange(total) - np.repeat(first_pair - starts, counts)
-    same = equal_pairs(needle_values, hay.values, pair_needle, pair_item, right_hashes=hay.hashes)
+    same = equal_pairs(needle_values, hay.values, pair_needle, pair_item)
     found[pair_needle[same]] = True
     return found, needle_rows
 
 
-def string_hashes(strings: pa.Array) -> np.ndarray:
-    """A 64-bit hash of every string (equal strings, equal hashes; nulls hash alike)."""
-    return pl.Series(values=strings.cast(pa.string())).hash(seed=0).to_numpy()
-
-
-def equal_pairs(
-    left: pa.Array,
-    right: pa.Array,
-    left_at: np.ndarray,
-    right_at: np.ndarray,
-    right_hashes: np.ndarray | None = None,
-) -> np.ndarray:
-    """For each pair ``i``: ``left[left_at[i]] == right[right_at[i]]`` (a null equals nothing).
-
-    Compared as hashes (``right_hashes``: those of ``right``, when already known); only the pairs whose
-    hashes agree are compared as strings.
-    """
+def equal_pairs(left: pa.Array, right: pa.Array, left_at: np.ndarray, right_at: np.ndarray) -> np.ndarray:
+    """For each pair ``i``: ``left[left_at[i]] == right[right_at[i]]`` (a null equals nothing)."""
     if len(left_at) == 0:
         return np.zeros(0, dtype=bool)
-    right_hashes = string_hashes(right) if right_hashes is None else right_hashes
-    same = string_hashes(left)[left_at] == right_hashes[right_at]
-    candidates = np.flatnonzero(same)
-    confirmed = pc.equal(left.take(left_at[candidates]), right.take(right_at[candidates]))
-    same[candidates] = np.asarray(pc.fill_null(confirmed, False), dtype=bool)
-    return same
+    same = pc.equal(left.take(pa.array(left_at)), right.take(pa.array(right_at)))
+    return np.asarray(pc.fill_null(same, False), dtype=bool)
 
 
 def all_found(needles: pa.Array, haystacks: pa.Array, n: int) -> np.ndarray:
