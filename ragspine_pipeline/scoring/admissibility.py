@@ -3,17 +3,26 @@
 Forbidden evidence is never acceptable: restricted, stale or unknown evidence anywhere in the retrieval
 path fails admissibility, whatever its relevance. Each rule is evaluated over all cases at once and
 reported by name (see ``scoring.layered`` for the list and the exact conditions).
+
+Per-row set questions (repeats within a list, one list's ids among another's) are asked of integer codes:
+each chunk id is coded once (its registry position, or a number past the registry for an unknown id), and
+row ``r``'s value with code ``c`` becomes the key ``r * width + c``. Sorted, the keys of a list column
+answer "does a value repeat within its row?" by comparing neighbours, and "is this value in its row of
+another column?" by a binary search: exact (codes are equal exactly when the strings are), each id
+looked up once, and no Python loop over rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import lists_from_rows
+from ragspine_pipeline.columnar import flat, lists_from_rows
 from ragspine_pipeline.scoring import rowwise
 
 ADMISSIBILITY_RULES = (
@@ -31,6 +40,7 @@ ADMISSIBILITY_RULES = (
     "restricted",
     "stale",
 )
+STAGE_COLUMNS = ("first", "rerank_in", "reranked", "selected")
 
 
 class Registry:
@@ -43,13 +53,18 @@ class Registry:
         self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
         self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
 
+    def __len__(self) -> int:
+        return len(self.chunk_id)
+
     @cached_property
-    def _token_index(self) -> tuple[pa.Array, int, pa.Array]:
+    def _token_index(self) -> tuple[pa.Array, int, pl.Series]:
         values, rows = rowwise.flat(rowwise.word_tokens(self.text))
-        vocabulary = pc.unique(values)
+        encoded = pc.dictionary_encode(values)
+        vocabulary = encoded.dictionary
         width = len(vocabulary) + 1
-        keys = rows * width + np.asarray(pc.index_in(values, value_set=vocabulary))
-        return vocabulary, width, pa.array(keys)
+        keys = np.sort(rows * width + np.asarray(encoded.indices, dtype=np.int64), kind="stable")
+        distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
+        return vocabulary, width, pl.Series(distinct).implode()
 
     @property
     def vocabulary(self) -> pa.Array:
@@ -58,12 +73,12 @@ class Registry:
 
     @property
     def token_key_width(self) -> int:
+        """One more than the largest token code: the code ``width - 1`` is no token of any chunk."""
         return self._token_index[1]
 
-    @property
-    def token_keys(self) -> pa.Array:
-        """``chunk position * token_key_width + token code`` for every token of every chunk."""
-        return self._token_index[2]
+    def has_tokens(self, keys: np.ndarray) -> np.ndarray:
+        """For each ``chunk position * token_key_width + token code``: is that token one of the chunk's?"""
+        return pl.Series(keys).is_in(self._token_index[2]).to_numpy()
 
     @staticmethod
     def flag(values: np.ndarray, position: np.ndarray) -> np.ndarray:
@@ -79,72 +94,189 @@ class Registry:
         return np.asarray(pc.fill_null(found, -1), dtype=np.int64)
 
 
+class CodedLists:
+    """A list column whose values are integer codes: equal values, equal codes; a null value has its own
+    code, ``width - 1``. Gives the row of every value and its code (in the column's order), and the sorted
+    row keys ``row * width + code`` on which per-row set questions are asked."""
+
+    def __init__(self, lists: pa.Array, rows: np.ndarray, codes: np.ndarray, width: int):
+        self.lists, self.rows, self.codes, self.width = lists, rows, codes, width
+
+    @property
+    def null_code(self) -> int:
+        return self.width - 1
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        """Per row, the number of values (0 for a null list)."""
+        return np.bincount(self.rows, minlength=len(self.lists))
+
+    @cached_property
+    def keys(self) -> np.ndarray:
+        """``row * width + code`` for every value, sorted (values come grouped by row: nearly sorted)."""
+        return np.sort(self.rows * self.width + self.codes, kind="stable")
+
+    @cached_property
+    def distinct_keys(self) -> np.ndarray:
+        """:attr:`keys` without repeats: each row's distinct values."""
+        keys = self.keys
+        return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
+
+    def repeats(self) -> np.ndarray:
+        """Per row: some value occurs twice in the row's list (two nulls count as a repeat)."""
+        keys = self.keys
+        out = np.zeros(len(self.lists), dtype=bool)
+        out[keys[1:][keys[1:] == keys[:-1]] // self.width] = True
+        return out
+
+    def distinct_counts(self) -> np.ndarray:
+        """Per row: the number of distinct values (a null counts as one value)."""
+        return np.bincount(self.distinct_keys // self.width, minlength=len(self.lists))
+
+    def found_in(self, other: CodedLists) -> tuple[np.ndarray, np.ndarray]:
+        """For each distinct value of each row: is it in the same row of ``other`` (coded alike)? A null is
+        in nothing. Returns ``(found, row)``, aligned with :attr:`distinct_keys`."""
+        needles = self.distinct_keys
+        found = _in_sorted(needles, other.keys) & (needles % self.width != self.null_code)
+        return found, needles // self.width
+
+    def all_in(self, other: CodedLists) -> np.ndarray:
+        """Per row: every value is in the same row of ``other`` (vacuously true for an empty row)."""
+        found, rows = self.found_in(other)
+        return rowwise.all_per_row(found, rows, len(self.lists))
+
+    def count_in(self, other: CodedLists) -> np.ndarray:
+        """Per row: how many of its distinct values are in the same row of ``other``."""
+        found, rows = self.found_in(other)
+        return np.bincount(rows[found], minlength=len(self.lists))
+
+
+class ChunkIds:
+    """List columns of chunk ids coded together (:class:`CodedLists`): a known id's code is its registry
+    position, an unknown id's a number past the registry's that every column shares."""
+
+    def __init__(self, registry: Registry, columns: Mapping[str, pa.Array]):
+        flats = {name: flat(lists) for name, lists in columns.items()}
+        self.positions = {name: registry.index(values) for name, (values, _) in flats.items()}
+        codes, width = _codes(
+            [values for values, _ in flats.values()], list(self.positions.values()), len(registry)
+        )
+        self.columns = {
+            name: CodedLists(columns[name], rows, code, width)
+            for (name, (_, rows)), code in zip(flats.items(), codes, strict=True)
+        }
+
+    def __getitem__(self, name: str) -> CodedLists:
+        return self.columns[name]
+
+
+def coded_strings(columns: Sequence[pa.Array]) -> list[CodedLists]:
+    """List columns of strings coded together (:class:`CodedLists`)."""
+    flats = [flat(lists) for lists in columns]
+    values = [values for values, _ in flats]
+    codes, width = _codes(values, [np.full(len(v), -1, dtype=np.int64) for v in values], 0)
+    return [
+        CodedLists(lists, rows, code, width)
+        for lists, (_, rows), code in zip(columns, flats, codes, strict=True)
+    ]
+
+
+def _codes(values: list[pa.Array], known: list[np.ndarray], n_known: int) -> tuple[list[np.ndarray], int]:
+    """Integer codes of the strings ``values`` (several arrays coded together), given the codes below
+    ``n_known`` of some of them (``known``, -1 where not known): the others are numbered from ``n_known``
+    on, in one dictionary for all arrays; a null gets the last code, ``width - 1``."""
+    valid = [np.asarray(v.is_valid()) for v in values]
+    others = [v.filter(pa.array((k < 0) & ok)) for v, k, ok in zip(values, known, valid, strict=True)]
+    dictionary = pc.unique(
+        pa.concat_arrays([o.cast(pa.string()) for o in others] or [pa.array([], pa.string())])
+    )
+    width = n_known + len(dictionary) + 1
+    codes = []
+    for v, k, ok in zip(values, known, valid, strict=True):
+        code = k.copy()
+        other = (k < 0) & ok
+        if other.any():
+            at = pc.index_in(v.filter(pa.array(other)).cast(pa.string()), value_set=dictionary)
+            code[other] = n_known + np.asarray(at, dtype=np.int64)
+        code[~ok] = width - 1
+        codes.append(code)
+    return codes, width
+
+
+def _in_sorted(needles: np.ndarray, haystack: np.ndarray) -> np.ndarray:
+    """For each needle: is it in the sorted array ``haystack``?"""
+    if len(haystack) == 0:
+        return np.zeros(len(needles), dtype=bool)
+    at = np.searchsorted(haystack, needles)
+    return haystack[np.minimum(at, len(haystack) - 1)] == needles
+
+
 def admissibility(
-    t, first, selected, missing, registry: Registry, required_versions
+    t,
+    first,
+    selected,
+    missing,
+    registry: Registry,
+    required_versions,
+    ids: ChunkIds | None = None,
 ) -> dict[str, np.ndarray]:
+    """Per row of the trace columns ``t``, whether it breaks each rule (:data:`ADMISSIBILITY_RULES`).
+
+    ``ids`` holds the stages coded (:data:`STAGE_COLUMNS`: ``first``, ``selected`` and the trace's
+    ``rerank_input_ids`` and ``reranked_ids``) when the caller has coded them already.
+    """
     n = len(missing)
     present = ~missing
     rerank_in, reranked, versions = t["rerank_input_ids"], t["reranked_ids"], t["selected_versions"]
-    n_selected = np.asarray(pc.fill_null(pc.list_value_length(selected), 0))
+    if ids is None:
+        columns = (first, rerank_in, reranked, selected)
+        ids = ChunkIds(registry, dict(zip(STAGE_COLUMNS, columns, strict=True)))
+    stages = [ids[name] for name in STAGE_COLUMNS]
+    n_selected = ids["selected"].lengths
     n_versions = np.asarray(pc.fill_null(pc.list_value_length(versions), 0))
-    stages = [first, rerank_in, reranked, selected]
 
     violations = {
         "missing_trace": missing,
         "empty_selection": present & (n_selected == 0),
         "version_count": present & (n_selected != n_versions),
-        "duplicate_id": present & np.any(np.stack([_has_repeats(stage, n) for stage in stages]), axis=0),
+        "duplicate_id": present & np.any(np.stack([stage.repeats() for stage in stages]), axis=0),
     }
-    keys = t["version_keys"]
-    wanted = _constant_lists(list(required_versions), n)
-    found_keys, key_rows = rowwise.member_of_row(wanted, keys)
-    violations["missing_version"] = present & ~rowwise.all_per_row(found_keys, key_rows, n)
-    violations["repeated_version"] = present & _has_repeats(keys, n)
+    keys, wanted = coded_strings([t["version_keys"], _constant_lists(list(required_versions), n)])
+    violations["missing_version"] = present & ~wanted.all_in(keys)
+    violations["repeated_version"] = present & keys.repeats()
 
-    ids = [rowwise.flat(stage) for stage in stages]
-    all_ids = pa.concat_arrays([values.cast(pa.string()) for values, _ in ids])
-    id_rows = np.concatenate([rows for _, rows in ids])
-    position = registry.index(all_ids)
+    position = np.concatenate([ids.positions[name] for name in STAGE_COLUMNS])
+    id_rows = np.concatenate([stage.rows for stage in stages])
     known = position >= 0
-    violations["unknown_chunk"] = rowwise.any_per_row(~known, id_rows, n)
-    violations["restricted"] = rowwise.any_per_row(
-        known & ~registry.flag(registry.permitted, position), id_rows, n
-    )
-    violations["stale"] = rowwise.any_per_row(known & ~registry.flag(registry.current, position), id_rows, n)
+    violations["unknown_chunk"] = _any_per_row(~known, id_rows, n)
+    violations["restricted"] = _any_per_row(known & ~registry.flag(registry.permitted, position), id_rows, n)
+    violations["stale"] = _any_per_row(known & ~registry.flag(registry.current, position), id_rows, n)
 
+    first_ids, rerank_ids, reranked_ids, selected_ids = stages
     both = np.asarray(rerank_in.is_valid()) & np.asarray(first.is_valid())
-    violations["rerank_input_not_in_first_stage"] = both & ~rowwise.all_found(rerank_in, first, n)
+    violations["rerank_input_not_in_first_stage"] = both & ~rerank_ids.all_in(first_ids)
     both = np.asarray(rerank_in.is_valid()) & np.asarray(reranked.is_valid())
     violations["reranked_not_rerank_input"] = both & ~(
-        rowwise.all_found(reranked, rerank_in, n) & rowwise.all_found(rerank_in, reranked, n)
+        reranked_ids.all_in(rerank_ids) & rerank_ids.all_in(reranked_ids)
     )
-    violations["selected_not_reranked"] = np.asarray(reranked.is_valid()) & ~rowwise.all_found(
-        selected, reranked, n
-    )
+    violations["selected_not_reranked"] = np.asarray(reranked.is_valid()) & ~selected_ids.all_in(reranked_ids)
 
     # Versions pair with selected ids position by position (where the counts agree).
     same_count = (n_selected == n_versions) & (n_selected > 0)
-    selected_ids, selected_rows = rowwise.flat(selected, same_count)
-    given_versions, _ = rowwise.flat(versions, same_count)
-    at = registry.index(selected_ids)
+    paired = same_count[selected_ids.rows]
+    given_versions, _ = flat(versions, same_count)
+    at = ids.positions["selected"][paired]
     registry_version = registry.version.take(pa.array(at, mask=at < 0))  # null where unknown
     wrong = (at >= 0) & ~np.asarray(pc.fill_null(pc.equal(registry_version, given_versions), False))
-    violations["wrong_version"] = rowwise.any_per_row(wrong, selected_rows, n)
+    violations["wrong_version"] = _any_per_row(wrong, selected_ids.rows[paired], n)
     return violations
 
 
-def _has_repeats(lists: pa.Array, n: int) -> np.ndarray:
-    """Per row: some value occurs twice in the row's list."""
-    values, rows = rowwise.flat(lists)
-    if len(values) == 0:
-        return np.zeros(n, dtype=bool)
-    counts = (
-        pa.table({"row": rows, "value": values.cast(pa.string())})
-        .group_by(["row", "value"], use_threads=False)
-        .aggregate([("value", "count")])
-    )
-    repeated = np.asarray(counts.column("value_count")) > 1
-    return rowwise.any_per_row(repeated, np.asarray(counts.column("row")), n)
+def _any_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Per row: at least one flag is true (false for a row with no values)."""
+    out = np.zeros(n, dtype=bool)
+    out[rows[flags]] = True
+    return out
 
 
 def _constant_lists(values: list[str], n: int) -> pa.Array:

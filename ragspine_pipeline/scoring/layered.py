@@ -44,9 +44,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import distinct, empty_lists, lists_from_rows
+from ragspine_pipeline.columnar import empty_lists, lists_from_rows
 from ragspine_pipeline.scoring import means, rowwise
-from ragspine_pipeline.scoring.admissibility import Registry, admissibility, rule_names
+from ragspine_pipeline.scoring.admissibility import (
+    ChunkIds,
+    CodedLists,
+    Registry,
+    admissibility,
+    coded_strings,
+    rule_names,
+)
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
@@ -132,6 +139,11 @@ def score_layered(
 CHUNK_ROWS = 1 << 14
 
 
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """Per row ``numerator / denominator``; 0 where the denominator is 0."""
+    return np.divide(numerator, denominator, out=np.zeros(len(denominator)), where=denominator > 0)
+
+
 def _aggregates(cases: pa.Table) -> dict[str, float]:
     """Means over the cases where each metric applies (non-null); 0.0 where none does.
 
@@ -167,26 +179,29 @@ def _score_cases(
     selected = pc.coalesce(t["selected_context_ids"], first)
     refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], "")), t.get("outcome_refused")) & ~missing
 
-    violations = admissibility(t, first, selected, missing, registry, required_versions)
+    ids = ChunkIds(
+        registry,
+        {
+            "first": first,
+            "rerank_in": t["rerank_input_ids"],
+            "reranked": t["reranked_ids"],
+            "selected": selected,
+            "required": required,
+        },
+    )
+    violations = admissibility(t, first, selected, missing, registry, required_versions, ids)
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
 
     # |A ∩ B| / |B| are set sizes: a repeated id or point counts once.
-    required = distinct(required)
-    n_required = np.asarray(pc.list_value_length(required))
-    candidate_recall = rowwise.share_found(required, first, n_required, n)
-    context_recall = rowwise.share_found(required, selected, n_required, n)
-    distinct_selected = distinct(selected)
-    found_selected, selected_rows = rowwise.member_of_row(distinct_selected, required)
-    n_selected = np.asarray(pc.fill_null(pc.list_value_length(distinct_selected), 0))
-    context_precision = np.divide(
-        np.bincount(selected_rows, weights=found_selected, minlength=n),
-        n_selected,
-        out=np.zeros(n),
-        where=n_selected > 0,
-    )
+    n_required = ids["required"].distinct_counts().astype(np.int32)
+    candidate_recall = _ratio(ids["required"].count_in(ids["first"]), n_required)
+    required_selected = ids["required"].count_in(ids["selected"])  # = |selected ∩ required|
+    context_recall = _ratio(required_selected, n_required)
+    n_selected = ids["selected"].distinct_counts().astype(np.int32)
+    context_precision = _ratio(required_selected, n_selected)
 
     claims = answer_claims(t, missing | refused, n)
-    support = claim_support(claims, selected, registry)
+    support = claim_support(claims, ids["selected"], registry)
     n_claims = np.bincount(claims.rows, minlength=n)
     per_claim = {
         "faithfulness": support.by_selected,
@@ -194,18 +209,14 @@ def _score_cases(
         "citation_support": support.by_citation,
     }
     claim_ratios = {
-        name: np.divide(
-            np.bincount(claims.rows, weights=flags, minlength=n),
-            n_claims,
-            out=np.zeros(n),
-            where=n_claims > 0,
-        )
+        name: _ratio(np.bincount(claims.rows[flags], minlength=n), n_claims)
         for name, flags in per_claim.items()
     }
-    points = distinct(gold.column("required_points").combine_chunks())
-    n_points = np.asarray(pc.list_value_length(points))
-    supported_points = claims.points_of(support.by_selected, n)
-    point_coverage = rowwise.share_found(points, supported_points, n_points, n)
+    points, supported_points = coded_strings(
+        [gold.column("required_points").combine_chunks(), claims.points_of(support.by_selected, n)]
+    )
+    n_points = points.distinct_counts().astype(np.int32)
+    point_coverage = _ratio(points.count_in(supported_points), n_points)
 
     first_applicable = np.asarray(first.is_valid())
     stage = np.select(
@@ -328,68 +339,73 @@ class Support:
     by_citation: np.ndarray  # per claim: its cited chunk is selected and supports it
 
 
-def claim_support(claims: Claims, selected: pa.Array, registry: Registry) -> Support:
-    """Pair every claim with every selected chunk of its case and decide support per pair."""
+def claim_support(claims: Claims, selected: pa.Array | CodedLists, registry: Registry) -> Support:
+    """Pair every claim with every selected chunk of its case and decide support per pair.
+
+    ``selected`` is the selected ids of every case: a list column, or coded by :class:`ChunkIds`.
+    """
+    if not isinstance(selected, CodedLists):
+        selected = ChunkIds(registry, {"selected": selected})["selected"]
     m = len(claims.rows)
-    offsets = np.asarray(selected.offsets, dtype=np.int64)
-    counts = np.where(np.asarray(selected.is_valid()), np.diff(offsets), 0)[claims.rows]
+    # A known id's code is its registry position.
+    position = np.where(selected.codes < len(registry), selected.codes, -1)
+    lengths = selected.lengths
+    counts = lengths[claims.rows]
     pair_claim = np.repeat(np.arange(m), counts)
-    first_pair = np.cumsum(counts) - counts
-    pair_item = np.arange(int(counts.sum())) - np.repeat(first_pair - offsets[:-1][claims.rows], counts)
-    pair_chunk_id = selected.values.take(pa.array(pair_item))
-    pair_chunk = registry.index(pair_chunk_id)
+    pair_item = _segment_positions(counts, (np.cumsum(lengths) - lengths)[claims.rows])
+    pair_chunk = position[pair_item]
     supported = _supported_pairs(claims, pair_claim, pair_chunk, registry)
 
     by_selected = np.zeros(m, dtype=bool)
     by_selected[pair_claim[supported]] = True
-    is_cited = np.asarray(
-        pc.fill_null(pc.equal(pair_chunk_id, claims.citation.take(pa.array(pair_claim))), False)
-    )
+    # A supported pair's chunk is known: it is the cited chunk exactly when the citation has its position.
+    is_cited = registry.index(claims.citation)[pair_claim] == pair_chunk
     by_citation = np.zeros(m, dtype=bool)
     by_citation[pair_claim[supported & is_cited]] = True
     return Support(by_selected=by_selected, by_citation=by_citation)
 
 
+def _segment_positions(counts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``starts[i], starts[i] + 1, …`` (``counts[i]`` positions) for every ``i``, concatenated."""
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - (ends - counts), counts)
+
+
 def _supported_pairs(claims: Claims, pair_claim: np.ndarray, pair_chunk: np.ndarray, registry) -> np.ndarray:
+    """For each (claim, chunk) pair: does the chunk support the claim (the module docstring's rule)?"""
+    m, n_pairs = len(claims.rows), len(pair_claim)
     known = pair_chunk >= 0
     n_phrases = np.asarray(pc.list_value_length(claims.phrases))
     with_phrases = n_phrases[pair_claim] > 0
 
     # Support phrases: every phrase of the claim occurs in the chunk text.
     phrase_values, _ = rowwise.flat(claims.phrases)
-    starts = np.concatenate([[0], np.cumsum(n_phrases)])[:-1]
-    per_pair = n_phrases[pair_claim] * (with_phrases & known)
-    triple_pair = np.repeat(np.arange(len(pair_claim)), per_pair)
-    first = np.cumsum(per_pair) - per_pair
-    triple_phrase = (
-        np.arange(int(per_pair.sum())) - np.repeat(first, per_pair) + np.repeat(starts[pair_claim], per_pair)
-    )
+    per_pair = np.where(with_phrases & known, n_phrases[pair_claim], 0)
+    triple_pair = np.repeat(np.arange(n_pairs), per_pair)
+    triple_phrase = _segment_positions(per_pair, (np.cumsum(n_phrases) - n_phrases)[pair_claim])
     found = rowwise.contains_pairs(
-        registry.text,
-        pc.utf8_lower(phrase_values.take(pa.array(triple_phrase))),
-        pair_chunk[triple_pair],
+        registry.text, pc.utf8_lower(phrase_values).take(pa.array(triple_phrase)), pair_chunk[triple_pair]
     )
-    phrases_ok = rowwise.all_per_row(found, triple_pair, len(pair_claim))
+    phrases_ok = rowwise.all_per_row(found, triple_pair, n_pairs)
 
-    # Token overlap: ≥ 60 % of the claim's word tokens are tokens of the chunk text.
-    token_values, token_claim = rowwise.flat(rowwise.word_tokens(claims.text))
-    n_tokens = np.bincount(token_claim, minlength=len(claims.rows))
-    # A claim token absent from every chunk gets code -1: it can match no chunk key.
+    # Token overlap: ≥ 60 % of the claim's word tokens are tokens of the chunk text. Only the claims that
+    # some known chunk may support by tokens are tokenised.
+    by_tokens = ~with_phrases & known
+    tokenised = np.zeros(m, dtype=bool)
+    tokenised[pair_claim[by_tokens]] = True
+    token_claims = np.flatnonzero(tokenised)
+    token_values, token_rows = rowwise.flat(rowwise.word_tokens(claims.text.take(pa.array(token_claims))))
+    token_claim = token_claims[token_rows]
+    n_tokens = np.bincount(token_claim, minlength=m)
+    # A claim token absent from every chunk gets code -1: its key is code ``width - 1`` of the chunk
+    # before, which is no token.
     claim_codes = np.asarray(pc.fill_null(pc.index_in(token_values, value_set=registry.vocabulary), -1))
-    width, chunk_keys = registry.token_key_width, registry.token_keys
-    token_pairs = n_tokens[pair_claim] * (~with_phrases & known)
-    quad_pair = np.repeat(np.arange(len(pair_claim)), token_pairs)
-    first = np.cumsum(token_pairs) - token_pairs
-    token_starts = np.concatenate([[0], np.cumsum(n_tokens)])[:-1]
-    quad_token = (
-        np.arange(int(token_pairs.sum()))
-        - np.repeat(first, token_pairs)
-        + np.repeat(token_starts[pair_claim], token_pairs)
-    )
-    codes = claim_codes[quad_token]
-    keys = pair_chunk[quad_pair] * width + codes
-    present = (codes >= 0) & np.asarray(pc.is_in(pa.array(keys), value_set=chunk_keys))
-    shared = np.bincount(quad_pair, weights=present, minlength=len(pair_claim))
+    token_pairs = np.where(by_tokens, n_tokens[pair_claim], 0)
+    quad_token = _segment_positions(token_pairs, (np.cumsum(n_tokens) - n_tokens)[pair_claim])
+    keys = np.repeat(pair_chunk * registry.token_key_width, token_pairs) + claim_codes[quad_token]
+    present = np.concatenate([[0], np.cumsum(registry.has_tokens(keys))])
+    pair_end = np.cumsum(token_pairs)
+    shared = present[pair_end] - present[pair_end - token_pairs]
     pair_tokens = n_tokens[pair_claim]
     numerator, denominator = SUPPORT_TOKEN_SHARE
     tokens_ok = (pair_tokens > 0) & (shared * denominator >= pair_tokens * numerator)
