@@ -58,7 +58,7 @@ class Registry:
 
     @cached_property
     def _token_index(self) -> tuple[pa.Array, int, pl.Series]:
-        values, rows = rowwise.flat(rowwise.word_tokens(self.text))
+        values, rows = word_tokens(self.text)
         encoded = pc.dictionary_encode(values)
         vocabulary = encoded.dictionary
         width = len(vocabulary) + 1
@@ -92,6 +92,55 @@ class Registry:
         """Registry position of each id, -1 when the id is unknown."""
         found = pc.index_in(ids, value_set=self.chunk_id)
         return np.asarray(pc.fill_null(found, -1), dtype=np.int64)
+
+
+_WORD_BYTES = np.zeros(256, dtype=bool)  # the letters, digits and underscore of ASCII
+_WORD_BYTES[list(b"0123456789_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
+
+
+def word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The word tokens of every lower-cased text (``rowwise.word_tokens``), flat and in row order: each
+    token and the index of its row. A null text has none.
+
+    A text that is ASCII once lower-cased is split by its bytes, where the letters and digits are
+    ``A-Z``, ``a-z`` and ``0-9``; the others by ``rowwise.word_tokens``.
+    """
+    text = pc.fill_null(text.cast(pa.string()), "")
+    lower = pc.utf8_lower(text)
+    ascii_rows = np.asarray(pc.string_is_ascii(lower), dtype=bool)
+    if ascii_rows.all():
+        return _ascii_word_tokens(lower)
+    values, rows = _ascii_word_tokens(lower.filter(pa.array(ascii_rows)))
+    others, other_rows = rowwise.flat(rowwise.word_tokens(text.filter(pa.array(~ascii_rows))))
+    rows = np.concatenate([np.flatnonzero(ascii_rows)[rows], np.flatnonzero(~ascii_rows)[other_rows]])
+    order = np.argsort(rows, kind="stable")
+    return pa.concat_arrays([values, others.cast(pa.string())]).take(pa.array(order)), rows[order]
+
+
+def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """:func:`word_tokens` of non-null ASCII strings, found in their bytes: the maximal runs of word bytes
+    (:data:`_WORD_BYTES`) within each string."""
+    n = len(text)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
+    offsets = offsets.astype(np.int64)
+    data = text.buffers()[2]
+    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
+    offsets -= offsets[0]
+    word = _WORD_BYTES[data]
+    # Runs of word and non-word bytes, cut also where a string starts: the word runs are the tokens.
+    cut = np.ones(len(data) + 1, dtype=bool)
+    np.not_equal(word[1:], word[:-1], out=cut[1:-1])
+    cut[offsets] = True
+    bounds = np.flatnonzero(cut)
+    token = word[bounds[:-1]]
+    starts, ends = bounds[:-1][token], bounds[1:][token]
+    token_offsets = np.zeros(len(starts) + 1, dtype=np.int32)
+    np.cumsum(ends - starts, out=token_offsets[1:])
+    tokens = pa.StringArray.from_buffers(
+        len(starts), pa.py_buffer(token_offsets), pa.py_buffer(np.ascontiguousarray(data[word]))
+    )
+    per_row = np.diff(np.searchsorted(starts, offsets))
+    return tokens, np.repeat(np.arange(n), per_row)
 
 
 class CodedLists:

@@ -53,6 +53,7 @@ from ragspine_pipeline.scoring.admissibility import (
     admissibility,
     coded_strings,
     rule_names,
+    word_tokens,
 )
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
@@ -394,7 +395,7 @@ def _supported_pairs(claims: Claims, pair_claim: np.ndarray, pair_chunk: np.ndar
     tokenised = np.zeros(m, dtype=bool)
     tokenised[pair_claim[by_tokens]] = True
     token_claims = np.flatnonzero(tokenised)
-    token_values, token_rows = rowwise.flat(rowwise.word_tokens(claims.text.take(pa.array(token_claims))))
+    token_values, token_rows = word_tokens(claims.text.take(pa.array(token_claims)))
     token_claim = token_claims[token_rows]
     n_tokens = np.bincount(token_claim, minlength=m)
     # A claim token absent from every chunk gets code -1: its key is code ``width - 1`` of the chunk

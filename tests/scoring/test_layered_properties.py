@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragspine_pipeline.contracts.columns import EVIDENCE_SCHEMA
-from ragspine_pipeline.scoring import layered
+from ragspine_pipeline.scoring import layered, rowwise
+from ragspine_pipeline.scoring.admissibility import word_tokens
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, score_layered
 from tests.scoring import layered_oracle as oracle
 from tests.scoring.conftest import gold_table, trace_table
@@ -333,3 +334,37 @@ def test_repeated_ids_and_points_count_once(case, trace, metric, value):
     actual, expected = one_case(case, trace)
     assert expected[metric] == value
     assert actual[metric] == pytest.approx(value)
+
+
+# -- word tokens: split by bytes where the lower-cased text is ASCII, else by the regular expression ------
+
+# ASCII (controls included), letters and digits that lower-case to ASCII or not at all, combining marks,
+# other scripts' letters and digits, punctuation and symbols outside ASCII.
+TOKEN_CHARS = st.one_of(
+    st.characters(max_codepoint=127),
+    st.sampled_from(list("\u212a\u0130\u1e9e\u00c9\u00e9\u0301\u0663\u00b2\u2167\u6570\u00a0\u2019\u3002_")),
+    st.characters(codec="utf-8"),
+)
+
+
+def regex_word_tokens(texts: pa.Array) -> tuple[list, list]:
+    values, rows = rowwise.flat(rowwise.word_tokens(texts))
+    return values.to_pylist(), rows.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.one_of(st.none(), st.text(TOKEN_CHARS, max_size=12)), max_size=8),
+    start=st.integers(0, 2),
+)
+def test_word_tokens_are_those_of_the_regular_expression(texts, start):
+    array = pa.array(["Sliced Off"] * start + texts, pa.string()).slice(start)  # also an offset array
+    values, rows = word_tokens(array)
+    assert (values.to_pylist(), rows.tolist()) == regex_word_tokens(array)
+
+
+@pytest.mark.parametrize("code", range(128))
+def test_each_ascii_character_joins_or_breaks_tokens_as_the_regular_expression_says(code):
+    texts = pa.array([f"a{chr(code)}b", chr(code), f"{chr(code)}{chr(code)}x"], pa.string())
+    values, rows = word_tokens(texts)
+    assert (values.to_pylist(), rows.tolist()) == regex_word_tokens(texts)
