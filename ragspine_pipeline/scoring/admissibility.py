@@ -41,6 +41,7 @@ ADMISSIBILITY_RULES = (
     "stale",
 )
 STAGE_COLUMNS = ("first", "rerank_in", "reranked", "selected")
+RESTRICTED, STALE, UNKNOWN = 1, 2, 4  # Registry.problems
 
 
 class Registry:
@@ -80,22 +81,17 @@ class Registry:
         """For each ``chunk position * token_key_width + token code``: is that token one of the chunk's?"""
         return pl.Series(keys).is_in(self._token_index[2]).to_numpy()
 
-    @staticmethod
-    def flag(values: np.ndarray, position: np.ndarray) -> np.ndarray:
-        """``values`` at each registry position; False for an unknown id (position -1)."""
-        known = position >= 0
-        out = np.zeros(len(position), dtype=bool)
-        out[known] = values[position[known]]
-        return out
+    @cached_property
+    def problems(self) -> np.ndarray:
+        """What is wrong with the chunk at each registry position (:data:`RESTRICTED`, :data:`STALE`), and
+        last, at position -1, with an unknown id (:data:`UNKNOWN`): bit flags."""
+        flags = np.where(self.permitted, 0, RESTRICTED) | np.where(self.current, 0, STALE)
+        return np.append(flags, UNKNOWN).astype(np.uint8)
 
     def index(self, ids: pa.Array) -> np.ndarray:
         """Registry position of each id, -1 when the id is unknown."""
         found = pc.index_in(ids, value_set=self.chunk_id)
         return np.asarray(pc.fill_null(found, -1), dtype=np.int64)
-
-
-_WORD_BYTES = np.zeros(256, dtype=bool)  # the letters, digits and underscore of ASCII
-_WORD_BYTES[list(b"0123456789_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
 
 
 def word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -119,14 +115,14 @@ def word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """:func:`word_tokens` of non-null ASCII strings, found in their bytes: the maximal runs of word bytes
-    (:data:`_WORD_BYTES`) within each string."""
+    (:func:`_word_bytes`) within each string."""
     n = len(text)
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
     offsets = offsets.astype(np.int64)
     data = text.buffers()[2]
     data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
     offsets -= offsets[0]
-    word = _WORD_BYTES[data]
+    word = _word_bytes(data)
     # Runs of word and non-word bytes, cut also where a string starts: the word runs are the tokens.
     cut = np.ones(len(data) + 1, dtype=bool)
     np.not_equal(word[1:], word[:-1], out=cut[1:-1])
@@ -141,6 +137,13 @@ def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     )
     per_row = np.diff(np.searchsorted(starts, offsets))
     return tokens, np.repeat(np.arange(n), per_row)
+
+
+def _word_bytes(data: np.ndarray) -> np.ndarray:
+    """For each ASCII byte: is it a letter, a digit or the underscore? (``|`` 32 lower-cases a letter.)"""
+    digit = (data - np.uint8(ord("0"))) < 10  # below "0", the difference wraps around past 10
+    letter = ((data | np.uint8(32)) - np.uint8(ord("a"))) < 26
+    return digit | letter | (data == ord("_"))
 
 
 class CodedLists:
@@ -171,33 +174,46 @@ class CodedLists:
         keys = self.keys
         return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
 
+    @cached_property
+    def has_nulls(self) -> bool:
+        return bool(np.any(self.codes == self.null_code))
+
     def repeats(self) -> np.ndarray:
-        """Per row: some value occurs twice in the row's list (two nulls count as a repeat)."""
+        """Per row: some value occurs twice in the row's list (nulls are no value that could repeat)."""
         keys = self.keys
+        repeated = keys[1:][keys[1:] == keys[:-1]]
+        if self.has_nulls:
+            repeated = repeated[repeated % self.width != self.null_code]
         out = np.zeros(len(self.lists), dtype=bool)
-        out[keys[1:][keys[1:] == keys[:-1]] // self.width] = True
+        out[repeated // self.width] = True
         return out
 
     def distinct_counts(self) -> np.ndarray:
         """Per row: the number of distinct values (a null counts as one value)."""
         return np.bincount(self.distinct_keys // self.width, minlength=len(self.lists))
 
-    def found_in(self, other: CodedLists) -> tuple[np.ndarray, np.ndarray]:
-        """For each distinct value of each row: is it in the same row of ``other`` (coded alike)? A null is
-        in nothing. Returns ``(found, row)``, aligned with :attr:`distinct_keys`."""
+    def found_in(self, other: CodedLists) -> np.ndarray:
+        """For each of :attr:`distinct_keys`: is that value in the same row of ``other`` (coded alike)? A
+        null is in nothing."""
         needles = self.distinct_keys
-        found = _in_sorted(needles, other.keys) & (needles % self.width != self.null_code)
-        return found, needles // self.width
+        if np.array_equal(needles, other.distinct_keys):  # every row holds the same values in both
+            found = np.ones(len(needles), dtype=bool)
+        else:
+            found = _in_sorted(needles, other.keys)
+        if self.has_nulls:
+            found &= needles % self.width != self.null_code
+        return found
 
     def all_in(self, other: CodedLists) -> np.ndarray:
         """Per row: every value is in the same row of ``other`` (vacuously true for an empty row)."""
-        found, rows = self.found_in(other)
-        return rowwise.all_per_row(found, rows, len(self.lists))
+        out = np.ones(len(self.lists), dtype=bool)
+        out[self.distinct_keys[~self.found_in(other)] // self.width] = False
+        return out
 
     def count_in(self, other: CodedLists) -> np.ndarray:
         """Per row: how many of its distinct values are in the same row of ``other``."""
-        found, rows = self.found_in(other)
-        return np.bincount(rows[found], minlength=len(self.lists))
+        found = self.distinct_keys[self.found_in(other)]
+        return np.bincount(found // self.width, minlength=len(self.lists))
 
 
 class ChunkIds:
@@ -294,12 +310,15 @@ def admissibility(
     violations["missing_version"] = present & ~wanted.all_in(keys)
     violations["repeated_version"] = present & keys.repeats()
 
-    position = np.concatenate([ids.positions[name] for name in STAGE_COLUMNS])
-    id_rows = np.concatenate([stage.rows for stage in stages])
-    known = position >= 0
-    violations["unknown_chunk"] = _any_per_row(~known, id_rows, n)
-    violations["restricted"] = _any_per_row(known & ~registry.flag(registry.permitted, position), id_rows, n)
-    violations["stale"] = _any_per_row(known & ~registry.flag(registry.current, position), id_rows, n)
+    problems, problem_rows = [], []
+    for name, stage in zip(STAGE_COLUMNS, stages, strict=True):
+        flags = registry.problems[ids.positions[name]]  # position -1 (unknown) reads the last entry
+        at = np.flatnonzero(flags)
+        problems.append(flags[at])
+        problem_rows.append(stage.rows[at])
+    problems, problem_rows = np.concatenate(problems), np.concatenate(problem_rows)
+    for rule, flag in (("unknown_chunk", UNKNOWN), ("restricted", RESTRICTED), ("stale", STALE)):
+        violations[rule] = _any_per_row((problems & flag) != 0, problem_rows, n)
 
     first_ids, rerank_ids, reranked_ids, selected_ids = stages
     both = np.asarray(rerank_in.is_valid()) & np.asarray(first.is_valid())

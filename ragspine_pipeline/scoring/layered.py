@@ -128,6 +128,8 @@ def score_layered(
     memory); the registry is indexed once.
     """
     rows, _ = join_traces(gold, traces)
+    # Only what the metrics read: the gather of a join copies every column, and each chunk combines them.
+    traces = traces.select([name for name in TRACE_COLUMNS if name in traces.column_names])
     registry = Registry(evidence)
     parts = [
         _score_cases(part_gold, aligned, missing, registry, required_versions)
@@ -138,6 +140,19 @@ def score_layered(
 
 
 CHUNK_ROWS = 1 << 14
+# The trace columns the layered metrics read (tables built before ``outcome_refused`` existed lack it).
+TRACE_COLUMNS = (
+    "claim",
+    "citations",
+    "claims",
+    "retrieved_ids",
+    "rerank_input_ids",
+    "reranked_ids",
+    "selected_context_ids",
+    "selected_versions",
+    "version_keys",
+    "outcome_refused",
+)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:

@@ -211,3 +211,16 @@ def test_aggregates_exclude_not_applicable_cases():
     assert result.denominators["context_recall"] == 1  # the unanswerable case requires nothing
     assert result.denominators["faithfulness"] == 1  # the refusal has no claims to judge
     assert result.metrics["releasable_rate"] == 1.0
+
+
+def test_a_null_id_is_unknown_in_no_other_stage_and_never_a_repeat():
+    stages = ["pol-1#2", None, None]
+    _, row = stage_of(
+        trace("nullid", retrieved_ids=stages, rerank_input_ids=stages, reranked_ids=stages,
+              selected_context_ids=["pol-1#2"], selected_versions=["v1"])
+    )  # fmt: skip
+    assert row["inadmissible"] == [
+        "unknown_chunk",
+        "rerank_input_not_in_first_stage",
+        "reranked_not_rerank_input",
+    ]
