@@ -147,12 +147,12 @@ def _word_bytes(data: np.ndarray) -> np.ndarray:
 
 
 class CodedLists:
-    """A list column whose values are integer codes: equal values, equal codes; a null value has its own
-    code, ``width - 1``. Gives the row of every value and its code (in the column's order), and the sorted
-    row keys ``row * width + code`` on which per-row set questions are asked."""
+    """A list column of ``n`` rows whose values are integer codes: equal values, equal codes; a null value
+    has its own code, ``width - 1``. Holds the row of every value and its code (in the column's order), and
+    the sorted row keys ``row * width + code`` on which per-row set questions are asked."""
 
-    def __init__(self, lists: pa.Array, rows: np.ndarray, codes: np.ndarray, width: int):
-        self.lists, self.rows, self.codes, self.width = lists, rows, codes, width
+    def __init__(self, n: int, rows: np.ndarray, codes: np.ndarray, width: int):
+        self.n, self.rows, self.codes, self.width = n, rows, codes, width
 
     @property
     def null_code(self) -> int:
@@ -161,7 +161,7 @@ class CodedLists:
     @cached_property
     def lengths(self) -> np.ndarray:
         """Per row, the number of values (0 for a null list)."""
-        return np.bincount(self.rows, minlength=len(self.lists))
+        return np.bincount(self.rows, minlength=self.n)
 
     @cached_property
     def keys(self) -> np.ndarray:
@@ -178,25 +178,26 @@ class CodedLists:
     def has_nulls(self) -> bool:
         return bool(np.any(self.codes == self.null_code))
 
+    @cached_property
     def repeats(self) -> np.ndarray:
         """Per row: some value occurs twice in the row's list (nulls are no value that could repeat)."""
         keys = self.keys
         repeated = keys[1:][keys[1:] == keys[:-1]]
         if self.has_nulls:
             repeated = repeated[repeated % self.width != self.null_code]
-        out = np.zeros(len(self.lists), dtype=bool)
+        out = np.zeros(self.n, dtype=bool)
         out[repeated // self.width] = True
         return out
 
     def distinct_counts(self) -> np.ndarray:
         """Per row: the number of distinct values (a null counts as one value)."""
-        return np.bincount(self.distinct_keys // self.width, minlength=len(self.lists))
+        return np.bincount(self.distinct_keys // self.width, minlength=self.n)
 
     def found_in(self, other: CodedLists) -> np.ndarray:
         """For each of :attr:`distinct_keys`: is that value in the same row of ``other`` (coded alike)? A
         null is in nothing."""
         needles = self.distinct_keys
-        if np.array_equal(needles, other.distinct_keys):  # every row holds the same values in both
+        if other is self or np.array_equal(needles, other.distinct_keys):  # each row: the same values
             found = np.ones(len(needles), dtype=bool)
         else:
             found = _in_sorted(needles, other.keys)
@@ -206,14 +207,14 @@ class CodedLists:
 
     def all_in(self, other: CodedLists) -> np.ndarray:
         """Per row: every value is in the same row of ``other`` (vacuously true for an empty row)."""
-        out = np.ones(len(self.lists), dtype=bool)
+        out = np.ones(self.n, dtype=bool)
         out[self.distinct_keys[~self.found_in(other)] // self.width] = False
         return out
 
     def count_in(self, other: CodedLists) -> np.ndarray:
         """Per row: how many of its distinct values are in the same row of ``other``."""
         found = self.distinct_keys[self.found_in(other)]
-        return np.bincount(found // self.width, minlength=len(self.lists))
+        return np.bincount(found // self.width, minlength=self.n)
 
 
 class ChunkIds:
@@ -222,14 +223,24 @@ class ChunkIds:
 
     def __init__(self, registry: Registry, columns: Mapping[str, pa.Array]):
         flats = {name: flat(lists) for name, lists in columns.items()}
-        self.positions = {name: registry.index(values) for name, (values, _) in flats.items()}
-        codes, width = _codes(
-            [values for values, _ in flats.values()], list(self.positions.values()), len(registry)
-        )
-        self.columns = {
-            name: CodedLists(columns[name], rows, code, width)
-            for (name, (_, rows)), code in zip(flats.items(), codes, strict=True)
-        }
+        # A column holding the same ids as one before it (the rerank input is often the whole first stage)
+        # is looked up once; with the same rows too (an unchanged reranking), it is the same CodedLists.
+        like: dict[str, str] = {}
+        for name, (values, _) in flats.items():
+            like[name] = next(
+                (other for other in dict.fromkeys(like.values()) if flats[other][0].equals(values)), name
+            )
+        coded = [name for name in flats if like[name] == name]
+        positions = {name: registry.index(flats[name][0]) for name in coded}
+        codes, width = _codes([flats[name][0] for name in coded], list(positions.values()), len(registry))
+        codes = dict(zip(coded, codes, strict=True))
+        self.positions = {name: positions[like[name]] for name in flats}
+        self.columns: dict[str, CodedLists] = {}
+        for name, (_, rows) in flats.items():
+            if like[name] != name and np.array_equal(rows, flats[like[name]][1]):
+                self.columns[name] = self.columns[like[name]]
+            else:
+                self.columns[name] = CodedLists(len(columns[name]), rows, codes[like[name]], width)
 
     def __getitem__(self, name: str) -> CodedLists:
         return self.columns[name]
@@ -241,7 +252,7 @@ def coded_strings(columns: Sequence[pa.Array]) -> list[CodedLists]:
     values = [values for values, _ in flats]
     codes, width = _codes(values, [np.full(len(v), -1, dtype=np.int64) for v in values], 0)
     return [
-        CodedLists(lists, rows, code, width)
+        CodedLists(len(lists), rows, code, width)
         for lists, (_, rows), code in zip(columns, flats, codes, strict=True)
     ]
 
@@ -304,14 +315,15 @@ def admissibility(
         "missing_trace": missing,
         "empty_selection": present & (n_selected == 0),
         "version_count": present & (n_selected != n_versions),
-        "duplicate_id": present & np.any(np.stack([stage.repeats() for stage in stages]), axis=0),
+        "duplicate_id": present & np.any(np.stack([stage.repeats for stage in stages]), axis=0),
     }
     keys, wanted = coded_strings([t["version_keys"], _constant_lists(list(required_versions), n)])
     violations["missing_version"] = present & ~wanted.all_in(keys)
-    violations["repeated_version"] = present & keys.repeats()
+    violations["repeated_version"] = present & keys.repeats
 
     problems, problem_rows = [], []
-    for name, stage in zip(STAGE_COLUMNS, stages, strict=True):
+    distinct_stages = {id(stage): (name, stage) for name, stage in zip(STAGE_COLUMNS, stages, strict=True)}
+    for name, stage in distinct_stages.values():
         flags = registry.problems[ids.positions[name]]  # position -1 (unknown) reads the last entry
         at = np.flatnonzero(flags)
         problems.append(flags[at])
