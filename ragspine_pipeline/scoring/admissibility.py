@@ -317,9 +317,12 @@ def admissibility(
         "version_count": present & (n_selected != n_versions),
         "duplicate_id": present & np.any(np.stack([stage.repeats for stage in stages]), axis=0),
     }
-    keys, wanted = coded_strings([t["version_keys"], _constant_lists(list(required_versions), n)])
-    violations["missing_version"] = present & ~wanted.all_in(keys)
-    violations["repeated_version"] = present & keys.repeats
+    keys, key_rows = flat(t["version_keys"])
+    has_all = np.ones(n, dtype=bool)
+    for key in dict.fromkeys(required_versions):
+        has_all &= _any_per_row(np.asarray(pc.fill_null(pc.equal(keys, key), False)), key_rows, n)
+    violations["missing_version"] = present & ~has_all
+    violations["repeated_version"] = present & coded_strings([t["version_keys"]])[0].repeats
 
     problems, problem_rows = [], []
     distinct_stages = {id(stage): (name, stage) for name, stage in zip(STAGE_COLUMNS, stages, strict=True)}
@@ -357,11 +360,6 @@ def _any_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     out[rows[flags]] = True
     return out
-
-
-def _constant_lists(values: list[str], n: int) -> pa.Array:
-    offsets = np.arange(n + 1, dtype=np.int32) * len(values)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values * n, pa.string()))
 
 
 def rule_names(violations: dict[str, np.ndarray], n: int) -> pa.Array:

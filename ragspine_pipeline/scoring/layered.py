@@ -324,25 +324,29 @@ def answer_claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> Clai
     the rows flagged ``no_answer``: the claim ledger, else the answer text as one claim (see the module
     docstring)."""
     ledger = t["claims"]
-    has_ledger = np.asarray(ledger.is_valid()) & ~no_answer
-    entries, ledger_rows = rowwise.flat(ledger, has_ledger)
-    # Without a ledger: one claim, the answer text (when not blank), cited by its first citation.
-    text = pc.fill_null(t["claim"], "")
-    single = (
-        ~has_ledger & ~no_answer & np.asarray(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0))
+    with_ledger = np.asarray(ledger.is_valid())
+    has_ledger = with_ledger & ~no_answer
+    entries, ledger_rows = rowwise.flat(
+        ledger, None if np.array_equal(has_ledger, with_ledger) else has_ledger
     )
-    single_rows = np.flatnonzero(single)
+    # Without a ledger: one claim, the answer text (when not blank), cited by its first citation.
+    candidates = np.flatnonzero(~has_ledger & ~no_answer)
+    text = pc.fill_null(t["claim"].take(pa.array(candidates)), "")
+    blank = np.asarray(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0))
+    single_rows, text = candidates[~blank], text.filter(pa.array(~blank))
     first_citation = _first_elements(t["citations"].take(pa.array(single_rows)))
     count = len(single_rows)
     rows = np.concatenate([ledger_rows, single_rows])
     order = np.argsort(rows, kind="stable")
+    in_order = count == 0 or bool(np.all(rows[1:] >= rows[:-1]))
 
     def both(from_ledger: pa.Array, from_single: pa.Array) -> pa.Array:
-        return pa.concat_arrays([from_ledger, from_single]).take(pa.array(order))
+        claims = pa.concat_arrays([from_ledger, from_single])
+        return claims if in_order else claims.take(pa.array(order))
 
     return Claims(
         rows=rows[order],
-        text=both(pc.struct_field(entries, "text"), text.take(pa.array(single_rows))),
+        text=both(pc.struct_field(entries, "text"), text),
         citation=both(pc.struct_field(entries, "citation_id"), first_citation),
         phrases=both(pc.struct_field(entries, "support_phrases"), empty_lists(count)),
         point=both(pc.struct_field(entries, "answer_point"), pa.nulls(count, pa.string())),
