@@ -337,15 +337,14 @@ def answer_claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> Clai
     first_citation = _first_elements(t["citations"].take(pa.array(single_rows)))
     count = len(single_rows)
     rows = np.concatenate([ledger_rows, single_rows])
-    order = np.argsort(rows, kind="stable")
-    in_order = count == 0 or bool(np.all(rows[1:] >= rows[:-1]))
+    order = None if count == 0 or np.all(rows[1:] >= rows[:-1]) else np.argsort(rows, kind="stable")
 
     def both(from_ledger: pa.Array, from_single: pa.Array) -> pa.Array:
         claims = pa.concat_arrays([from_ledger, from_single])
-        return claims if in_order else claims.take(pa.array(order))
+        return claims if order is None else claims.take(pa.array(order))
 
     return Claims(
-        rows=rows[order],
+        rows=rows if order is None else rows[order],
         text=both(pc.struct_field(entries, "text"), text),
         citation=both(pc.struct_field(entries, "citation_id"), first_citation),
         phrases=both(pc.struct_field(entries, "support_phrases"), empty_lists(count)),
