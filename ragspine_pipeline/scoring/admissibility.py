@@ -15,6 +15,7 @@ looked up once, and no Python loop over rows.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
 from functools import cached_property
 
 import numpy as np
@@ -53,12 +54,20 @@ class Registry:
         self.permitted = np.asarray(evidence.column("permitted").combine_chunks(), dtype=bool)
         self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
         self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
+        self._indexing_tokens: Future | None = None
 
     def __len__(self) -> int:
         return len(self.chunk_id)
 
+    def index_tokens_on(self, executor: Executor) -> None:
+        """Index the chunk texts' word tokens on ``executor`` from now on (else it happens on first use)."""
+        self._indexing_tokens = executor.submit(self._index_tokens)
+
     @cached_property
     def _token_index(self) -> tuple[pa.Array, int, pl.Series]:
+        return self._index_tokens() if self._indexing_tokens is None else self._indexing_tokens.result()
+
+    def _index_tokens(self) -> tuple[pa.Array, int, pl.Series]:
         values, rows = word_tokens(self.text)
         encoded = pc.dictionary_encode(values)
         vocabulary = encoded.dictionary

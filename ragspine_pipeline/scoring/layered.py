@@ -38,6 +38,7 @@ both stages; the others read an absent list as empty.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,16 +126,19 @@ def score_layered(
     """Score canonical gold, trace and evidence columns (``contracts.columns``) layer by layer.
 
     Cases are scored :data:`CHUNK_ROWS` at a time (the claim × chunk × token pairs of a chunk bound the
-    memory); the registry is indexed once.
+    memory); the registry is indexed once, its chunk texts' tokens on a second thread while the first
+    cases are checked for admissibility.
     """
     rows, _ = join_traces(gold, traces)
     # Only what the metrics read: the gather of a join copies every column, and each chunk combines them.
     traces = traces.select([name for name in TRACE_COLUMNS if name in traces.column_names])
     registry = Registry(evidence)
-    parts = [
-        _score_cases(part_gold, aligned, missing, registry, required_versions)
-        for part_gold, aligned, missing in aligned_chunks(gold, traces, rows, CHUNK_ROWS)
-    ]
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        registry.index_tokens_on(executor)
+        parts = [
+            _score_cases(part_gold, aligned, missing, registry, required_versions)
+            for part_gold, aligned, missing in aligned_chunks(gold, traces, rows, CHUNK_ROWS)
+        ]
     cases = pa.concat_tables(parts) if parts else _score_cases(gold, traces, np.zeros(0, bool), registry, ())
     return LayeredScore(cases=cases, metrics=_aggregates(cases), denominators=_denominators(cases))
 
