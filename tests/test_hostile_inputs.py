@@ -39,6 +39,7 @@ TRACES = [
 ]
 DEEP = '{"qid": "q9", "x": ' + "[" * 10_000 + "]" * 10_000 + "}"  # pyarrow's parser died on this (SIGSEGV)
 HUGE_INT = '{"qid": "q9", "x": ' + "9" * 5_000 + "}"  # beyond Python's 4,300-digit conversion limit
+PAIRED = '{"qid": "q9", "answer": "smile \\ud83d\\ude00"}'  # one character, written as a surrogate pair
 BIN = Path(sys.executable).with_name("ragspine-eval")
 
 
@@ -80,6 +81,9 @@ def traces_with(tmp_path: Path, bad: str, name: str = "traces.jsonl") -> Path:
         (DEEP, "traces.jsonl:3: JSON nested 10001 levels deep; at most 64 are accepted"),
         ('{"qid": "q9", "x": ' + "{" * 70 + "}" * 70 + "}", "traces.jsonl:3: JSON nested 71 levels deep"),
         (HUGE_INT, "traces.jsonl:3: a number has too many digits (at most 4,300)"),
+        # A \ud800 escape without its pair decodes to no character at all (it crashed the table build).
+        ('{"qid": "\\ud800", "answer": "x"}', "traces.jsonl:3: field 'qid': a lone surrogate (\\ud800)"),
+        ('{"qid": "q9", "tags": {"k": ["a", "\\uDC00b"]}}', "field 'tags.k[1]': a lone surrogate (\\udc00)"),
     ],
 )
 def test_a_hostile_trace_line_is_one_error_line_naming_file_and_line(tmp_path, gold, bad, message):
@@ -95,6 +99,19 @@ def test_the_same_lines_in_the_golden_set_are_refused_the_same_way(tmp_path, gol
     done = ragspine("score", "--gold", str(gold), "--trace", str(traces))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "gold.jsonl:6: JSON nested 10001 levels deep" in done.stderr
+
+
+def test_a_surrogate_pair_is_one_character_and_reads(tmp_path, gold):
+    done = ragspine("score", "--gold", str(gold), "--trace", str(traces_with(tmp_path, PAIRED)))
+    assert done.returncode in (0, 1), done.stderr
+
+
+def test_a_lone_surrogate_in_a_json_array_file_names_its_line(tmp_path, gold):
+    traces = tmp_path / "traces.json"
+    traces.write_text('[\n{"qid": "q1", "answer": "x"},\n{"qid": "q\\udfff", "answer": "x"}\n]\n')
+    done = ragspine("score", "--gold", str(gold), "--trace", str(traces))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "traces.json:3: field 'qid': a lone surrogate (\\udfff) is not text" in done.stderr
 
 
 def test_an_over_long_line_is_refused_without_reading_it_whole(tmp_path, gold):

@@ -101,7 +101,7 @@ def _gold_and_traces(gold_path: str, trace_path: str) -> tuple[pa.Table, pa.Tabl
         gold = pool.submit(load_gold, gold_path)
         try:
             traces = _traces(trace_path)
-        except InputError:
+        except BaseException:
             gold.result()
             raise
         return gold.result().table, traces

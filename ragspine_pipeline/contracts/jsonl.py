@@ -7,6 +7,7 @@ exact line of an error that the columnar reader in ``contracts.columns`` only de
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,10 @@ def _iter_lines(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, An
                 raise InputError(str(path), inputs.too_long_message(line.length), line.number)
             if not line.data.strip():
                 continue
-            yield line.number, inputs.loads(line.data, str(path), line.number, object_pairs_hook=hook)
+            value = inputs.loads(line.data, str(path), line.number, object_pairs_hook=hook)
+            if _SURROGATE_ESCAPE_BYTES.search(line.data):
+                _refuse_lone_surrogates(value, path, line.number)
+            yield line.number, value
 
 
 def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
@@ -109,6 +113,8 @@ def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, An
         except ValueError:  # an integer of more than 4,300 digits
             message = "a number has too many digits (at most 4,300)"
             raise InputError(str(path), message, line_at(start)) from None
+        if _SURROGATE_ESCAPE.search(text, start, pos):
+            _refuse_lone_surrogates(value, path, line_at(start))
         yield line_at(start), value
         pos = skip_ws(pos)
         if pos < len(text) and text[pos] == ",":
@@ -118,6 +124,37 @@ def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, An
             _expect_end(path, text, skip_ws(pos + 1), line_at)
             return
         raise InputError(str(path), "malformed JSON array: expected ',' or ']'", line_at(min(pos, len(text))))
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_lone_surrogates(value: Any, path: Path, line: int) -> None:
+    """A ``\\ud800`` escape without its pair decodes to a lone surrogate, which is not text (no UTF-8
+    encodes it): refused with the line and the field, as any other value that is not what it claims."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        current, where = stack.pop()
+        if isinstance(current, dict):
+            for key, item in current.items():
+                name = f"{where}.{key}" if where else str(key)
+                _check_text(key, path, line, name)
+                stack.append((item, name))
+        elif isinstance(current, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(current))
+        elif isinstance(current, str):
+            _check_text(current, path, line, where)
+
+
+def _check_text(text: str, path: Path, line: int, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = f"\\u{ord(text[exc.start]):04x}"
+        raise InputError(
+            str(path), f"a lone surrogate ({code}) is not text", line, None, field or None
+        ) from None
 
 
 def _expect_end(path: Path, text: str, pos: int, line_at) -> None:
