@@ -107,9 +107,8 @@ def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=False)]
         except _FieldAppearsLate:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=True)]
-        # The blocks stay where the parser put them: a copy into one contiguous table would cost as
-        # much memory again and, on this kind of machine, about as long as parsing (every fresh page
-        # faults); Arrow's kernels and polars read chunked columns as fast.
+        # The blocks stay where the parser put them: a copy into one contiguous table would hold the
+        # file twice at the peak, and Arrow's kernels (take included) read chunked columns as fast.
         table = pa.concat_tables(parts) if parts else schema.empty_table()
         return Loaded(str(path), table, "columnar")
     except NotSure:

@@ -19,7 +19,6 @@ from concurrent.futures import Executor, Future
 from functools import cached_property
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,17 +63,17 @@ class Registry:
         self._indexing_tokens = executor.submit(self._index_tokens)
 
     @cached_property
-    def _token_index(self) -> tuple[pa.Array, int, pl.Series]:
+    def _token_index(self) -> tuple[pa.Array, int, np.ndarray]:
         return self._index_tokens() if self._indexing_tokens is None else self._indexing_tokens.result()
 
-    def _index_tokens(self) -> tuple[pa.Array, int, pl.Series]:
+    def _index_tokens(self) -> tuple[pa.Array, int, np.ndarray]:
         values, rows = word_tokens(self.text)
         encoded = pc.dictionary_encode(values)
         vocabulary = encoded.dictionary
         width = len(vocabulary) + 1
         keys = np.sort(rows * width + np.asarray(encoded.indices, dtype=np.int64), kind="stable")
         distinct = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
-        return vocabulary, width, pl.Series(distinct).implode()
+        return vocabulary, width, distinct  # sorted
 
     @property
     def vocabulary(self) -> pa.Array:
@@ -88,7 +87,11 @@ class Registry:
 
     def has_tokens(self, keys: np.ndarray) -> np.ndarray:
         """For each ``chunk position * token_key_width + token code``: is that token one of the chunk's?"""
-        return pl.Series(keys).is_in(self._token_index[2]).to_numpy()
+        distinct = self._token_index[2]
+        if len(distinct) == 0:
+            return np.zeros(len(keys), dtype=bool)
+        at = np.minimum(np.searchsorted(distinct, keys), len(distinct) - 1)
+        return distinct[at] == keys
 
     @cached_property
     def problems(self) -> np.ndarray:

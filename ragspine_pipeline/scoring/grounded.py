@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import lists_from_rows, one_array
+from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE, WHITESPACE
 from ragspine_pipeline.scoring import rowwise
-from ragspine_pipeline.scoring.join import join_traces
+from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
 MIN_SUBSTR_CHARS = 5
 # A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
@@ -115,15 +115,15 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
         raise ValueError("k must be at least 1")
     trace_rows, counts = join_traces(gold, traces)
     counts.update(cases=gold.num_rows, traces=traces.num_rows)
-    answers = _Answers(traces)
+    # What the metrics read (the take of a join copies). Tables built before `outcome_refused` existed
+    # simply have no outcome to honour.
+    read = ["claim", "citations", "retrieved_ids", "outcome_refused"]
+    traces = traces.select([name for name in read if name in traces.column_names])
+    if trace_rows is not None:  # gathered chunk by chunk: a column in blocks would join its blocks per take
+        traces = traces.combine_chunks()
     parts = []
-    for start in range(0, gold.num_rows, CHUNK_ROWS):
-        part = gold.slice(start, CHUNK_ROWS)
-        if trace_rows is None:  # the identity join: case i is answered by trace i
-            rows = np.arange(start, start + part.num_rows, dtype=np.int64)
-        else:
-            rows = np.asarray(pc.fill_null(trace_rows.slice(start, CHUNK_ROWS), -1), dtype=np.int64)
-        cases, part_counts = _score_cases(part, answers, rows, k)
+    for part_gold, part_traces, missing in aligned_chunks(gold, traces, trace_rows, CHUNK_ROWS):
+        cases, part_counts = _score_cases(part_gold, part_traces, missing, k)
         parts.append(cases)
         for name, value in part_counts.items():
             counts[name] = counts.get(name, 0) + value
@@ -134,81 +134,47 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     return GroundedScore(k=k, counts=counts, metrics=metrics, cases=pa.concat_tables(parts))
 
 
-class _Answers:
-    """What the metrics read of the traces, in trace order: whatever depends on a trace alone is worked
-    out once for every trace, and a case reads it through the index of its trace (:meth:`at`). A case
-    without a trace reads an empty answer: an empty claim, no citation list, no retrieved ids."""
-
-    def __init__(self, traces: pa.Table):
-        n = traces.num_rows
-        # One array: claims are read at scattered positions (a chunked array concatenates itself per read).
-        self.claim_lower = one_array(pc.utf8_lower(pc.fill_null(traces.column("claim"), "")))
-        # Tables built before `outcome_refused` existed simply have no outcome to honour.
-        outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
-        refused = refusals(self.claim_lower, outcome)
-        self.citations = rowwise.Lists(traces.column("citations"))
-        self.retrieved = rowwise.Lists(traces.column("retrieved_ids"))
-        has_list = np.asarray(traces.column("citations").is_valid(), dtype=bool)
-        cites_retrieved = np.ones(n, dtype=bool)
-        for start in range(0, n, CHUNK_ROWS):  # bounded pairwise intermediates, as for the cases
-            shipped = np.zeros(n, dtype=bool)
-            shipped[start : start + CHUNK_ROWS] = ~refused[start : start + CHUNK_ROWS]
-            found, rows = rowwise.member_of_row(self.citations, self.retrieved, shipped)
-            cites_retrieved &= rowwise.all_per_row(found, rows, n)
-        self._facts = {
-            "refused": refused,
-            "has_citation_list": has_list,
-            "compliant": compliant(traces.column("citations"), refused),
-            "cites_retrieved": cites_retrieved,
-            "n_cited": self.citations.lengths,
-        }
-        self._missing = {name: np.zeros(1, dtype=values.dtype) for name, values in self._facts.items()}
-        self._missing["cites_retrieved"][0] = True  # an answer without citations cites nothing unretrieved
-
-    def at(self, name: str, rows: np.ndarray) -> np.ndarray:
-        """Fact ``name`` of the trace of each case (``rows``: trace indices, negative for no trace)."""
-        values = np.concatenate([self._facts[name], self._missing[name]])
-        return values[np.where(rows < 0, len(values) - 1, rows)]
-
-
-def _score_cases(gold: pa.Table, answers: _Answers, rows: np.ndarray, k: int) -> tuple[pa.Table, dict]:
-    """Per-case flags and metric counts for gold rows and the index of each one's trace (negative when
-    it has none).
+def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) -> tuple[pa.Table, dict]:
+    """Per-case flags and metric counts for aligned gold and trace rows (a missing trace is a null row).
 
     Pairwise work is restricted to the rows whose answer counts: containment and citation checks to
     shipped answers, recall to answerable cases, phrase containment to shipped answerable cases.
     """
     n = gold.num_rows
-    missing = rows < 0
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
-    refused = answers.at("refused", rows)
+    claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim").combine_chunks(), ""))
+    has_outcome = "outcome_refused" in traces.column_names
+    refused = refusals(
+        claim_lower, traces.column("outcome_refused").combine_chunks() if has_outcome else None
+    )
     shipped = ~refused
-    has_citation_list = answers.at("has_citation_list", rows)
+    citations = traces.column("citations").combine_chunks()
+    has_citation_list = np.asarray(citations.is_valid())
+    retrieved = traces.column("retrieved_ids").combine_chunks()
     gold_citations = gold.column("gold_citations").combine_chunks()
     gold_claim = gold.column("gold_claim").combine_chunks()
     has_gold_claim = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(gold_claim), 0), False))
 
     contained, phrase_contained = _containment(
-        answers.claim_lower,
-        rows,
+        claim_lower,
         gold.column("gold_claim_substr").combine_chunks(),
         gold_claim,
         substr_rows=shipped,
         phrase_rows=shipped & answerable & has_gold_claim,
     )
-    gold_cited, gold_rows = rowwise.member_of_row(
-        gold_citations, answers.citations, shipped, haystack_rows=rows
-    )
-    cites_meet_gold = rowwise.any_per_row(gold_cited, gold_rows, n)
+    cited_retrieved, cites_rows = rowwise.member_of_row(citations, retrieved, shipped)
+    cited_gold, _ = rowwise.member_of_row(citations, gold_citations, shipped)
+    n_cited = rowwise.count_per_row(cites_rows, n)
+    cites_meet_gold = rowwise.any_per_row(cited_gold, cites_rows, n)
     has_gold = np.asarray(pc.list_value_length(gold_citations)) > 0
     hit = (
         shipped
         & has_citation_list
-        & answers.at("cites_retrieved", rows)
-        & np.where(has_gold, cites_meet_gold, answers.at("n_cited", rows) == 0)
+        & rowwise.all_per_row(cited_retrieved, cites_rows, n)
+        & np.where(has_gold, cites_meet_gold, n_cited == 0)
     )
     gold_in_top_k, gold_rows = rowwise.member_of_row(
-        gold_citations, answers.retrieved, answerable, haystack_rows=rows, first=k
+        gold_citations, pc.list_slice(retrieved, 0, k), answerable
     )
     recalled = answerable & rowwise.all_per_row(gold_in_top_k, gold_rows, n)
 
@@ -226,7 +192,7 @@ def _score_cases(gold: pa.Table, answers: _Answers, rows: np.ndarray, k: int) ->
         "shipped_unanswerable": int((shipped & unanswerable).sum()),
         "refused_answerable": int((refused & answerable).sum()),
         "answerable_recalled": int((answerable & recalled).sum()),
-        "compliant": int((matched & answers.at("compliant", rows)).sum()),
+        "compliant": int((matched & compliant(citations, refused)).sum()),
         "answerable_cites_gold": int((answerable & shipped & cites_meet_gold).sum()),
         "answerable_phrase_contained": int((answerable & shipped & phrase_contained).sum()),
         "answerable_with_gold_claim": int((answerable & has_gold_claim).sum()),
@@ -255,20 +221,18 @@ def _score_cases(gold: pa.Table, answers: _Answers, rows: np.ndarray, k: int) ->
 
 def _containment(
     claim_lower: pa.Array,
-    rows: np.ndarray,
     substrs: pa.Array,
     gold_claim: pa.Array,
     substr_rows: np.ndarray,
     phrase_rows: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """C (substring containment) and phrase containment per case, for the cases selected by each mask;
-    case ``i`` is answered by claim ``rows[i]`` (none when negative: the empty claim).
+    """C (substring containment) and phrase containment per case, for the rows selected by each mask.
 
     C: a ``gold_claim_substr`` of ≥5 characters occurs in the claim; true for an empty list, false when
     no substring qualifies. Phrase containment: a phrase of the gold claim occurs in the claim.
-    Both tests share one substring pass.
+    Both tests share one conversion of the claims and one substring pass.
     """
-    n = len(rows)
+    n = len(claim_lower)
     sub_values, sub_parents = rowwise.flat(substrs, substr_rows)
     sub_values = pc.utf8_lower(sub_values)
     qualifies = np.asarray(pc.greater_equal(pc.utf8_length(sub_values), MIN_SUBSTR_CHARS))
@@ -278,11 +242,10 @@ def _containment(
     phrase_values, local = rowwise.flat(gold_claim_phrases(gold_claim.take(pa.array(selected))))
     phrase_parents = selected[local]
 
-    parents = np.concatenate([sub_parents, phrase_parents])
     found = rowwise.contains_pairs(
         claim_lower,
         pa.concat_arrays([sub_values.cast(pa.string()), phrase_values.cast(pa.string())]),
-        rows[parents],
+        np.concatenate([sub_parents, phrase_parents]),
     )
     split = len(sub_values)
     empty = np.asarray(pc.list_value_length(substrs)) == 0
