@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import distinct, empty_lists, flat, lists_from_rows, offsets_of
+from ragspine_pipeline.columnar import distinct, empty_lists, flat, lists_from_rows, offsets_of, one_array
 from ragspine_pipeline.contracts.conformance import table_conforms
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GOLD_CITATION_ALIASES, QID_ALIASES, GoldCase
@@ -329,8 +329,7 @@ def _column(table: pa.Table, name: str, type_: pa.DataType | None = None, n: int
     """The named column as one array (cast to ``type_``), or None / all-null when absent."""
     if name not in table.column_names:
         return None if type_ is None else pa.nulls(n, type_)
-    column = table.column(name)
-    arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    arr = one_array(table.column(name))
     return arr if type_ is None else _cast(arr, type_)
 
 

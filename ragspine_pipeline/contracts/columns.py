@@ -108,7 +108,8 @@ def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
         except _FieldAppearsLate:
             parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=True)]
         # The blocks stay where the parser put them: a copy into one contiguous table would hold the
-        # file twice at the peak, and Arrow's kernels (take included) read chunked columns as fast.
+        # file twice at the peak. A reader that gathers rows chunk by chunk joins the few columns it
+        # gathers first (a chunked column concatenates itself on every take of a few rows).
         table = pa.concat_tables(parts) if parts else schema.empty_table()
         return Loaded(str(path), table, "columnar")
     except NotSure:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
 
+from ragspine_pipeline.columnar import one_array
 from ragspine_pipeline.contracts.types import id_to_str
 
 
@@ -38,8 +39,7 @@ def table_conforms(table: pa.Table, model: type[BaseModel], skip: tuple[str, ...
     fields in ``skip`` are left to the caller, which validates them itself.
     """
     columns = {
-        name: column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-        for name, column in zip(table.column_names, table.columns, strict=True)
+        name: one_array(column) for name, column in zip(table.column_names, table.columns, strict=True)
     }
     return _fields_conform(columns, model, parent_valid=None, check_required=False, skip=skip)
 

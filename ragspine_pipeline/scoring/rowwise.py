@@ -66,8 +66,9 @@ def contains_pairs(haystacks: pa.Array, needles: pa.Array, rows: np.ndarray) -> 
     haystack (the needle is not found); a null is in nothing and contains nothing; the empty string is
     in every string.
 
-    Arrow has no element-wise "needle in haystack" kernel: the haystacks are converted to Python strings
-    once (the expensive step) and the pairs tested with numpy driving the loop in C.
+    Arrow has no element-wise "needle in haystack" kernel: the haystacks some needle is tested in are
+    converted to Python strings once each (the expensive step) and the pairs tested with numpy driving
+    the loop in C.
     """
     found = np.zeros(len(needles), dtype=bool)
     if len(needles) == 0 or len(haystacks) == 0:
@@ -75,7 +76,10 @@ def contains_pairs(haystacks: pa.Array, needles: pa.Array, rows: np.ndarray) -> 
     has_haystack = np.append(np.asarray(haystacks.is_valid(), dtype=bool), False)
     at = np.where(rows < 0, -1, rows)
     tested = np.flatnonzero(has_haystack[at] & np.asarray(needles.is_valid(), dtype=bool))
-    texts = haystacks.to_numpy(zero_copy_only=False)
+    used = np.zeros(len(haystacks), dtype=bool)
+    used[rows[tested]] = True
+    texts = np.full(len(haystacks), None, dtype=object)
+    texts[used] = haystacks.filter(pa.array(used)).to_numpy(zero_copy_only=False)
     words = needles.take(pa.array(tested)).to_numpy(zero_copy_only=False)
     found[tested] = _CONTAINS(texts[rows[tested]], words).astype(bool)
     return found
