@@ -24,6 +24,7 @@ import pyarrow.json as pj
 from pydantic import BaseModel, ValidationError
 
 from ragspine_pipeline import inputs
+from ragspine_pipeline.columnar import one_array
 from ragspine_pipeline.contracts.canonical import (
     STAGES,
     NotSure,
@@ -161,7 +162,17 @@ def _shallow(schema: pa.Schema) -> pa.Schema:
 
 def all_finite(table: pa.Table) -> bool:
     """No NaN or infinity in any floating-point value, however deeply nested (extra fields included)."""
-    return all(_finite(column.combine_chunks()) for column in table.columns)
+    return all(_finite(one_array(column)) for column in table.columns if _has_floats(column.type))
+
+
+def _has_floats(type_: pa.DataType) -> bool:
+    if pa.types.is_floating(type_):
+        return True
+    if pa.types.is_struct(type_):
+        return any(_has_floats(field.type) for field in type_)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _has_floats(type_.value_type)
+    return False
 
 
 def _finite(arr: pa.Array) -> bool:

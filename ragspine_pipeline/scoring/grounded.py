@@ -19,6 +19,7 @@ in ``missing``; distinct trace keys not in the gold set are counted in ``unmatch
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE, WHITESPACE
 from ragspine_pipeline.scoring import rowwise
-from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
+from ragspine_pipeline.scoring.join import join_traces
 
 MIN_SUBSTR_CHARS = 5
 # A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
@@ -113,20 +114,26 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     """Score canonical trace columns against canonical gold columns (``contracts.columns``)."""
     if k < 1:
         raise ValueError("k must be at least 1")
-    trace_rows, counts = join_traces(gold, traces)
-    counts.update(cases=gold.num_rows, traces=traces.num_rows)
-    # What the metrics read (the take of a join copies). Tables built before `outcome_refused` existed
-    # simply have no outcome to honour.
-    read = ["claim", "citations", "retrieved_ids", "outcome_refused"]
-    traces = traces.select([name for name in read if name in traces.column_names])
-    if trace_rows is not None:  # gathered chunk by chunk: a column in blocks would join its blocks per take
-        traces = traces.combine_chunks()
+    # Each gold case reads its trace through the join (row -1: no trace), so no trace column is gathered
+    # into gold order: what a trace says on its own is worked out once per trace, in file order, on a
+    # second core while the join hashes the ids (both run outside the GIL).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        joined = pool.submit(join_traces, gold, traces)
+        answers = _Answers.of(traces)
+        trace_rows, counts = joined.result()
+    counts = {**counts, "cases": gold.num_rows, "traces": traces.num_rows}
+    at = np.arange(gold.num_rows) if trace_rows is None else np.asarray(trace_rows.fill_null(-1))
     parts = []
-    for part_gold, part_traces, missing in aligned_chunks(gold, traces, trace_rows, CHUNK_ROWS):
-        cases, part_counts = _score_cases(part_gold, part_traces, missing, k)
-        parts.append(cases)
-        for name, value in part_counts.items():
-            counts[name] = counts.get(name, 0) + value
+
+    def score(start: int) -> tuple[pa.Table, dict]:
+        return _score_cases(gold.slice(start, CHUNK_ROWS), answers, at[start:][:CHUNK_ROWS], k)
+
+    # Two steps at a time: most of a step runs in Arrow, numpy and the row-wise kernels, outside the GIL.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for cases, part_counts in pool.map(score, range(0, gold.num_rows, CHUNK_ROWS)):
+            parts.append(cases)
+            for name, value in part_counts.items():
+                counts[name] = counts.get(name, 0) + value
     metrics = {
         name: (counts[num] / counts[den]) if counts[den] else empty
         for name, (num, den, empty) in METRICS.items()
@@ -134,48 +141,80 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     return GroundedScore(k=k, counts=counts, metrics=metrics, cases=pa.concat_tables(parts))
 
 
-def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) -> tuple[pa.Table, dict]:
-    """Per-case flags and metric counts for aligned gold and trace rows (a missing trace is a null row).
+@dataclass(frozen=True)
+class _Answers:
+    """The traces as the metrics read them, in file order (a chunked column stays in its chunks)."""
+
+    claim_lower: rowwise.Chunks
+    citations: rowwise.Chunks
+    retrieved: rowwise.Chunks
+    refused: np.ndarray
+    compliant: np.ndarray
+    has_citation_list: np.ndarray
+    n_cited: np.ndarray
+    cited_retrieved: np.ndarray  # every cited id is among the retrieved ids (true for no citation)
+
+    @classmethod
+    def of(cls, traces: pa.Table) -> _Answers:
+        claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim"), ""))
+        # Tables built before `outcome_refused` existed simply have no outcome to honour.
+        outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
+        citations, retrieved = traces.column("citations"), traces.column("retrieved_ids")
+        cited, cited_rows = rowwise.member_of_row(citations, retrieved)
+        n = traces.num_rows
+        refused = refusals(claim_lower, outcome)
+        return cls(
+            claim_lower=rowwise.Chunks.strings(claim_lower),
+            citations=rowwise.Chunks.lists(citations),
+            retrieved=rowwise.Chunks.lists(retrieved),
+            refused=refused,
+            compliant=compliant(citations, refused),
+            has_citation_list=np.asarray(citations.is_valid(), dtype=bool),
+            n_cited=rowwise.count_per_row(cited_rows, n),
+            cited_retrieved=rowwise.all_per_row(cited, cited_rows, n),
+        )
+
+    def per_case(self, values: np.ndarray, at: np.ndarray, missing) -> np.ndarray:
+        """``values`` (one per trace) for each case's trace; ``missing`` where the case has none."""
+        return np.where(at >= 0, values[at], missing) if len(values) else np.full(len(at), missing)
+
+
+def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> tuple[pa.Table, dict]:
+    """Per-case flags and metric counts for gold rows and the row of each one's trace (-1: missing; it
+    answers with an empty claim and no citation list).
 
     Pairwise work is restricted to the rows whose answer counts: containment and citation checks to
     shipped answers, recall to answerable cases, phrase containment to shipped answerable cases.
     """
     n = gold.num_rows
+    missing = at < 0
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
-    claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim").combine_chunks(), ""))
-    has_outcome = "outcome_refused" in traces.column_names
-    refused = refusals(
-        claim_lower, traces.column("outcome_refused").combine_chunks() if has_outcome else None
-    )
+    refused = answers.per_case(answers.refused, at, False)
     shipped = ~refused
-    citations = traces.column("citations").combine_chunks()
-    has_citation_list = np.asarray(citations.is_valid())
-    retrieved = traces.column("retrieved_ids").combine_chunks()
+    has_citation_list = answers.per_case(answers.has_citation_list, at, False)
     gold_citations = gold.column("gold_citations").combine_chunks()
     gold_claim = gold.column("gold_claim").combine_chunks()
     has_gold_claim = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(gold_claim), 0), False))
 
     contained, phrase_contained = _containment(
-        claim_lower,
+        answers.claim_lower,
+        at,
         gold.column("gold_claim_substr").combine_chunks(),
         gold_claim,
         substr_rows=shipped,
         phrase_rows=shipped & answerable & has_gold_claim,
     )
-    cited_retrieved, cites_rows = rowwise.member_of_row(citations, retrieved, shipped)
-    cited_gold, _ = rowwise.member_of_row(citations, gold_citations, shipped)
-    n_cited = rowwise.count_per_row(cites_rows, n)
-    cites_meet_gold = rowwise.any_per_row(cited_gold, cites_rows, n)
+    # Some gold citation is cited: the citations meet the gold citations.
+    gold_cited, gold_rows = rowwise.member_of_row(gold_citations, answers.citations, shipped, at)
+    cites_meet_gold = rowwise.any_per_row(gold_cited, gold_rows, n)
     has_gold = np.asarray(pc.list_value_length(gold_citations)) > 0
     hit = (
         shipped
         & has_citation_list
-        & rowwise.all_per_row(cited_retrieved, cites_rows, n)
-        & np.where(has_gold, cites_meet_gold, n_cited == 0)
+        & answers.per_case(answers.cited_retrieved, at, True)
+        & np.where(has_gold, cites_meet_gold, answers.per_case(answers.n_cited, at, 0) == 0)
     )
-    gold_in_top_k, gold_rows = rowwise.member_of_row(
-        gold_citations, pc.list_slice(retrieved, 0, k), answerable
-    )
+    gold_in_top_k, gold_rows = rowwise.member_of_row(gold_citations, answers.retrieved, answerable, at, k)
     recalled = answerable & rowwise.all_per_row(gold_in_top_k, gold_rows, n)
 
     unanswerable = ~answerable
@@ -192,7 +231,7 @@ def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) 
         "shipped_unanswerable": int((shipped & unanswerable).sum()),
         "refused_answerable": int((refused & answerable).sum()),
         "answerable_recalled": int((answerable & recalled).sum()),
-        "compliant": int((matched & compliant(citations, refused)).sum()),
+        "compliant": int((matched & answers.per_case(answers.compliant, at, False)).sum()),
         "answerable_cites_gold": int((answerable & shipped & cites_meet_gold).sum()),
         "answerable_phrase_contained": int((answerable & shipped & phrase_contained).sum()),
         "answerable_with_gold_claim": int((answerable & has_gold_claim).sum()),
@@ -220,7 +259,8 @@ def _score_cases(gold: pa.Table, traces: pa.Table, missing: np.ndarray, k: int) 
 
 
 def _containment(
-    claim_lower: pa.Array,
+    claim_lower: pa.ChunkedArray,
+    at: np.ndarray,
     substrs: pa.Array,
     gold_claim: pa.Array,
     substr_rows: np.ndarray,
@@ -230,9 +270,10 @@ def _containment(
 
     C: a ``gold_claim_substr`` of ≥5 characters occurs in the claim; true for an empty list, false when
     no substring qualifies. Phrase containment: a phrase of the gold claim occurs in the claim.
-    Both tests share one conversion of the claims and one substring pass.
+    The claim of case ``i`` is ``claim_lower[at[i]]`` (none where ``at[i]`` is negative). Both tests share
+    one substring pass.
     """
-    n = len(claim_lower)
+    n = len(at)
     sub_values, sub_parents = rowwise.flat(substrs, substr_rows)
     sub_values = pc.utf8_lower(sub_values)
     qualifies = np.asarray(pc.greater_equal(pc.utf8_length(sub_values), MIN_SUBSTR_CHARS))
@@ -245,7 +286,7 @@ def _containment(
     found = rowwise.contains_pairs(
         claim_lower,
         pa.concat_arrays([sub_values.cast(pa.string()), phrase_values.cast(pa.string())]),
-        np.concatenate([sub_parents, phrase_parents]),
+        at[np.concatenate([sub_parents, phrase_parents])],
     )
     split = len(sub_values)
     empty = np.asarray(pc.list_value_length(substrs)) == 0

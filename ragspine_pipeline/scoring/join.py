@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.scoring import rowwise
+
 
 def join_traces(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, int]]:
     """For each gold row, the index of its (last) trace, null when missing (None: the identity join).
@@ -43,11 +45,9 @@ def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, 
         return None, {"duplicates": 0, "unmatched": 0}
     # One hash pass over the gold ids and the trace keys together: gold ids are distinct and come first,
     # so gold row i is code i, and a trace key with a code past the gold rows names no case.
-    codes = _codes(pa.chunked_array([gold_qid, key.cast(gold_qid.type)]))
     n_gold = len(gold_qid)
-    trace_codes = codes[n_gold:]
-    seen = np.bincount(trace_codes, minlength=n_gold)
-    distinct = int(np.count_nonzero(seen))
+    trace_codes = rowwise.codes(gold_qid, key)
+    distinct = int(np.count_nonzero(np.bincount(trace_codes, minlength=n_gold)))
     matched = trace_codes < n_gold
     last = np.full(n_gold, -1, dtype=np.int64)
     np.maximum.at(last, trace_codes[matched], np.flatnonzero(matched))  # the last trace wins
@@ -55,12 +55,6 @@ def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, 
     rows = pa.array(last, mask=~found)
     n_matched = int(found.sum())
     return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - n_matched}
-
-
-def _codes(values: pa.ChunkedArray) -> np.ndarray:
-    """Each value's code: the index of its first occurrence among the distinct values, in order."""
-    encoded = pc.dictionary_encode(values)
-    return np.concatenate([np.asarray(chunk.indices, dtype=np.int64) for chunk in encoded.chunks])
 
 
 def aligned_chunks(

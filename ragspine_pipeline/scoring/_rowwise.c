@@ -1,0 +1,244 @@
+/* Row-wise string kernels Arrow has no compute function for, read straight from Arrow buffers.
+ *
+ * ``contains``: is needle i a byte substring of its own haystack string?
+ * ``member``:   is needle i equal to some item of its own haystack list (the first ``limit`` items)?
+ * ``codes``:    the code of every key of a chunked string column among distinct values numbered from
+ *               a first set of distinct strings (the golden set's ids: string i is code i).
+ *
+ * Needles are one contiguous Arrow string array (int32 offsets). Haystacks are the chunks of a chunked
+ * column, described by a table of buffer addresses (one row per chunk, see rowwise.py), and each needle
+ * names its haystack by (chunk, row within the chunk); a negative row has no haystack. The caller keeps
+ * every array alive while the kernel runs and guarantees the addresses and rows are in range: these
+ * functions check nothing they are told.
+ *
+ * On valid UTF-8 a byte substring is exactly a code-point substring (no character's encoding starts
+ * inside another's), so ``contains`` answers Python's ``needle in haystack``. Nulls are decided by the
+ * caller (rows of -1), except null items inside a haystack list, which equal nothing. Both kernels run
+ * without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const int32_t *offsets;
+    const char *data;
+    int64_t base;
+} strings_t;
+
+static inline int valid_bit(const uint8_t *bitmap, int64_t i) {
+    return bitmap == NULL || (bitmap[i >> 3] >> (i & 7)) & 1;
+}
+
+/* The i-th of ``n`` int64 values of a buffer, checked to hold ``n`` of them. */
+static int int64_view(Py_buffer *buf, Py_ssize_t n, const char *name) {
+    if (buf->len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s holds fewer than %zd int64 values", name, n);
+        return -1;
+    }
+    return 0;
+}
+
+/* Is the needle in the haystack? In a short haystack the first byte's candidates are tried one by one
+ * (glibc's memmem pays a set-up per call that costs more than a claim's whole scan); in a long one,
+ * memmem's linear-time search (a hostile claim cannot make this quadratic). */
+static inline int find(const char *hay, int64_t hay_len, const char *needle, int64_t needle_len) {
+    if (needle_len == 0) return 1;
+    if (needle_len > hay_len) return 0;
+    if (hay_len > 64) return memmem(hay, hay_len, needle, needle_len) != NULL;
+    const char *last = hay + (hay_len - needle_len);
+    for (const char *p = hay; p <= last; p++) {
+        p = memchr(p, needle[0], last - p + 1);
+        if (p == NULL) return 0;
+        if (memcmp(p + 1, needle + 1, needle_len - 1) == 0) return 1;
+    }
+    return 0;
+}
+
+static PyObject *contains(PyObject *self, PyObject *args) {
+    long long n_offsets, n_data, n_base;
+    Py_buffer chunks, chunk, row, out;
+    if (!PyArg_ParseTuple(args, "LLLy*y*y*w*", &n_offsets, &n_data, &n_base, &chunks, &chunk, &row, &out))
+        return NULL;
+    Py_ssize_t n = out.len;
+    PyObject *result = NULL;
+    if (int64_view(&chunk, n, "chunk") < 0 || int64_view(&row, n, "row") < 0) goto done;
+    const int32_t *needle_offsets = (const int32_t *)(intptr_t)n_offsets;
+    const char *needle_data = (const char *)(intptr_t)n_data;
+    const int64_t *table = chunks.buf, *chunk_of = chunk.buf, *row_of = row.buf;
+    uint8_t *found = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = row_of[i];
+        if (r < 0) {
+            found[i] = 0;
+            continue;
+        }
+        const int64_t *c = table + 4 * chunk_of[i]; /* offsets, data, base, validity */
+        const int32_t *hay_offsets = (const int32_t *)(intptr_t)c[0];
+        const char *hay_data = (const char *)(intptr_t)c[1];
+        int64_t at = c[2] + r;
+        int64_t hay_start = hay_offsets[at], hay_len = hay_offsets[at + 1] - hay_start;
+        int64_t needle_start = needle_offsets[n_base + i];
+        int64_t needle_len = needle_offsets[n_base + i + 1] - needle_start;
+        found[i] = find(hay_data + hay_start, hay_len, needle_data + needle_start, needle_len);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&chunks);
+    PyBuffer_Release(&chunk);
+    PyBuffer_Release(&row);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *member(PyObject *self, PyObject *args) {
+    long long n_offsets, n_data, n_base, limit;
+    Py_buffer chunks, chunk, row, out;
+    if (!PyArg_ParseTuple(
+            args, "LLLy*y*y*Lw*", &n_offsets, &n_data, &n_base, &chunks, &chunk, &row, &limit, &out))
+        return NULL;
+    Py_ssize_t n = out.len;
+    PyObject *result = NULL;
+    if (int64_view(&chunk, n, "chunk") < 0 || int64_view(&row, n, "row") < 0) goto done;
+    const int32_t *needle_offsets = (const int32_t *)(intptr_t)n_offsets;
+    const char *needle_data = (const char *)(intptr_t)n_data;
+    const int64_t *table = chunks.buf, *chunk_of = chunk.buf, *row_of = row.buf;
+    uint8_t *found = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = row_of[i];
+        found[i] = 0;
+        if (r < 0) continue;
+        /* list offsets, list base, item offsets, item data, item base, item validity */
+        const int64_t *c = table + 6 * chunk_of[i];
+        const int32_t *list_offsets = (const int32_t *)(intptr_t)c[0];
+        const int32_t *item_offsets = (const int32_t *)(intptr_t)c[2];
+        const char *item_data = (const char *)(intptr_t)c[3];
+        const uint8_t *item_valid = (const uint8_t *)(intptr_t)c[5];
+        int64_t first = list_offsets[c[1] + r], end = list_offsets[c[1] + r + 1];
+        if (end - first > limit) end = first + limit;
+        int64_t needle_start = needle_offsets[n_base + i];
+        int64_t needle_len = needle_offsets[n_base + i + 1] - needle_start;
+        const char *needle = needle_data + needle_start;
+        for (int64_t j = c[4] + first; j < c[4] + end; j++) {
+            int64_t item_start = item_offsets[j];
+            if (item_offsets[j + 1] - item_start == needle_len && valid_bit(item_valid, j) &&
+                memcmp(item_data + item_start, needle, needle_len) == 0) {
+                found[i] = 1;
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&chunks);
+    PyBuffer_Release(&chunk);
+    PyBuffer_Release(&row);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* FNV-1a: short ids hash well and fast enough; the table is twice the distinct strings at most. */
+static inline uint64_t hash_bytes(const char *p, int64_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+typedef struct {
+    const char *data;
+    int64_t len;
+} slice_t;
+
+/* codes(first offsets, first data, first base, n_first, chunks, chunk lengths, out): out[i] is the code
+ * of key i (keys in chunk order): j < n_first where it equals first string j, else n_first + the rank of
+ * its first occurrence among the keys in no first string; -1 for a null key. Returns the number of
+ * distinct values. The first strings are distinct (the caller checks). */
+static PyObject *codes(PyObject *self, PyObject *args) {
+    long long f_offsets, f_data, f_base, n_first;
+    Py_buffer chunks, lengths, out;
+    if (!PyArg_ParseTuple(args, "LLLLy*y*w*", &f_offsets, &f_data, &f_base, &n_first, &chunks, &lengths, &out))
+        return NULL;
+    Py_ssize_t n_chunks = lengths.len / (Py_ssize_t)sizeof(int64_t), n = out.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *table = chunks.buf, *length = lengths.buf;
+    int64_t *code = out.buf;
+    uint64_t capacity = 16;
+    while (capacity < 2 * (uint64_t)(n_first + n)) capacity <<= 1;
+    int64_t *slots = malloc(capacity * sizeof(int64_t));
+    slice_t *values = malloc((n_first + n + 1) * sizeof(slice_t));
+    if (slots == NULL || values == NULL) {
+        free(slots);
+        free(values);
+        PyBuffer_Release(&chunks);
+        PyBuffer_Release(&lengths);
+        PyBuffer_Release(&out);
+        return PyErr_NoMemory();
+    }
+    int64_t distinct = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(slots, 0xff, capacity * sizeof(int64_t)); /* -1: empty */
+    const int32_t *first_offsets = (const int32_t *)(intptr_t)f_offsets;
+    const char *first_data = (const char *)(intptr_t)f_data;
+    int64_t row = 0;
+    for (int64_t c = -1; c < n_chunks; c++) {
+        /* chunk -1 is the first strings, then every chunk of keys: (offsets, data, base, validity) */
+        const int32_t *offsets = c < 0 ? first_offsets : (const int32_t *)(intptr_t)table[4 * c];
+        const char *data = c < 0 ? first_data : (const char *)(intptr_t)table[4 * c + 1];
+        int64_t base = c < 0 ? f_base : table[4 * c + 2];
+        const uint8_t *valid = c < 0 ? NULL : (const uint8_t *)(intptr_t)table[4 * c + 3];
+        int64_t len = c < 0 ? n_first : length[c];
+        for (int64_t i = 0; i < len; i++) {
+            if (!valid_bit(valid, base + i)) {
+                code[row++] = -1;
+                continue;
+            }
+            const char *p = data + offsets[base + i];
+            int64_t l = offsets[base + i + 1] - offsets[base + i];
+            uint64_t at = hash_bytes(p, l) & (capacity - 1);
+            int64_t found = -1;
+            while (slots[at] >= 0) {
+                slice_t v = values[slots[at]];
+                if (v.len == l && memcmp(v.data, p, l) == 0) {
+                    found = slots[at];
+                    break;
+                }
+                at = (at + 1) & (capacity - 1);
+            }
+            if (found < 0) {
+                found = distinct++;
+                slots[at] = found;
+                values[found].data = p;
+                values[found].len = l;
+            }
+            if (c >= 0) code[row++] = found;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(slots);
+    free(values);
+    PyBuffer_Release(&chunks);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&out);
+    return PyLong_FromLongLong(distinct);
+}
+
+static PyMethodDef methods[] = {
+    {"contains", contains, METH_VARARGS, "Per needle: is it a byte substring of its haystack string?"},
+    {"codes", codes, METH_VARARGS, "Codes of chunked string keys among first distinct strings and themselves."},
+    {"member", member, METH_VARARGS, "Per needle: is it an item of the first `limit` of its haystack list?"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_rowwise", "Row-wise string kernels over Arrow buffers.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__rowwise(void) { return PyModule_Create(&module); }

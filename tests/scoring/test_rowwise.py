@@ -1,0 +1,104 @@
+"""The row-wise kernels answer what Python answers, string by string, whatever the column's layout.
+
+The C kernels read Arrow buffers directly: chunked columns, sliced arrays (a non-zero offset, in the
+list and in its items), null rows, null items, multi-byte UTF-8 and long strings (the other search
+path) are where a kernel reading the wrong bytes would show.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragspine_pipeline.scoring import rowwise
+
+STRING = pa.string()
+LIST = pa.list_(STRING)
+PIECES = st.sampled_from(["a", "b", "ab", "é", "数据", " ", "-", "q1", "Q1", "policy", "x" * 70])
+TEXT = st.lists(PIECES, max_size=8).map("".join)
+MAYBE_TEXT = st.one_of(st.none(), TEXT)
+
+
+@st.composite
+def layouts(draw, values: list, type_: pa.DataType = STRING) -> pa.Array | pa.ChunkedArray:
+    """``values`` as Arrow in some layout: one array, a slice of a longer one, or chunks (each sliced)."""
+    kind = draw(st.sampled_from(["array", "slice", "chunks"] + (["items"] if type_ == LIST else [])))
+    if kind == "items":  # the list's items start inside their own array (a sliced child)
+        lengths = [0 if v is None else len(v) for v in values]
+        items = pa.array(["pad", *(item for v in values if v is not None for item in v)], STRING).slice(1)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
+        return pa.ListArray.from_arrays(offsets, items, mask=pa.array([v is None for v in values]))
+    if kind == "array":
+        return pa.array(values, type_)
+    if kind == "slice":
+        pad = draw(st.integers(0, 3))
+        padded = [["pad"] if type_ != pa.string() else "pad"] * pad + values + [None]
+        return pa.array(padded, type_).slice(pad, len(values))
+    cuts = sorted(draw(st.lists(st.integers(0, len(values)), max_size=3)))
+    bounds = [0, *cuts, len(values)]
+    # Every chunk is offset by one: its first row is a slice's.
+    chunks = [pa.array([None, *values[lo:hi]], type_).slice(1) for lo, hi in itertools.pairwise(bounds)]
+    return pa.chunked_array(chunks, type_)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), haystacks=st.lists(MAYBE_TEXT, min_size=1, max_size=6))
+def test_contains_pairs_is_pythons_in(data, haystacks):
+    needles = data.draw(st.lists(st.one_of(st.none(), TEXT, PIECES), max_size=10))
+    rows = data.draw(
+        st.lists(st.integers(-1, len(haystacks) - 1), min_size=len(needles), max_size=len(needles))
+    )
+    found = rowwise.contains_pairs(
+        data.draw(layouts(haystacks)), data.draw(layouts(needles)), np.array(rows, dtype=np.int64)
+    )
+    expected = [
+        row >= 0 and needle is not None and haystacks[row] is not None and needle in haystacks[row]
+        for needle, row in zip(needles, rows, strict=True)
+    ]
+    assert found.tolist() == expected
+
+
+LISTS = st.one_of(st.none(), st.lists(st.one_of(st.none(), st.just(""), PIECES), max_size=5))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.data(),
+    needles=st.lists(LISTS, min_size=1, max_size=6),
+    haystacks=st.lists(LISTS, min_size=1, max_size=6),
+    limit=st.one_of(st.none(), st.integers(1, 3)),
+)
+def test_member_of_row_is_pythons_in(data, needles, haystacks, limit):
+    mapping = data.draw(
+        st.lists(st.integers(-1, len(haystacks) - 1), min_size=len(needles), max_size=len(needles))
+    )
+    selected = data.draw(st.lists(st.booleans(), min_size=len(needles), max_size=len(needles)))
+    found, rows = rowwise.member_of_row(
+        pa.array(needles, pa.list_(pa.string())),
+        data.draw(layouts(haystacks, LIST)),
+        np.array(selected),
+        np.array(mapping, dtype=np.int64),
+        limit,
+    )
+    expected_rows, expected = [], []
+    for row, (values, hay_row, keep) in enumerate(zip(needles, mapping, selected, strict=True)):
+        if not keep or values is None:
+            continue
+        hay = [] if hay_row < 0 or haystacks[hay_row] is None else haystacks[hay_row][:limit]
+        for value in values:
+            expected_rows.append(row)
+            expected.append(value is not None and value in [item for item in hay if item is not None])
+    assert rows.tolist() == expected_rows
+    assert found.tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), first=st.lists(TEXT, unique=True, max_size=6), keys=st.lists(TEXT, max_size=12))
+def test_codes_number_distinct_strings_first_then_keys(data, first, keys):
+    numbering = {value: code for code, value in enumerate(first)}
+    expected = [numbering.setdefault(key, len(numbering)) for key in keys]
+    assert rowwise.codes(pa.array(first, pa.string()), data.draw(layouts(keys))).tolist() == expected
