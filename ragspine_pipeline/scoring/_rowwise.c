@@ -160,8 +160,8 @@ typedef struct {
 
 /* codes(first offsets, first data, first base, n_first, chunks, chunk lengths, out): out[i] is the code
  * of key i (keys in chunk order): j < n_first where it equals first string j, else n_first + the rank of
- * its first occurrence among the keys in no first string; -1 for a null key. Returns the number of
- * distinct values. The first strings are distinct (the caller checks). */
+ * its first occurrence among the keys in no first string; -1 for a null key. The first strings are
+ * distinct (the caller checks), and there are fewer than 2^31 strings in all (the slots are int32). */
 static PyObject *codes(PyObject *self, PyObject *args) {
     long long f_offsets, f_data, f_base, n_first;
     Py_buffer chunks, lengths, out;
@@ -172,30 +172,24 @@ static PyObject *codes(PyObject *self, PyObject *args) {
     int64_t *code = out.buf;
     uint64_t capacity = 16;
     while (capacity < 2 * (uint64_t)(n_first + n)) capacity <<= 1;
-    int64_t *slots = malloc(capacity * sizeof(int64_t));
-    slice_t *values = malloc((n_first + n + 1) * sizeof(slice_t));
-    if (slots == NULL || values == NULL) {
-        free(slots);
-        free(values);
-        PyBuffer_Release(&chunks);
-        PyBuffer_Release(&lengths);
-        PyBuffer_Release(&out);
-        return PyErr_NoMemory();
-    }
-    int64_t distinct = 0;
-    Py_BEGIN_ALLOW_THREADS
-    memset(slots, 0xff, capacity * sizeof(int64_t)); /* -1: empty */
+    int32_t *slots = malloc(capacity * sizeof(int32_t));
+    /* Only the strings that are not first strings are kept here; a first string is read where it is. */
+    int64_t n_extra = 0, extra_capacity = 1024;
+    slice_t *extra = malloc(extra_capacity * sizeof(slice_t));
+    int too_many = n_first + n >= INT32_MAX, failed = too_many || slots == NULL || extra == NULL;
     const int32_t *first_offsets = (const int32_t *)(intptr_t)f_offsets;
     const char *first_data = (const char *)(intptr_t)f_data;
+    Py_BEGIN_ALLOW_THREADS
+    if (!failed) memset(slots, 0xff, capacity * sizeof(int32_t)); /* -1: empty */
     int64_t row = 0;
-    for (int64_t c = -1; c < n_chunks; c++) {
+    for (int64_t c = -1; c < n_chunks && !failed; c++) {
         /* chunk -1 is the first strings, then every chunk of keys: (offsets, data, base, validity) */
         const int32_t *offsets = c < 0 ? first_offsets : (const int32_t *)(intptr_t)table[4 * c];
         const char *data = c < 0 ? first_data : (const char *)(intptr_t)table[4 * c + 1];
         int64_t base = c < 0 ? f_base : table[4 * c + 2];
         const uint8_t *valid = c < 0 ? NULL : (const uint8_t *)(intptr_t)table[4 * c + 3];
         int64_t len = c < 0 ? n_first : length[c];
-        for (int64_t i = 0; i < len; i++) {
+        for (int64_t i = 0; i < len && !failed; i++) {
             if (!valid_bit(valid, base + i)) {
                 code[row++] = -1;
                 continue;
@@ -204,30 +198,47 @@ static PyObject *codes(PyObject *self, PyObject *args) {
             int64_t l = offsets[base + i + 1] - offsets[base + i];
             uint64_t at = hash_bytes(p, l) & (capacity - 1);
             int64_t found = -1;
-            while (slots[at] >= 0) {
-                slice_t v = values[slots[at]];
-                if (v.len == l && memcmp(v.data, p, l) == 0) {
-                    found = slots[at];
+            for (; slots[at] >= 0; at = (at + 1) & (capacity - 1)) {
+                int64_t k = slots[at];
+                const char *v = k < n_first ? first_data + first_offsets[f_base + k] : extra[k - n_first].data;
+                int64_t v_len = k < n_first ? first_offsets[f_base + k + 1] - first_offsets[f_base + k]
+                                            : extra[k - n_first].len;
+                if (v_len == l && memcmp(v, p, l) == 0) {
+                    found = k;
                     break;
                 }
-                at = (at + 1) & (capacity - 1);
             }
             if (found < 0) {
-                found = distinct++;
-                slots[at] = found;
-                values[found].data = p;
-                values[found].len = l;
+                found = n_first + n_extra;
+                if (c < 0) {
+                    found = i;
+                } else {
+                    if (n_extra == extra_capacity) {
+                        slice_t *grown = realloc(extra, 2 * extra_capacity * sizeof(slice_t));
+                        if (grown == NULL) {
+                            failed = 1;
+                            break;
+                        }
+                        extra = grown;
+                        extra_capacity *= 2;
+                    }
+                    extra[n_extra].data = p;
+                    extra[n_extra++].len = l;
+                }
+                slots[at] = (int32_t)found;
             }
             if (c >= 0) code[row++] = found;
         }
     }
     Py_END_ALLOW_THREADS
     free(slots);
-    free(values);
+    free(extra);
     PyBuffer_Release(&chunks);
     PyBuffer_Release(&lengths);
     PyBuffer_Release(&out);
-    return PyLong_FromLongLong(distinct);
+    if (too_many) return PyErr_Format(PyExc_ValueError, "more than 2^31 - 1 strings to number");
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {

@@ -88,12 +88,18 @@ class GroundedScore:
         return dict(zip(LABELS, counts.tolist(), strict=True))
 
 
-def refusals(claim_lower: pa.Array, outcome_refused: pa.Array | None = None) -> np.ndarray:
+def refusals(
+    claim_lower: pa.Array | pa.ChunkedArray, outcome_refused: pa.Array | pa.ChunkedArray | None = None
+) -> np.ndarray:
     """Per answer, whether it is a refusal: ``outcome.refused`` where the trace carries it (the column
     ``outcome_refused``; null means the trace does not say), else the lower-cased claim stripped of
     Unicode whitespace (what ``str.strip()`` strips) is exactly the refusal token."""
-    token = pc.equal(pc.utf8_trim(claim_lower, UNICODE_WHITESPACE), REFUSAL_TOKEN)
-    refused = np.asarray(pc.fill_null(token, False), dtype=bool)
+    # Chunk by chunk: the trimmed copy of the claims only ever exists one chunk at a time.
+    chunks = claim_lower.chunks if isinstance(claim_lower, pa.ChunkedArray) else [claim_lower]
+    token = [pc.equal(pc.utf8_trim(chunk, UNICODE_WHITESPACE), REFUSAL_TOKEN) for chunk in chunks]
+    refused = np.concatenate(
+        [np.zeros(0, dtype=bool)] + [np.asarray(pc.fill_null(t, False), dtype=bool) for t in token]
+    )
     if outcome_refused is None:
         return refused
     said = np.asarray(outcome_refused.is_valid(), dtype=bool)

@@ -33,8 +33,9 @@ _last_join: dict = {}
 
 def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, int]]:
     gold_qid = gold.column("qid").combine_chunks()
-    key = traces.column("qid").combine_chunks()
+    key = traces.column("qid")  # left in its chunks: the hash pass reads them where they are
     if key.null_count:  # traces that carry a question instead of an id join on the exact question
+        key = key.combine_chunks()
         question = traces.column("question").combine_chunks()
         by_question = gold_qid.take(pc.index_in(question, value_set=gold.column("question").combine_chunks()))
         unjoined = pc.binary_join_element_wise("question:", question, "")
