@@ -2,6 +2,8 @@
  *
  * ``contains``: is needle i a byte substring of its own haystack string?
  * ``member``:   is needle i equal to some item of its own haystack list (the first ``limit`` items)?
+ * ``phrases``:  the phrases of ASCII texts: the runs of letters, digits, hyphens and whitespace, each
+ *               from its first letter or digit to its last byte that is not whitespace, long enough.
  * ``codes``:    the code of every key of a chunked string column among distinct values numbered from
  *               a first set of distinct strings (the golden set's ids: string i is code i).
  *
@@ -58,6 +60,40 @@ static inline int find(const char *hay, int64_t hay_len, const char *needle, int
     return 0;
 }
 
+/* The haystacks are read in the needles' order, which is not theirs (a production export is shuffled):
+ * each read would wait for memory. A needle asks for its haystack's offsets PREFETCH_FAR needles ahead
+ * and, PREFETCH_NEAR needles ahead (the offsets have arrived by then), for its first bytes, so that
+ * many reads are under way at once. */
+#define PREFETCH_FAR 16
+#define PREFETCH_NEAR 8
+
+static inline void prefetch_string(const int64_t *table, int stride, const int64_t *chunk_of,
+                                   const int64_t *row_of, Py_ssize_t n, Py_ssize_t i) {
+    if (i + PREFETCH_FAR < n && row_of[i + PREFETCH_FAR] >= 0) {
+        const int64_t *c = table + stride * chunk_of[i + PREFETCH_FAR];
+        __builtin_prefetch((const int32_t *)(intptr_t)c[0] + c[2] + row_of[i + PREFETCH_FAR]);
+    }
+    if (i + PREFETCH_NEAR < n && row_of[i + PREFETCH_NEAR] >= 0) {
+        const int64_t *c = table + stride * chunk_of[i + PREFETCH_NEAR];
+        const int32_t *offsets = (const int32_t *)(intptr_t)c[0];
+        __builtin_prefetch((const char *)(intptr_t)c[1] + offsets[c[2] + row_of[i + PREFETCH_NEAR]]);
+    }
+}
+
+/* The same for a list of strings: its list offsets far ahead, its first item's offsets near. */
+static inline void prefetch_list(const int64_t *table, const int64_t *chunk_of, const int64_t *row_of,
+                                 Py_ssize_t n, Py_ssize_t i) {
+    if (i + PREFETCH_FAR < n && row_of[i + PREFETCH_FAR] >= 0) {
+        const int64_t *c = table + 6 * chunk_of[i + PREFETCH_FAR];
+        __builtin_prefetch((const int32_t *)(intptr_t)c[0] + c[1] + row_of[i + PREFETCH_FAR]);
+    }
+    if (i + PREFETCH_NEAR < n && row_of[i + PREFETCH_NEAR] >= 0) {
+        const int64_t *c = table + 6 * chunk_of[i + PREFETCH_NEAR];
+        const int32_t *list_offsets = (const int32_t *)(intptr_t)c[0];
+        __builtin_prefetch((const int32_t *)(intptr_t)c[2] + c[4] + list_offsets[c[1] + row_of[i + PREFETCH_NEAR]]);
+    }
+}
+
 static PyObject *contains(PyObject *self, PyObject *args) {
     long long n_offsets, n_data, n_base;
     Py_buffer chunks, chunk, row, out;
@@ -72,6 +108,7 @@ static PyObject *contains(PyObject *self, PyObject *args) {
     uint8_t *found = out.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
+        prefetch_string(table, 4, chunk_of, row_of, n, i);
         int64_t r = row_of[i];
         if (r < 0) {
             found[i] = 0;
@@ -112,6 +149,7 @@ static PyObject *member(PyObject *self, PyObject *args) {
     uint8_t *found = out.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
+        prefetch_list(table, chunk_of, row_of, n, i);
         int64_t r = row_of[i];
         found[i] = 0;
         if (r < 0) continue;
@@ -144,6 +182,49 @@ done:
     PyBuffer_Release(&row);
     PyBuffer_Release(&out);
     return result;
+}
+
+static inline int is_alnum(uint8_t c) { return (uint8_t)(c - '0') < 10 || (uint8_t)((c | 32) - 'a') < 26; }
+static inline int is_space(uint8_t c) { return c == ' ' || (uint8_t)(c - '\t') < 5; } /* \t \n \v \f \r */
+
+/* phrases(offsets, data, base, n, min_len, out offsets, out data, out rows): the phrases of n ASCII
+ * strings, written back to back; returns how many. The caller sizes the outputs for the most there can
+ * be: every phrase is followed by a byte outside it or ends its string. */
+static PyObject *phrases(PyObject *self, PyObject *args) {
+    long long t_offsets, t_data, t_base, n, min_len;
+    Py_buffer out_offsets, out_data, out_rows;
+    if (!PyArg_ParseTuple(args, "LLLLLw*w*w*", &t_offsets, &t_data, &t_base, &n, &min_len, &out_offsets,
+                          &out_data, &out_rows))
+        return NULL;
+    const int32_t *offsets = (const int32_t *)(intptr_t)t_offsets;
+    const uint8_t *data = (const uint8_t *)(intptr_t)t_data;
+    int32_t *starts = out_offsets.buf;
+    uint8_t *bytes = out_data.buf;
+    int64_t *rows = out_rows.buf, count = 0, written = 0;
+    Py_BEGIN_ALLOW_THREADS
+    starts[0] = 0;
+    for (int64_t row = 0; row < n; row++) {
+        int64_t i = offsets[t_base + row], end = offsets[t_base + row + 1];
+        while (i < end) {
+            while (i < end && !(is_alnum(data[i]) || data[i] == '-' || is_space(data[i]))) i++;
+            int64_t first = -1, last = -1; /* first letter or digit, last byte not whitespace */
+            for (; i < end && (is_alnum(data[i]) || data[i] == '-' || is_space(data[i])); i++) {
+                if (first < 0 && is_alnum(data[i])) first = i;
+                if (first >= 0 && !is_space(data[i])) last = i;
+            }
+            if (first >= 0 && last + 1 - first >= min_len) {
+                memcpy(bytes + written, data + first, last + 1 - first);
+                written += last + 1 - first;
+                rows[count++] = row;
+                starts[count] = (int32_t)written;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&out_offsets);
+    PyBuffer_Release(&out_data);
+    PyBuffer_Release(&out_rows);
+    return PyLong_FromLongLong(count);
 }
 
 /* FNV-1a: short ids hash well and fast enough; the table is twice the distinct strings at most. */
@@ -244,6 +325,7 @@ static PyObject *codes(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"contains", contains, METH_VARARGS, "Per needle: is it a byte substring of its haystack string?"},
     {"codes", codes, METH_VARARGS, "Codes of chunked string keys among first distinct strings and themselves."},
+    {"phrases", phrases, METH_VARARGS, "The phrases of ASCII strings, back to back, and the row of each."},
     {"member", member, METH_VARARGS, "Per needle: is it an item of the first `limit` of its haystack list?"},
     {NULL, NULL, 0, NULL},
 };

@@ -114,41 +114,18 @@ def word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     ``A-Z``, ``a-z`` and ``0-9``; the others by ``rowwise.word_tokens``.
     """
     text = pc.fill_null(text.cast(pa.string()), "")
-    lower = pc.utf8_lower(text)
-    ascii_rows = np.asarray(pc.string_is_ascii(lower), dtype=bool)
-    if ascii_rows.all():
-        return _ascii_word_tokens(lower)
-    values, rows = _ascii_word_tokens(lower.filter(pa.array(ascii_rows)))
-    others, other_rows = rowwise.flat(rowwise.word_tokens(text.filter(pa.array(~ascii_rows))))
-    rows = np.concatenate([np.flatnonzero(ascii_rows)[rows], np.flatnonzero(~ascii_rows)[other_rows]])
-    order = np.argsort(rows, kind="stable")
-    return pa.concat_arrays([values, others.cast(pa.string())]).take(pa.array(order)), rows[order]
+    return rowwise.split_text(pc.utf8_lower(text), _ascii_word_tokens, _regex_word_tokens)
 
 
 def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """:func:`word_tokens` of non-null ASCII strings, found in their bytes: the maximal runs of word bytes
+    """:func:`word_tokens` of ASCII strings, found in their bytes: the maximal runs of word bytes
     (:func:`_word_bytes`) within each string."""
-    n = len(text)
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
-    offsets = offsets.astype(np.int64)
-    data = text.buffers()[2]
-    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
-    offsets -= offsets[0]
-    word = _word_bytes(data)
-    # Runs of word and non-word bytes, cut also where a string starts: the word runs are the tokens.
-    cut = np.ones(len(data) + 1, dtype=bool)
-    np.not_equal(word[1:], word[:-1], out=cut[1:-1])
-    cut[offsets] = True
-    bounds = np.flatnonzero(cut)
-    token = word[bounds[:-1]]
-    starts, ends = bounds[:-1][token], bounds[1:][token]
-    token_offsets = np.zeros(len(starts) + 1, dtype=np.int32)
-    np.cumsum(ends - starts, out=token_offsets[1:])
-    tokens = pa.StringArray.from_buffers(
-        len(starts), pa.py_buffer(token_offsets), pa.py_buffer(np.ascontiguousarray(data[word]))
-    )
-    per_row = np.diff(np.searchsorted(starts, offsets))
-    return tokens, np.repeat(np.arange(n), per_row)
+    data, starts, ends, rows = rowwise.ascii_runs(text, _word_bytes)
+    return rowwise.strings_at(data, starts, ends), rows
+
+
+def _regex_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    return rowwise.flat(rowwise.word_tokens(text))
 
 
 def _word_bytes(data: np.ndarray) -> np.ndarray:

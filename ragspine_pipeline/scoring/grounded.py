@@ -286,7 +286,7 @@ def _containment(
     sub_values, sub_parents = sub_values.filter(pa.array(qualifies)), sub_parents[qualifies]
 
     selected = np.flatnonzero(phrase_rows)
-    phrase_values, local = rowwise.flat(gold_claim_phrases(gold_claim.take(pa.array(selected))))
+    phrase_values, local = claim_phrases(gold_claim.take(pa.array(selected)))
     phrase_parents = selected[local]
 
     found = rowwise.contains_pairs(
@@ -302,8 +302,25 @@ def _containment(
 
 def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:
     """Per case, the ≥5-character phrases of the lower-cased gold claim (a list column)."""
-    pieces = pc.split_pattern_regex(pc.utf8_lower(gold_claim), PHRASE_BREAK)
-    values, rows = rowwise.flat(pieces)
+    values, rows = claim_phrases(gold_claim)
+    return lists_from_rows(values, rows, len(gold_claim))
+
+
+def claim_phrases(gold_claim: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """The ≥5-character phrases of every lower-cased gold claim, flat and in row order, with the row of
+    each. A claim that is ASCII once lower-cased is split in its bytes, the others by the regex."""
+    return rowwise.split_text(pc.utf8_lower(gold_claim), _ascii_phrases, _regex_phrases)
+
+
+def _regex_phrases(lower: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    values, rows = rowwise.flat(pc.split_pattern_regex(lower, PHRASE_BREAK))
     values = pc.utf8_rtrim(pc.utf8_ltrim(values, PHRASE_LEAD), WHITESPACE)
     keep = np.asarray(pc.greater_equal(pc.utf8_length(values), MIN_SUBSTR_CHARS))
-    return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(gold_claim))
+    return values.filter(pa.array(keep)), rows[keep]
+
+
+def _ascii_phrases(lower: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """:func:`_regex_phrases` of ASCII strings, in their bytes (``rowwise.ascii_phrases``): the runs of
+    letters, digits, hyphens and whitespace, each from its first letter or digit to its last byte that
+    is not whitespace."""
+    return rowwise.ascii_phrases(lower, MIN_SUBSTR_CHARS)

@@ -9,6 +9,7 @@ An optional row mask restricts the work to the rows whose answer matters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,6 +171,80 @@ def _list_addresses(chunk: pa.Array) -> list[int]:
 
 def _address(buffer: pa.Buffer | None) -> int:
     return 0 if buffer is None else buffer.address
+
+
+def split_text(
+    lower: pa.Array,
+    split_ascii: Callable[[pa.Array], tuple[pa.Array, np.ndarray]],
+    split_other: Callable[[pa.Array], tuple[pa.Array, np.ndarray]],
+) -> tuple[pa.Array, np.ndarray]:
+    """The pieces of every lower-cased text, flat and in row order, with the row of each: a text that is
+    ASCII is split by ``split_ascii`` (over its bytes), the others by ``split_other`` (a regex). Both
+    return ``(pieces, row)`` for the texts they are given; a null text has no piece."""
+    lower = pc.fill_null(lower, "")
+    ascii_rows = np.asarray(pc.string_is_ascii(lower), dtype=bool)
+    if ascii_rows.all():
+        return split_ascii(lower)
+    values, rows = split_ascii(lower.filter(pa.array(ascii_rows)))
+    others, other_rows = split_other(lower.filter(pa.array(~ascii_rows)))
+    rows = np.concatenate([np.flatnonzero(ascii_rows)[rows], np.flatnonzero(~ascii_rows)[other_rows]])
+    order = np.argsort(rows, kind="stable")
+    return pa.concat_arrays([values, others.cast(pa.string())]).take(pa.array(order)), rows[order]
+
+
+def ascii_runs(
+    text: pa.Array, inside: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The maximal runs of bytes for which ``inside`` holds within each ASCII string (a null has none):
+    ``(data, starts, ends, rows)``, each run being ``data[start:end]`` of string ``row``."""
+    n = len(text)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
+    offsets = offsets.astype(np.int64)
+    data = text.buffers()[2]
+    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
+    offsets -= offsets[0]
+    within = inside(data)
+    # Runs of bytes inside and outside, cut also where a string starts: the inside runs are the pieces.
+    cut = np.ones(len(data) + 1, dtype=bool)
+    np.not_equal(within[1:], within[:-1], out=cut[1:-1])
+    cut[offsets] = True
+    bounds = np.flatnonzero(cut)
+    run = within[bounds[:-1]]
+    starts, ends = bounds[:-1][run], bounds[1:][run]
+    rows = np.repeat(np.arange(n), np.diff(np.searchsorted(starts, offsets)))
+    return data, starts, ends, rows
+
+
+def strings_at(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The strings ``data[start:end]`` (ASCII bytes, ranges in order and disjoint), as one Arrow array."""
+    lengths = ends - starts
+    offsets = np.zeros(len(starts) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    taken = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+    return pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data[taken]))
+
+
+def ascii_phrases(text: pa.Array, min_chars: int) -> tuple[pa.Array, np.ndarray]:
+    """The phrases of every ASCII string (a null has none), flat and in row order, with the row of each:
+    the maximal runs of letters, digits, hyphens and whitespace (space and tab to carriage return), each
+    from its first letter or digit to its last byte that is not whitespace, of at least ``min_chars``."""
+    text = pc.fill_null(one_array(text).cast(_STRING), "")
+    if len(text) == 0:
+        return pa.array([], _STRING), np.zeros(0, dtype=np.int64)
+    _, offsets, data = text.buffers()
+    bounds = np.frombuffer(offsets, np.int32, len(text) + 1, 4 * text.offset)
+    most = int(bounds[-1] - bounds[0]) // (min_chars + 1) + len(
+        text
+    )  # a phrase ends its text or a byte follows
+    out_offsets, out_data = np.zeros(most + 1, np.int32), np.empty(int(bounds[-1] - bounds[0]), np.uint8)
+    out_rows = np.empty(most, np.int64)
+    count = _rowwise.phrases(
+        offsets.address, _address(data), text.offset, len(text), min_chars, out_offsets, out_data, out_rows
+    )
+    values = pa.StringArray.from_buffers(
+        count, pa.py_buffer(out_offsets[: count + 1]), pa.py_buffer(out_data)
+    )
+    return values, out_rows[:count]
 
 
 _TOKEN_BREAK = r"[^\p{L}\p{N}_]+"  # a word token: letters, digits and underscores

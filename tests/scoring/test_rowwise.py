@@ -11,10 +11,11 @@ import itertools
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given, settings
+import pyarrow.compute as pc
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline.scoring import grounded, rowwise
 
 STRING = pa.string()
 LIST = pa.list_(STRING)
@@ -102,3 +103,23 @@ def test_codes_number_distinct_strings_first_then_keys(data, first, keys):
     numbering = {value: code for code, value in enumerate(first)}
     expected = [numbering.setdefault(key, len(numbering)) for key in keys]
     assert rowwise.codes(pa.array(first, pa.string()), data.draw(layouts(keys))).tolist() == expected
+
+
+ASCII = st.text(alphabet=st.sampled_from("aaZ0099--_  .,;:\t\n\v\f\r\x1c'\"#/()é数"), max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(claims=st.lists(st.one_of(st.none(), ASCII), max_size=8))
+@example(
+    claims=["abcde-", "ab, --", "x -- abcdef --", "  -abc1e \t", "Ab-Cd\tEf", "..--..", "-----", "é abcdef"]
+)
+def test_phrases_split_in_bytes_are_the_regex_phrases(claims):
+    """A gold claim's phrases found in its bytes (ASCII claims) are the regex's, row for row."""
+    lower = pc.utf8_lower(pa.array(claims, pa.string()))
+    values, rows = grounded.claim_phrases(pa.array(claims, pa.string()))
+    expected_values, expected_rows = grounded._regex_phrases(lower)
+    assert values.to_pylist() == expected_values.to_pylist()
+    assert rows.tolist() == expected_rows.tolist()
+    ascii_only = pc.fill_null(pc.filter(lower, pc.string_is_ascii(pc.fill_null(lower, ""))), "")
+    ascii_values, _ = grounded._ascii_phrases(ascii_only)
+    assert ascii_values.to_pylist() == grounded._regex_phrases(ascii_only)[0].to_pylist()
