@@ -101,7 +101,7 @@ def _expected_columns(table: pa.Table, n: int) -> dict[str, pa.Array]:
         return out[name].is_null()
 
     broken = [
-        pc.and_(case_type.is_valid(), expected.is_null() if expected is not None else pa.nulls(n).is_null()),
+        pc.and_(case_type.is_valid(), expected.is_null() if expected is not None else nulls(n).is_null()),
         pc.and_(is_type("refusal"), pc.invert(pc.fill_null(out["expected_refuse"], False))),
         pc.and_(
             is_type("clarification"),
@@ -159,7 +159,7 @@ def trace_columns(table: pa.Table) -> pa.Table:
     usage = _column(table, "token_usage")
     # An integer latency beyond 2**53 rounds to the nearest float, as float() does in the model.
     latency = _column(table, "latency_ms")
-    latency = pa.nulls(n, pa.float64()) if latency is None else _cast(latency, pa.float64(), safe=False)
+    latency = nulls(n, pa.float64()) if latency is None else _cast(latency, pa.float64(), safe=False)
     return pa.table(
         {
             "qid": qid,
@@ -241,7 +241,7 @@ def _struct_to_map(struct: pa.Array | None, n: int, sort_keys: bool = False) -> 
 def _optional_map(struct: pa.Array | None, n: int) -> pa.Array:
     """A JSON object column as a map sorted by key, null where the object is absent (``Trace.tags``)."""
     if struct is None or not pa.types.is_struct(struct.type):
-        return pa.nulls(n, TAGS)
+        return nulls(n, TAGS)
     as_map = _struct_to_map(struct, n, sort_keys=True)
     return pa.MapArray.from_arrays(as_map.offsets, as_map.keys, as_map.items, mask=struct.is_null())
 
@@ -254,7 +254,7 @@ def _timestamp_text(ts: pa.Array | None, n: int) -> pa.Array:
     record reader.
     """
     if ts is None or pa.types.is_null(ts.type):
-        return pa.nulls(n, pa.string())
+        return nulls(n, pa.string())
     if not pa.types.is_floating(ts.type):
         return _cast(ts, pa.string())  # strings as written, integers in decimal
     ts = _cast(ts, pa.float64())
@@ -272,7 +272,7 @@ def _outcome_refused(outcome: pa.Array | None, n: int) -> pa.Array:
     """``outcome.refused`` (null where not given); any other type than a flag: the record reader rejects."""
     refused = _child(outcome, "refused")
     if refused is None or pa.types.is_null(refused.type):
-        return pa.nulls(n, pa.bool_())
+        return nulls(n, pa.bool_())
     if not pa.types.is_boolean(refused.type):
         raise NotSure
     return refused
@@ -313,13 +313,30 @@ def _context_texts(context: pa.Array | None) -> pa.Array | None:
 def _struct_keys(struct: pa.Array | None, n: int) -> pa.Array:
     """The keys of a JSON object column per row (null where the object is absent)."""
     if struct is None or not pa.types.is_struct(struct.type):
-        return pa.nulls(n, STR_LIST)
+        return nulls(n, STR_LIST)
     as_map = _struct_to_map(struct, n)
     return pa.ListArray.from_arrays(as_map.offsets, as_map.keys, mask=struct.is_null())
 
 
+_NULL = pa.null()
+_SHARED_NULLS: dict[pa.DataType, pa.Array] = {}
+_SHARED_ROWS = 1 << 17  # more than a 4 MiB block of the shortest lines holds
+
+
+def nulls(n: int, type_: pa.DataType = _NULL) -> pa.Array:
+    """``n`` nulls of ``type_``. Up to a block's rows, a slice of one all-null array kept per type: a
+    field absent from a file costs nothing per block (``pa.nulls`` writes zeroed offsets or values for
+    every row: over a million rows, 4 to 8 MB per absent field)."""
+    if n > _SHARED_ROWS:
+        return pa.nulls(n, type_)
+    shared = _SHARED_NULLS.get(type_)
+    if shared is None:
+        shared = _SHARED_NULLS.setdefault(type_, pa.nulls(_SHARED_ROWS, type_))
+    return shared.slice(0, n)
+
+
 def _cast_or_nulls(arr: pa.Array | None, type_: pa.DataType, n: int) -> pa.Array:
-    return pa.nulls(n, type_) if arr is None else _cast(arr, type_)
+    return nulls(n, type_) if arr is None else _cast(arr, type_)
 
 
 # -- column helpers --------------------------------------------------------------------------------
@@ -328,14 +345,14 @@ def _cast_or_nulls(arr: pa.Array | None, type_: pa.DataType, n: int) -> pa.Array
 def _column(table: pa.Table, name: str, type_: pa.DataType | None = None, n: int | None = None):
     """The named column as one array (cast to ``type_``), or None / all-null when absent."""
     if name not in table.column_names:
-        return None if type_ is None else pa.nulls(n, type_)
+        return None if type_ is None else nulls(n, type_)
     arr = one_array(table.column(name))
     return arr if type_ is None else _cast(arr, type_)
 
 
 def _cast(arr: pa.Array, type_: pa.DataType, safe: bool = True) -> pa.Array:
     if pa.types.is_null(arr.type):
-        return pa.nulls(len(arr), type_)
+        return nulls(len(arr), type_)
     return arr.cast(type_, safe=safe)
 
 
@@ -348,7 +365,7 @@ def aliased_column(table: pa.Table, names: tuple[str, ...], type_: pa.DataType) 
 def _coalesce(type_: pa.DataType, n: int, *arrays: pa.Array | None) -> pa.Array:
     present = [_cast(arr, type_) for arr in arrays if arr is not None]
     if not present:
-        return pa.nulls(n, type_)
+        return nulls(n, type_)
     return present[0] if len(present) == 1 else pc.coalesce(*present)
 
 
@@ -366,7 +383,7 @@ def _list_child(lists: pa.Array, name: str) -> pa.Array | None:
     if pa.types.is_null(lists.type):
         return None
     values = _child(lists.values, name)
-    values = pa.nulls(len(lists.values), pa.string()) if values is None else _cast(values, pa.string())
+    values = nulls(len(lists.values), pa.string()) if values is None else _cast(values, pa.string())
     return pa.ListArray.from_arrays(lists.offsets, values, mask=lists.is_null())
 
 
