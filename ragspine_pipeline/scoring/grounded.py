@@ -112,7 +112,7 @@ def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:
     return np.asarray(citations.is_valid()) | refused
 
 
-CHUNK_ROWS = 1 << 16
+CHUNK_ROWS = 1 << 15
 """Cases scored per step: bounds the memory of the pairwise intermediates, whatever the set's size."""
 
 
@@ -123,7 +123,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     # Each gold case reads its trace through the join (row -1: no trace), so no trace column is gathered
     # into gold order: what a trace says on its own is worked out once per trace, in file order, on a
     # second core while the join hashes the ids (both run outside the GIL).
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         joined = pool.submit(join_traces, gold, traces)
         answers = _Answers.of(traces)
         trace_rows, counts = joined.result()
@@ -165,19 +165,26 @@ class _Answers:
         claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim"), ""))
         # Tables built before `outcome_refused` existed simply have no outcome to honour.
         outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
-        citations, retrieved = traces.column("citations"), traces.column("retrieved_ids")
-        cited, cited_rows = rowwise.member_of_row(citations, retrieved)
+        citations = traces.column("citations")
+        retrieved = rowwise.Chunks.lists(traces.column("retrieved_ids"))
         n = traces.num_rows
+        n_cited, cited_retrieved = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
+        for start in range(0, n, CHUNK_ROWS):  # a step at a time: the pairs' memory stays bounded
+            part = citations.slice(start, CHUNK_ROWS)
+            rows = np.arange(start, start + len(part))
+            cited, cited_rows = rowwise.member_of_row(part, retrieved, haystack_rows=rows)
+            n_cited[rows] = rowwise.count_per_row(cited_rows, len(part))
+            cited_retrieved[rows] = rowwise.all_per_row(cited, cited_rows, len(part))
         refused = refusals(claim_lower, outcome)
         return cls(
             claim_lower=rowwise.Chunks.strings(claim_lower),
             citations=rowwise.Chunks.lists(citations),
-            retrieved=rowwise.Chunks.lists(retrieved),
+            retrieved=retrieved,
             refused=refused,
             compliant=compliant(citations, refused),
             has_citation_list=np.asarray(citations.is_valid(), dtype=bool),
-            n_cited=rowwise.count_per_row(cited_rows, n),
-            cited_retrieved=rowwise.all_per_row(cited, cited_rows, n),
+            n_cited=n_cited,
+            cited_retrieved=cited_retrieved,
         )
 
     def per_case(self, values: np.ndarray, at: np.ndarray, missing) -> np.ndarray:
