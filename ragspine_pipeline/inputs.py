@@ -37,6 +37,7 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
+from ragspine_pipeline import _kernels
 from ragspine_pipeline.errors import InputError
 
 
@@ -250,17 +251,17 @@ def arrow_safe(data: bytes | mmap.mmap, begin: int = 0, end: int | None = None) 
     line is a JSON object (pyarrow 26 dies with SIGSEGV on a block of ``null`` lines), none is longer
     than :data:`MAX_LINE_BYTES`, and none could nest :data:`ARROW_DEPTH` deep.
 
-    Vectorised over the line starts; only lines that do not start with ``{`` or are long enough to
-    nest that deep are looked at one by one. A False sends the data to the record reader, which names
+    One pass over the bytes in C (``_kernels.lines``); only the lines long enough to nest that deep
+    are looked at one by one. A False sends the data to the record reader, which names
     the offending line. pyarrow may still accept a line nested deeper than :data:`MAX_DEPTH` but less
     than ARROW_DEPTH: the columnar readers also check the :func:`schema_depth` of what it parsed.
     """
     end = len(data) if end is None else end
-    buf = np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin)
-    breaks = np.flatnonzero(buf == _NEWLINE) + begin
-    starts = np.concatenate(([begin], breaks + 1))
-    ends = np.concatenate((breaks, [end]))
-    return arrow_safe_lines(data, starts, ends)
+    most = (end - begin) // ARROW_DEPTH + 1
+    starts, ends = np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int64)
+    deep = _kernels.lines(data, begin, end, MAX_LINE_BYTES, ARROW_DEPTH, starts, ends)
+    bounds = zip(starts[:deep].tolist(), ends[:deep].tolist(), strict=True)
+    return deep >= 0 and all(arrow_safe_line(data[start:stop]) for start, stop in bounds)
 
 
 def arrow_safe_lines(data: bytes, starts: Any, ends: Any) -> bool:

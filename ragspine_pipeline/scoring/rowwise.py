@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline import _kernels
 from ragspine_pipeline.columnar import flat, lists_from_rows, one_array
-from ragspine_pipeline.scoring import _rowwise
 
 _STRING, _LIST = pa.string(), pa.list_(pa.string())
 _ALL_ITEMS = 1 << 62
@@ -41,7 +41,7 @@ def member_of_row(
     needle_values, needle_rows = flat(needles, rows)
     at = needle_rows if haystack_rows is None else haystack_rows[needle_rows]
     limit = _ALL_ITEMS if limit is None else limit
-    found = _kernel(_rowwise.member, needle_values, haystacks, at, _LIST, limit)
+    found = _kernel(_kernels.member, needle_values, haystacks, at, _LIST, limit)
     return found, needle_rows
 
 
@@ -55,7 +55,7 @@ def codes(first: pa.Array, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     out = np.empty(len(keys.valid) - 1, dtype=np.int64)
     offsets, data = first.buffers()[1:3]
     lengths = np.diff(keys.starts)
-    _rowwise.codes(_address(offsets), _address(data), first.offset, len(first), keys.addresses, lengths, out)
+    _kernels.codes(_address(offsets), _address(data), first.offset, len(first), keys.addresses, lengths, out)
     return out
 
 
@@ -79,12 +79,13 @@ def contains_pairs(
     """For each needle ``i``: is it a substring of ``haystacks[rows[i]]``? A negative row has no
     haystack (the needle is not found); a null is in nothing and contains nothing; the empty string is
     in every string."""
-    return _kernel(_rowwise.contains, needles, haystacks, rows, _STRING)
+    return _kernel(_kernels.contains, needles, haystacks, rows, _STRING)
 
 
 # Arrow has no compute function for "needle in this row's string" or "needle among this row's list
-# items": the C kernels of ``_rowwise`` answer both from the Arrow buffers, in place (no Python
-# strings, and a chunked haystack column is neither joined nor gathered into the needles' order).
+# items": the C kernels of ``ragspine_pipeline._kernels`` answer both from the Arrow buffers, in place
+# (no Python strings, and a chunked haystack column is neither joined nor gathered into the needles'
+# order).
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,7 +239,7 @@ def ascii_phrases(text: pa.Array, min_chars: int) -> tuple[pa.Array, np.ndarray]
     )  # a phrase ends its text or a byte follows
     out_offsets, out_data = np.zeros(most + 1, np.int32), np.empty(int(bounds[-1] - bounds[0]), np.uint8)
     out_rows = np.empty(most, np.int64)
-    count = _rowwise.phrases(
+    count = _kernels.phrases(
         offsets.address, _address(data), text.offset, len(text), min_chars, out_offsets, out_data, out_rows
     )
     values = pa.StringArray.from_buffers(

@@ -4,6 +4,7 @@
  * ``member``:   is needle i equal to some item of its own haystack list (the first ``limit`` items)?
  * ``phrases``:  the phrases of ASCII texts: the runs of letters, digits, hyphens and whitespace, each
  *               from its first letter or digit to its last byte that is not whitespace, long enough.
+ * ``lines``:    vets the lines of a file's bytes for pyarrow's JSON reader (see inputs.arrow_safe).
  * ``codes``:    the code of every key of a chunked string column among distinct values numbered from
  *               a first set of distinct strings (the golden set's ids: string i is code i).
  *
@@ -322,16 +323,58 @@ static PyObject *codes(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* lines(data, begin, end, max_len, deep_len, out starts, out ends): the lines of data[begin:end] (cut at
+ * '\n'): -1 when one is longer than max_len, or is not blank and does not start with '{' once ASCII
+ * whitespace is skipped; else the number of lines at least deep_len long, whose bounds are written out
+ * (the caller sizes the outputs for (end - begin) / deep_len + 1 of them). */
+static PyObject *lines(PyObject *self, PyObject *args) {
+    Py_buffer buf, out_starts, out_ends;
+    long long begin, end, max_len, deep_len;
+    if (!PyArg_ParseTuple(args, "y*LLLLw*w*", &buf, &begin, &end, &max_len, &deep_len, &out_starts, &out_ends))
+        return NULL;
+    if (begin < 0 || end > buf.len || begin > end || deep_len < 1) {
+        PyBuffer_Release(&buf);
+        PyBuffer_Release(&out_starts);
+        PyBuffer_Release(&out_ends);
+        return PyErr_Format(PyExc_ValueError, "lines: bounds out of range");
+    }
+    const char *data = buf.buf;
+    int64_t *starts = out_starts.buf, *ends = out_ends.buf, deep = 0, unsafe = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t start = begin; start <= end && !unsafe;) {
+        const char *newline = memchr(data + start, '\n', end - start);
+        int64_t stop = newline == NULL ? end : newline - data;
+        if (stop - start > max_len) {
+            unsafe = 1;
+            break;
+        }
+        int64_t i = start;
+        while (i < stop && (data[i] == ' ' || (uint8_t)(data[i] - '\t') < 5)) i++;
+        if (i < stop && data[i] != '{') unsafe = 1;
+        if (stop - start >= deep_len) {
+            starts[deep] = start;
+            ends[deep++] = stop;
+        }
+        start = stop + 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&out_starts);
+    PyBuffer_Release(&out_ends);
+    return PyLong_FromLongLong(unsafe ? -1 : deep);
+}
+
 static PyMethodDef methods[] = {
     {"contains", contains, METH_VARARGS, "Per needle: is it a byte substring of its haystack string?"},
     {"codes", codes, METH_VARARGS, "Codes of chunked string keys among first distinct strings and themselves."},
     {"phrases", phrases, METH_VARARGS, "The phrases of ASCII strings, back to back, and the row of each."},
+    {"lines", lines, METH_VARARGS, "Vet the lines of file bytes for the JSON reader."},
     {"member", member, METH_VARARGS, "Per needle: is it an item of the first `limit` of its haystack list?"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_rowwise", "Row-wise string kernels over Arrow buffers.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_kernels", "String kernels over Arrow buffers and file bytes.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__rowwise(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
