@@ -61,40 +61,6 @@ static inline int find(const char *hay, int64_t hay_len, const char *needle, int
     return 0;
 }
 
-/* The haystacks are read in the needles' order, which is not theirs (a production export is shuffled):
- * each read would wait for memory. A needle asks for its haystack's offsets PREFETCH_FAR needles ahead
- * and, PREFETCH_NEAR needles ahead (the offsets have arrived by then), for its first bytes, so that
- * many reads are under way at once. */
-#define PREFETCH_FAR 16
-#define PREFETCH_NEAR 8
-
-static inline void prefetch_string(const int64_t *table, int stride, const int64_t *chunk_of,
-                                   const int64_t *row_of, Py_ssize_t n, Py_ssize_t i) {
-    if (i + PREFETCH_FAR < n && row_of[i + PREFETCH_FAR] >= 0) {
-        const int64_t *c = table + stride * chunk_of[i + PREFETCH_FAR];
-        __builtin_prefetch((const int32_t *)(intptr_t)c[0] + c[2] + row_of[i + PREFETCH_FAR]);
-    }
-    if (i + PREFETCH_NEAR < n && row_of[i + PREFETCH_NEAR] >= 0) {
-        const int64_t *c = table + stride * chunk_of[i + PREFETCH_NEAR];
-        const int32_t *offsets = (const int32_t *)(intptr_t)c[0];
-        __builtin_prefetch((const char *)(intptr_t)c[1] + offsets[c[2] + row_of[i + PREFETCH_NEAR]]);
-    }
-}
-
-/* The same for a list of strings: its list offsets far ahead, its first item's offsets near. */
-static inline void prefetch_list(const int64_t *table, const int64_t *chunk_of, const int64_t *row_of,
-                                 Py_ssize_t n, Py_ssize_t i) {
-    if (i + PREFETCH_FAR < n && row_of[i + PREFETCH_FAR] >= 0) {
-        const int64_t *c = table + 6 * chunk_of[i + PREFETCH_FAR];
-        __builtin_prefetch((const int32_t *)(intptr_t)c[0] + c[1] + row_of[i + PREFETCH_FAR]);
-    }
-    if (i + PREFETCH_NEAR < n && row_of[i + PREFETCH_NEAR] >= 0) {
-        const int64_t *c = table + 6 * chunk_of[i + PREFETCH_NEAR];
-        const int32_t *list_offsets = (const int32_t *)(intptr_t)c[0];
-        __builtin_prefetch((const int32_t *)(intptr_t)c[2] + c[4] + list_offsets[c[1] + row_of[i + PREFETCH_NEAR]]);
-    }
-}
-
 static PyObject *contains(PyObject *self, PyObject *args) {
     long long n_offsets, n_data, n_base;
     Py_buffer chunks, chunk, row, out;
@@ -109,7 +75,6 @@ static PyObject *contains(PyObject *self, PyObject *args) {
     uint8_t *found = out.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        prefetch_string(table, 4, chunk_of, row_of, n, i);
         int64_t r = row_of[i];
         if (r < 0) {
             found[i] = 0;
@@ -150,7 +115,6 @@ static PyObject *member(PyObject *self, PyObject *args) {
     uint8_t *found = out.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        prefetch_list(table, chunk_of, row_of, n, i);
         int64_t r = row_of[i];
         found[i] = 0;
         if (r < 0) continue;
