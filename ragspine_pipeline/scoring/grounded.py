@@ -123,7 +123,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
     # Each gold case reads its trace through the join (row -1: no trace), so no trace column is gathered
     # into gold order: what a trace says on its own is worked out once per trace, in file order, on a
     # second core while the join hashes the ids (both run outside the GIL).
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool:
         joined = pool.submit(join_traces, gold, traces)
         answers = _Answers.of(traces)
         trace_rows, counts = joined.result()
@@ -171,10 +171,10 @@ class _Answers:
         n_cited, cited_retrieved = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
         for start in range(0, n, CHUNK_ROWS):  # a step at a time: the pairs' memory stays bounded
             part = citations.slice(start, CHUNK_ROWS)
-            rows = np.arange(start, start + len(part))
-            cited, cited_rows = rowwise.member_of_row(part, retrieved, haystack_rows=rows)
-            n_cited[rows] = rowwise.count_per_row(cited_rows, len(part))
-            cited_retrieved[rows] = rowwise.all_per_row(cited, cited_rows, len(part))
+            end = start + len(part)
+            cited, cited_rows = rowwise.member_of_row(part, retrieved, haystack_rows=np.arange(start, end))
+            n_cited[start:end] = rowwise.count_per_row(cited_rows, len(part))
+            cited_retrieved[start:end] = rowwise.all_per_row(cited, cited_rows, len(part))
         refused = refusals(claim_lower, outcome)
         return cls(
             claim_lower=rowwise.Chunks.strings(claim_lower),
@@ -272,7 +272,7 @@ def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> t
 
 
 def _containment(
-    claim_lower: pa.ChunkedArray,
+    claim_lower: rowwise.Chunks,
     at: np.ndarray,
     substrs: pa.Array,
     gold_claim: pa.Array,

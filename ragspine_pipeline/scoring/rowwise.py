@@ -196,8 +196,8 @@ def split_text(
 def ascii_runs(
     text: pa.Array, inside: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The maximal runs of bytes for which ``inside`` holds within each ASCII string (a null has none):
-    ``(data, starts, ends, rows)``, each run being ``data[start:end]`` of string ``row``."""
+    """The maximal runs of bytes for which ``inside`` holds within each of the (non-null) ASCII strings
+    ``text``: ``(data, starts, ends, rows)``, each run being ``data[start:end]`` of string ``row``."""
     n = len(text)
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
     offsets = offsets.astype(np.int64)
