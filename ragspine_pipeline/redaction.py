@@ -119,20 +119,27 @@ def _substitute(
 
 
 @functools.cache
-def _min_phone_digits(region: str) -> tuple[int, int]:
-    """The fewest digits a valid number can have: written with ``+`` (country code included, any region),
-    and written without it in ``region``. From the library's own metadata, so it follows its updates."""
+def _min_international_digits() -> int:
+    """The fewest digits a valid number written with ``+`` can have (country code included, any region).
+    From the library's own metadata, so it follows its updates; it loads every region's, so it is only
+    asked for when a number is written with ``+``."""
     metadata = [PhoneMetadata.metadata_for_region(code) for code in phonenumbers.SUPPORTED_REGIONS]
     metadata += [PhoneMetadata.metadata_for_nongeo_region(code) for code in COUNTRY_CODES_FOR_NON_GEO_REGIONS]
-    international = min(
+    return min(
         len(str(md.country_code)) + min(n for n in md.general_desc.possible_length if n > 0)
         for md in metadata
         if md is not None and any(n > 0 for n in md.general_desc.possible_length)
     )
+
+
+@functools.cache
+def _min_national_digits(region: str) -> int:
+    """The fewest digits a valid number written without ``+`` in ``region`` can have (an unknown region:
+    the matcher only finds numbers written with ``+``, so the international minimum)."""
     home = PhoneMetadata.metadata_for_region(region)
-    if home is None:  # an unknown region: the matcher then only finds numbers written with "+"
-        return international, international
-    return international, min((n for n in home.general_desc.possible_length if n > 0), default=1)
+    if home is None:
+        return _min_international_digits()
+    return min((n for n in home.general_desc.possible_length if n > 0), default=1)
 
 
 def _phone_windows(text: str, region: str) -> list[tuple[int, int]]:
@@ -144,12 +151,11 @@ def _phone_windows(text: str, region: str) -> list[tuple[int, int]]:
     is skipped. Windows are padded so the matcher still sees the characters around a number (it rejects
     numbers glued to letters) and an extension, and overlapping windows are merged.
     """
-    international, national = _min_phone_digits(region)
     windows: list[tuple[int, int]] = []
     for run in _PHONE_RUN.finditer(text):
         digits = sum(map(str.isdigit, run.group()))
         written_with_plus = "+" in run.group()[:2] or "＋" in run.group()[:2]
-        if digits < (international if written_with_plus else national):
+        if digits < (_min_international_digits() if written_with_plus else _min_national_digits(region)):
             continue
         start, end = max(0, run.start() - _PHONE_PAD), min(len(text), run.end() + _PHONE_PAD)
         if windows and start <= windows[-1][1]:
