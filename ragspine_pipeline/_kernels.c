@@ -16,7 +16,7 @@
  *
  * On valid UTF-8 a byte substring is exactly a code-point substring (no character's encoding starts
  * inside another's), so ``contains`` answers Python's ``needle in haystack``. Nulls are decided by the
- * caller (rows of -1), except null items inside a haystack list, which equal nothing. Both kernels run
+ * caller (rows of -1), except null items inside a haystack list, which equal nothing. Every kernel runs
  * without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
@@ -26,23 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const int32_t *offsets;
-    const char *data;
-    int64_t base;
-} strings_t;
-
 static inline int valid_bit(const uint8_t *bitmap, int64_t i) {
     return bitmap == NULL || (bitmap[i >> 3] >> (i & 7)) & 1;
-}
-
-/* The i-th of ``n`` int64 values of a buffer, checked to hold ``n`` of them. */
-static int int64_view(Py_buffer *buf, Py_ssize_t n, const char *name) {
-    if (buf->len < n * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_Format(PyExc_ValueError, "%s holds fewer than %zd int64 values", name, n);
-        return -1;
-    }
-    return 0;
 }
 
 /* Is the needle in the haystack? In a short haystack the first byte's candidates are tried one by one
@@ -61,96 +46,114 @@ static inline int find(const char *hay, int64_t hay_len, const char *needle, int
     return 0;
 }
 
-static PyObject *contains(PyObject *self, PyObject *args) {
-    long long n_offsets, n_data, n_base;
+/* One call of a per-needle kernel: needle i (string i of one contiguous Arrow array) and its haystack,
+ * row ``row[i]`` (negative: none) of chunk ``chunk[i]`` in the table of chunk addresses. */
+typedef struct {
     Py_buffer chunks, chunk, row, out;
-    if (!PyArg_ParseTuple(args, "LLLy*y*y*w*", &n_offsets, &n_data, &n_base, &chunks, &chunk, &row, &out))
-        return NULL;
-    Py_ssize_t n = out.len;
-    PyObject *result = NULL;
-    if (int64_view(&chunk, n, "chunk") < 0 || int64_view(&row, n, "row") < 0) goto done;
-    const int32_t *needle_offsets = (const int32_t *)(intptr_t)n_offsets;
-    const char *needle_data = (const char *)(intptr_t)n_data;
-    const int64_t *table = chunks.buf, *chunk_of = chunk.buf, *row_of = row.buf;
-    uint8_t *found = out.buf;
+    const int32_t *needle_offsets;
+    const char *needle_data;
+    int64_t needle_base, limit;
+    const int64_t *table, *chunk_of, *row_of;
+    uint8_t *found;
+    Py_ssize_t n;
+} needles_t;
+
+/* Parse (needle offsets, needle data, needle base, chunks, chunk, row[, limit], out); 0 or -1 with an
+ * exception set (the buffers then released). ``out`` holds one byte per needle. */
+static int needles_open(PyObject *args, int with_limit, needles_t *t) {
+    long long offsets, data, base, limit = 0;
+    int parsed = with_limit ? PyArg_ParseTuple(args, "LLLy*y*y*Lw*", &offsets, &data, &base, &t->chunks,
+                                               &t->chunk, &t->row, &limit, &t->out)
+                            : PyArg_ParseTuple(args, "LLLy*y*y*w*", &offsets, &data, &base, &t->chunks,
+                                               &t->chunk, &t->row, &t->out);
+    if (!parsed) return -1;
+    t->n = t->out.len;
+    if (t->chunk.len < t->n * (Py_ssize_t)sizeof(int64_t) || t->row.len < t->n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "chunk and row need an int64 value per needle");
+        PyBuffer_Release(&t->chunks);
+        PyBuffer_Release(&t->chunk);
+        PyBuffer_Release(&t->row);
+        PyBuffer_Release(&t->out);
+        return -1;
+    }
+    t->needle_offsets = (const int32_t *)(intptr_t)offsets;
+    t->needle_data = (const char *)(intptr_t)data;
+    t->needle_base = base;
+    t->limit = limit;
+    t->table = t->chunks.buf;
+    t->chunk_of = t->chunk.buf;
+    t->row_of = t->row.buf;
+    t->found = t->out.buf;
+    return 0;
+}
+
+static PyObject *needles_close(needles_t *t) {
+    PyBuffer_Release(&t->chunks);
+    PyBuffer_Release(&t->chunk);
+    PyBuffer_Release(&t->row);
+    PyBuffer_Release(&t->out);
+    Py_RETURN_NONE;
+}
+
+static inline const char *needle_at(const needles_t *t, Py_ssize_t i, int64_t *len) {
+    int64_t start = t->needle_offsets[t->needle_base + i];
+    *len = t->needle_offsets[t->needle_base + i + 1] - start;
+    return t->needle_data + start;
+}
+
+static PyObject *contains(PyObject *self, PyObject *args) {
+    needles_t t;
+    if (needles_open(args, 0, &t) < 0) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t r = row_of[i];
-        if (r < 0) {
-            found[i] = 0;
-            continue;
-        }
-        const int64_t *c = table + 4 * chunk_of[i]; /* offsets, data, base, validity */
+    for (Py_ssize_t i = 0; i < t.n; i++) {
+        int64_t r = t.row_of[i], needle_len;
+        t.found[i] = 0;
+        if (r < 0) continue;
+        const int64_t *c = t.table + 4 * t.chunk_of[i]; /* offsets, data, base, validity */
         const int32_t *hay_offsets = (const int32_t *)(intptr_t)c[0];
         const char *hay_data = (const char *)(intptr_t)c[1];
         int64_t at = c[2] + r;
         int64_t hay_start = hay_offsets[at], hay_len = hay_offsets[at + 1] - hay_start;
-        int64_t needle_start = needle_offsets[n_base + i];
-        int64_t needle_len = needle_offsets[n_base + i + 1] - needle_start;
-        found[i] = find(hay_data + hay_start, hay_len, needle_data + needle_start, needle_len);
+        const char *needle = needle_at(&t, i, &needle_len);
+        t.found[i] = find(hay_data + hay_start, hay_len, needle, needle_len);
     }
     Py_END_ALLOW_THREADS
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyBuffer_Release(&chunks);
-    PyBuffer_Release(&chunk);
-    PyBuffer_Release(&row);
-    PyBuffer_Release(&out);
-    return result;
+    return needles_close(&t);
 }
 
 static PyObject *member(PyObject *self, PyObject *args) {
-    long long n_offsets, n_data, n_base, limit;
-    Py_buffer chunks, chunk, row, out;
-    if (!PyArg_ParseTuple(
-            args, "LLLy*y*y*Lw*", &n_offsets, &n_data, &n_base, &chunks, &chunk, &row, &limit, &out))
-        return NULL;
-    Py_ssize_t n = out.len;
-    PyObject *result = NULL;
-    if (int64_view(&chunk, n, "chunk") < 0 || int64_view(&row, n, "row") < 0) goto done;
-    const int32_t *needle_offsets = (const int32_t *)(intptr_t)n_offsets;
-    const char *needle_data = (const char *)(intptr_t)n_data;
-    const int64_t *table = chunks.buf, *chunk_of = chunk.buf, *row_of = row.buf;
-    uint8_t *found = out.buf;
+    needles_t t;
+    if (needles_open(args, 1, &t) < 0) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t r = row_of[i];
-        found[i] = 0;
+    for (Py_ssize_t i = 0; i < t.n; i++) {
+        int64_t r = t.row_of[i], needle_len;
+        t.found[i] = 0;
         if (r < 0) continue;
         /* list offsets, list base, item offsets, item data, item base, item validity */
-        const int64_t *c = table + 6 * chunk_of[i];
+        const int64_t *c = t.table + 6 * t.chunk_of[i];
         const int32_t *list_offsets = (const int32_t *)(intptr_t)c[0];
         const int32_t *item_offsets = (const int32_t *)(intptr_t)c[2];
         const char *item_data = (const char *)(intptr_t)c[3];
         const uint8_t *item_valid = (const uint8_t *)(intptr_t)c[5];
         int64_t first = list_offsets[c[1] + r], end = list_offsets[c[1] + r + 1];
-        if (end - first > limit) end = first + limit;
-        int64_t needle_start = needle_offsets[n_base + i];
-        int64_t needle_len = needle_offsets[n_base + i + 1] - needle_start;
-        const char *needle = needle_data + needle_start;
+        if (end - first > t.limit) end = first + t.limit;
+        const char *needle = needle_at(&t, i, &needle_len);
         for (int64_t j = c[4] + first; j < c[4] + end; j++) {
             int64_t item_start = item_offsets[j];
             if (item_offsets[j + 1] - item_start == needle_len && valid_bit(item_valid, j) &&
                 memcmp(item_data + item_start, needle, needle_len) == 0) {
-                found[i] = 1;
+                t.found[i] = 1;
                 break;
             }
         }
     }
     Py_END_ALLOW_THREADS
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyBuffer_Release(&chunks);
-    PyBuffer_Release(&chunk);
-    PyBuffer_Release(&row);
-    PyBuffer_Release(&out);
-    return result;
+    return needles_close(&t);
 }
 
 static inline int is_alnum(uint8_t c) { return (uint8_t)(c - '0') < 10 || (uint8_t)((c | 32) - 'a') < 26; }
 static inline int is_space(uint8_t c) { return c == ' ' || (uint8_t)(c - '\t') < 5; } /* \t \n \v \f \r */
+static inline int in_phrase(uint8_t c) { return is_alnum(c) || c == '-' || is_space(c); }
 
 /* phrases(offsets, data, base, n, min_len, out offsets, out data, out rows): the phrases of n ASCII
  * strings, written back to back; returns how many. The caller sizes the outputs for the most there can
@@ -171,9 +174,9 @@ static PyObject *phrases(PyObject *self, PyObject *args) {
     for (int64_t row = 0; row < n; row++) {
         int64_t i = offsets[t_base + row], end = offsets[t_base + row + 1];
         while (i < end) {
-            while (i < end && !(is_alnum(data[i]) || data[i] == '-' || is_space(data[i]))) i++;
+            while (i < end && !in_phrase(data[i])) i++;
             int64_t first = -1, last = -1; /* first letter or digit, last byte not whitespace */
-            for (; i < end && (is_alnum(data[i]) || data[i] == '-' || is_space(data[i])); i++) {
+            for (; i < end && in_phrase(data[i]); i++) {
                 if (first < 0 && is_alnum(data[i])) first = i;
                 if (first >= 0 && !is_space(data[i])) last = i;
             }
@@ -313,7 +316,7 @@ static PyObject *lines(PyObject *self, PyObject *args) {
             break;
         }
         int64_t i = start;
-        while (i < stop && (data[i] == ' ' || (uint8_t)(data[i] - '\t') < 5)) i++;
+        while (i < stop && is_space((uint8_t)data[i])) i++;
         if (i < stop && data[i] != '{') unsafe = 1;
         if (stop - start >= deep_len) {
             starts[deep] = start;
