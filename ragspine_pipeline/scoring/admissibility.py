@@ -118,10 +118,29 @@ def word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 
 def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """:func:`word_tokens` of ASCII strings, found in their bytes: the maximal runs of word bytes
+    """:func:`word_tokens` of non-null ASCII strings, found in their bytes: the maximal runs of word bytes
     (:func:`_word_bytes`) within each string."""
-    data, starts, ends, rows = rowwise.ascii_runs(text, _word_bytes)
-    return rowwise.strings_at(data, starts, ends), rows
+    n = len(text)
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
+    offsets = offsets.astype(np.int64)
+    data = text.buffers()[2]
+    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
+    offsets -= offsets[0]
+    word = _word_bytes(data)
+    # Runs of word and non-word bytes, cut also where a string starts: the word runs are the tokens.
+    cut = np.ones(len(data) + 1, dtype=bool)
+    np.not_equal(word[1:], word[:-1], out=cut[1:-1])
+    cut[offsets] = True
+    bounds = np.flatnonzero(cut)
+    token = word[bounds[:-1]]
+    starts, ends = bounds[:-1][token], bounds[1:][token]
+    token_offsets = np.zeros(len(starts) + 1, dtype=np.int32)
+    np.cumsum(ends - starts, out=token_offsets[1:])
+    tokens = pa.StringArray.from_buffers(
+        len(starts), pa.py_buffer(token_offsets), pa.py_buffer(np.ascontiguousarray(data[word]))
+    )
+    per_row = np.diff(np.searchsorted(starts, offsets))
+    return tokens, np.repeat(np.arange(n), per_row)
 
 
 def _regex_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:

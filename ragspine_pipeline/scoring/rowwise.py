@@ -193,38 +193,6 @@ def split_text(
     return pa.concat_arrays([values, others.cast(pa.string())]).take(pa.array(order)), rows[order]
 
 
-def ascii_runs(
-    text: pa.Array, inside: Callable[[np.ndarray], np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The maximal runs of bytes for which ``inside`` holds within each of the (non-null) ASCII strings
-    ``text``: ``(data, starts, ends, rows)``, each run being ``data[start:end]`` of string ``row``."""
-    n = len(text)
-    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
-    offsets = offsets.astype(np.int64)
-    data = text.buffers()[2]
-    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
-    offsets -= offsets[0]
-    within = inside(data)
-    # Runs of bytes inside and outside, cut also where a string starts: the inside runs are the pieces.
-    cut = np.ones(len(data) + 1, dtype=bool)
-    np.not_equal(within[1:], within[:-1], out=cut[1:-1])
-    cut[offsets] = True
-    bounds = np.flatnonzero(cut)
-    run = within[bounds[:-1]]
-    starts, ends = bounds[:-1][run], bounds[1:][run]
-    rows = np.repeat(np.arange(n), np.diff(np.searchsorted(starts, offsets)))
-    return data, starts, ends, rows
-
-
-def strings_at(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """The strings ``data[start:end]`` (ASCII bytes, ranges in order and disjoint), as one Arrow array."""
-    lengths = ends - starts
-    offsets = np.zeros(len(starts) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    taken = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-    return pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data[taken]))
-
-
 def ascii_phrases(text: pa.Array, min_chars: int) -> tuple[pa.Array, np.ndarray]:
     """The phrases of every ASCII string (a null has none), flat and in row order, with the row of each:
     the maximal runs of letters, digits, hyphens and whitespace (space and tab to carriage return), each
