@@ -243,7 +243,6 @@ its schema inference slows with the cube of the depth (72 s at 7,000) and its re
 overflows the stack (SIGSEGV at 10,000). No line that could nest this deep is handed to it."""
 
 _SCAN_CHUNK = max(16 << 20, 2 * MAX_LINE_BYTES)
-_OPEN_BRACE, _NEWLINE = ord("{"), ord("\n")
 
 
 def arrow_safe(data: bytes | mmap.mmap, begin: int = 0, end: int | None = None) -> bool:
@@ -262,29 +261,6 @@ def arrow_safe(data: bytes | mmap.mmap, begin: int = 0, end: int | None = None) 
     deep = _kernels.lines(data, begin, end, MAX_LINE_BYTES, ARROW_DEPTH, starts, ends)
     bounds = zip(starts[:deep].tolist(), ends[:deep].tolist(), strict=True)
     return deep >= 0 and all(arrow_safe_line(data[start:stop]) for start, stop in bounds)
-
-
-def arrow_safe_lines(data: bytes, starts: Any, ends: Any) -> bool:
-    """:func:`arrow_safe` for data whose line bounds are known (numpy arrays of offsets, ``ends``
-    exclusive, blank lines included)."""
-    if len(starts) == 0:
-        return True
-    lengths = ends - starts
-    if int(lengths.max()) > MAX_LINE_BYTES:
-        return False
-    buf = np.frombuffer(data, dtype=np.uint8, count=int(ends[-1]))
-    present = lengths > 0
-    odd = np.zeros(len(starts), dtype=bool)
-    odd[present] = buf[starts[present]] != _OPEN_BRACE
-    for start, stop in zip(starts[odd].tolist(), ends[odd].tolist(), strict=True):
-        head = data[start:stop].lstrip()[:1]
-        if head not in (b"", b"{"):
-            return False
-    deep_enough = lengths >= ARROW_DEPTH
-    return all(
-        arrow_safe_line(data[start:stop])
-        for start, stop in zip(starts[deep_enough].tolist(), ends[deep_enough].tolist(), strict=True)
-    )
 
 
 def arrow_safe_line(line: bytes) -> bool:

@@ -106,7 +106,7 @@ class BlockReader:
         starts, ends = starts[present], ends[present]
         if not len(starts) or not (np.all(buf[starts] == _OPEN) and np.all(buf[ends - 1] == _CLOSE)):
             return None
-        if not inputs.arrow_safe_lines(data, starts, ends):
+        if not inputs.arrow_safe(data):
             return None  # a line too long or possibly too deep for the parser: line by line
         table = self._conforming_table(data, len(starts))
         if table is None:
