@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from ragspine_pipeline.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "wfgy"
 HEAVY = ("dagster", "scipy", "openai", "boto3", "botocore")
@@ -46,3 +49,71 @@ def test_scoring_a_local_golden_set_imports_neither_dagster_nor_scipy_nor_the_aw
     )
     assert _loaded(score, ("dagster", "scipy", "openai", "boto3")) == []
     assert json.loads((tmp_path / "report.json").read_text())["gates"]
+
+
+COMMAND = [sys.executable, "-m", "ragspine_pipeline.cli"]
+BUFFERED = {
+    name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"
+}  # as users run it
+
+
+def _command(*args: str, env: dict[str, str] = BUFFERED, **kwargs) -> subprocess.CompletedProcess:
+    """``ragspine-eval`` as the script runs it: a process of its own."""
+    return subprocess.run([*COMMAND, *args], env=env, **kwargs)
+
+
+SCORE = (
+    "score",
+    "--gold",
+    str(EXAMPLE / "gold.jsonl"),
+    "--trace",
+    str(EXAMPLE / "traces.jsonl"),
+    "--run-id",
+    "x",
+)
+
+
+def test_the_scoring_process_never_imports_pandas_and_says_what_main_says(capsys):
+    profiled = {**BUFFERED, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = _command(*SCORE, capture_output=True, text=True, env=profiled)
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import")}
+    # "pandas" itself is listed: the one attempt the process refuses. Imported, it would bring its own.
+    assert "pyarrow" in imported and [m for m in imported if m.startswith("pandas.")] == []
+    code = main(list(SCORE))
+    assert (done.returncode, json.loads(done.stdout)) == (code, json.loads(capsys.readouterr().out))
+
+
+def test_pyarrow_still_converts_to_pandas_where_asked_after_being_told_there_is_none():
+    code = (
+        "import sys\nimport numpy as np\nfrom ragspine_pipeline.cli.app import _arrow_without_pandas\n"
+        "_arrow_without_pandas()\nimport pyarrow as pa\n"
+        "assert pa.array(np.arange(3)).to_pylist() == [0, 1, 2] and 'pandas' not in sys.modules\n"
+        "assert pa.table({'a': [1, 2]}).to_pandas()['a'].tolist() == [1, 2]\nprint('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_process_ends_with_its_output_whole_and_its_exit_code(tmp_path, capsys):
+    done = _command(*SCORE, "--format", "markdown", capture_output=True, text=True)
+    assert main([*SCORE, "--format", "markdown"]) == done.returncode == 0
+    assert done.stdout == capsys.readouterr().out and done.stdout.rstrip().endswith("| OK |")
+    out = tmp_path / "report.json"
+    assert _command(*SCORE, "--gates", "chr=0.99", "--out", str(out)).returncode == 1
+    assert json.loads(out.read_text())["pass"] is False
+
+
+def test_a_reader_that_leaves_early_ends_the_process_as_sigpipe_would_without_a_traceback(tmp_path):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_bytes((EXAMPLE / "gold.jsonl").read_bytes())
+    for command in (  # a report larger than the stream's buffer, and a lock too small to leave it before exit
+        [*SCORE, "--format", "markdown"],
+        ["golden", "freeze", "--gold", str(gold), "--version", "v1", "--approved-by", "qa"],
+    ):
+        proc = subprocess.Popen(
+            [*COMMAND, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=BUFFERED
+        )
+        proc.stdout.close()  # gone before anything is written
+        err = proc.stderr.read().decode()
+        assert proc.wait() == 128 + 13 and "Traceback" not in err and "Exception ignored" not in err
+    assert json.loads(gold.with_name("gold.jsonl.lock").read_text())["version"] == "v1"
