@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TextIO
 
 import numpy as np
@@ -74,6 +75,41 @@ def write_column(out: TextIO, rows: pa.Array, skip: int = 0) -> None:
         return
     out.flush()
     binary.write(data)
+
+
+class WriteBehind:
+    """Writes string columns to a stream as :func:`write_column` does, each on a second thread while the
+    caller renders the next: in order, one at a time, at most one column waiting. Rendering is Arrow work
+    and writing is the kernel's (a 160 MB report spends 0.2–0.4 s in ``write``), so the two overlap.
+
+    Use as a context manager: leaving it waits for the last column, and only then may the caller write
+    to the stream itself. A failed write (e.g. a reader that left) is raised by the next ``write`` or on
+    leaving.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._writer = ThreadPoolExecutor(max_workers=1)
+        self._pending: Future | None = None
+
+    def write(self, rows: pa.Array, skip: int = 0) -> None:
+        self._wait()
+        self._pending = self._writer.submit(write_column, self._out, rows, skip)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> WriteBehind:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self._wait()
+        finally:
+            self._writer.shutdown(wait=True)
 
 
 def concat(*parts: pa.Array | str) -> pa.Array:

@@ -28,10 +28,10 @@ from ragspine_pipeline.decision.gates import GateResult
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
+    WriteBehind,
     concat,
     json_escaped,
     render_states,
-    write_column,
 )
 from ragspine_pipeline.reports.markdown import code_span, md_text, md_text_column
 from ragspine_pipeline.reports.why import why_markdown
@@ -134,14 +134,15 @@ def write_json(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
     out.write(head[: head.rindex("}")].rstrip())
     out.write(',\n  "cases": [\n')
     skip = len(",\n")  # the first row has no separator before it
-    for start, cases in _slices_of(ev.grounded.cases):
-        qid = json_escaped(cases.column("qid").combine_chunks())
-        parts = [',\n    {"qid": "', qid, '"', _json_tail(cases)]
-        if ev.layered is not None:
-            layered = ev.layered.cases.slice(start, cases.num_rows)
-            parts += [_json_layered_tail(layered)]
-        write_column(out, concat(*parts, "}"), skip)
-        skip = 0
+    with WriteBehind(out) as rows:
+        for start, cases in _slices_of(ev.grounded.cases):
+            qid = json_escaped(cases.column("qid").combine_chunks())
+            parts = [',\n    {"qid": "', qid, '"', _json_tail(cases)]
+            if ev.layered is not None:
+                layered = ev.layered.cases.slice(start, cases.num_rows)
+                parts += [_json_layered_tail(layered)]
+            rows.write(concat(*parts, "}"), skip)
+            skip = 0
     out.write("\n  ]\n}\n")
 
 
@@ -361,12 +362,13 @@ def _write_cases(ev: Evaluation, out: TextIO) -> None:
         + ("---|" if layered else "")
         + "\n"
     )
-    for start, cases in _slices_of(ev.grounded.cases):
-        parts = ["| ", md_text_column(cases.column("qid").combine_chunks()), _markdown_tail(cases)]
-        if layered:
-            stage = ev.layered.cases.slice(start, cases.num_rows).column("first_failed_stage")
-            parts += [" ", stage.combine_chunks().cast(pa.string()), " |"]
-        write_column(out, concat(*parts, "\n"))
+    with WriteBehind(out) as rows:
+        for start, cases in _slices_of(ev.grounded.cases):
+            parts = ["| ", md_text_column(cases.column("qid").combine_chunks()), _markdown_tail(cases)]
+            if layered:
+                stage = ev.layered.cases.slice(start, cases.num_rows).column("first_failed_stage")
+                parts += [" ", stage.combine_chunks().cast(pa.string()), " |"]
+            rows.write(concat(*parts, "\n"))
 
 
 def _markdown_tail(cases: pa.Table) -> pa.Array:
