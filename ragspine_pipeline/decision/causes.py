@@ -72,8 +72,9 @@ def release_causes(
         sort_keys = [("stage", "ascending"), ("rules", "descending"), ("qid", "ascending")]
 
     candidates = np.flatnonzero(failing)
-    ranked = pc.sort_indices(order.take(pa.array(candidates)), sort_keys=sort_keys)
-    rows = candidates[np.asarray(ranked)[:worst]]
+    rows = candidates[:0]
+    if worst > 0 and len(candidates):  # the keys end in the qid, which is unique: no ties to break
+        rows = candidates[np.asarray(pc.select_k_unstable(order.take(candidates), worst, sort_keys))]
     chosen = pa.array(rows, pa.int64())
     rule_lists = [[] for _ in rows] if broken is None else broken.take(chosen).to_pylist()
     worst_cases = [
@@ -169,8 +170,15 @@ def _aligned(cases: pa.Table, qid: pa.Array) -> pa.Table:
 
 def _codes(column: pa.ChunkedArray | pa.Array, names: tuple[str, ...]) -> np.ndarray:
     """Each value's position in ``names``; -1 for a null or a value not listed."""
+    if pa.types.is_dictionary(column.type):  # look up the few dictionary values, not every row
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        parts = [np.zeros(0, dtype=np.int64)]
+        for chunk in chunks:
+            lookup = np.append(_codes(chunk.dictionary, names), -1)  # the last entry: a null row
+            parts.append(lookup[np.asarray(pc.fill_null(chunk.indices, len(chunk.dictionary)))])
+        return np.concatenate(parts)
     codes = pc.index_in(_plain(column), value_set=pa.array(names, pa.string()))
-    return np.asarray(pc.fill_null(codes, -1))
+    return np.asarray(pc.fill_null(codes, -1), dtype=np.int64)
 
 
 def _plain(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 
 from ragspine_pipeline.decision.causes import (
+    FAILING_LABELS,
     QUESTION_CHARS,
     cause_sentence,
     release_causes,
@@ -14,7 +17,7 @@ from ragspine_pipeline.decision.causes import (
 from ragspine_pipeline.decision.config import EvalConfig
 from ragspine_pipeline.decision.evaluation import evaluate
 from ragspine_pipeline.decision.gates import Gate
-from ragspine_pipeline.scoring.grounded import score_grounded
+from ragspine_pipeline.scoring.grounded import LABELS, score_grounded
 from ragspine_pipeline.scoring.layered import score_layered
 from tests.scoring.conftest import gold_table, trace_table
 from tests.scoring.test_layered import EVIDENCE, GOOD_CLAIM
@@ -220,3 +223,30 @@ def test_the_release_decision_carries_the_causes():
     assert ev.release.decision == "block"
     assert ev.release.causes == release_causes(gold, ev.grounded.cases, ev.layered)
     assert ev.release.as_dict()["causes"]["first_failed_stage"]["admissibility"] == 4
+
+
+def test_the_worst_cases_and_counts_of_a_large_run_are_those_a_full_sort_gives():
+    """The worst cases come from a top-k selection over dictionary codes; with many failing cases in
+    several chunks, some rows null, they are the first ``worst`` of a plain sort by (label, qid)."""
+    rnd = random.Random(3)
+    n = 5000
+    qids = [f"q{rnd.randrange(10**6):07d}-{i}" for i in range(n)]
+    picks = [rnd.choice([*LABELS, None]) for _ in range(n)]
+    picks[0], picks[1700] = "HALLUCINATION", "ANS_NO_HIT"  # each chunk's first code is a failing label
+    labels = pa.chunked_array(
+        [pa.array(picks[:1700], pa.string()).dictionary_encode(), pa.array(picks[1700:]).dictionary_encode()]
+    )
+    gold = pa.table({"qid": qids, "question": [f"question {i}" for i in range(n)]})
+    cases = pa.table({"qid": qids, "label": labels})
+    for worst in (0, 1, 3, 50):
+        causes = release_causes(gold, cases, None, worst=worst)
+        failing = sorted(
+            (FAILING_LABELS.index(label), qid)
+            for qid, label in zip(qids, picks, strict=True)
+            if label in FAILING_LABELS
+        )
+        assert causes["failing"] == len(failing)
+        assert [(c["label"], c["qid"]) for c in causes["worst_cases"]] == [
+            (FAILING_LABELS[rank], qid) for rank, qid in failing[:worst]
+        ]
+    assert None in picks  # the nulls were there to be missed
