@@ -24,6 +24,8 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.reports.columns import byte_set, holds_any
+
 _LINE_BREAKS = r"[\r\n\u2028\u2029]+"  # Python's spelling; RE2 (Arrow) writes \x{2028}
 _LINE_BREAKS_RE2 = r"[\r\n\x{2028}\x{2029}]+"
 _MARKUP = r"([\\`*\[\]|])"
@@ -38,9 +40,17 @@ def md_text(value: object) -> str:
     return _MARKUP_RE.sub(r"\\\1", html.escape(text, quote=True))
 
 
+# The bytes md_text may change: line breaks (U+2028 and U+2029 start with 0xE2), the HTML special
+# characters and the markup characters. A column without any of them is its own md_text.
+_MAY_CHANGE = byte_set(b"\r\n\xe2" + "".join(char for char, _ in _ENTITIES).encode() + b"\\`*[]|")
+
+
 def md_text_column(values: pa.Array) -> pa.Array:
     """:func:`md_text` of every value of a string column (nulls stay null), without a Python loop."""
-    out = pc.replace_substring_regex(values.cast(pa.string()), _LINE_BREAKS_RE2, " ")
+    values = values.cast(pa.string())
+    if not holds_any(values, _MAY_CHANGE):
+        return values
+    out = pc.replace_substring_regex(values, _LINE_BREAKS_RE2, " ")
     for char, entity in _ENTITIES:  # "&" first, so that no entity is escaped twice
         out = pc.replace_substring(out, char, entity)
     return pc.replace_substring_regex(out, _MARKUP, r"\\\1")

@@ -8,10 +8,12 @@ import json
 import re
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragspine_pipeline.cli import main
+from ragspine_pipeline.reports.columns import json_escaped, write_column
 from ragspine_pipeline.reports.markdown import code_span, md_text, md_text_column
 from ragspine_pipeline.reports.slice_report import slice_markdown
 from tests.reports.test_slice_report import PRODUCTION, REPORT
@@ -38,12 +40,28 @@ def cells(row: str) -> int:
     return len(re.split(r"(?<!\\)\|", row.strip().strip("|")))
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.text(alphabet=st.sampled_from(list("<>&\"'|`*[]\\_\n\r\u2028 ab")), max_size=20), max_size=10)
+# Mostly plain text, so that whole columns without a character to escape come up too (they skip the
+# work); U+2027 and "é" share no character with a line break but lead with bytes that might.
+TEXT = st.text(
+    alphabet=st.sampled_from(list("<>&\"'|`*[]\\_\n\r\u2028\u2029\u2027é\t ab") + ["a", "b"] * 10),
+    max_size=20,
 )
-def test_the_column_rule_is_the_text_rule(texts):
-    assert md_text_column(pa.array(texts, pa.string())).to_pylist() == [md_text(t) for t in texts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, max_size=10), st.integers(0, 3))
+def test_the_column_rule_is_the_text_rule(texts, start):
+    column = pa.array(["`x`", *texts], pa.string()).slice(1)  # a sliced column: its bytes start later
+    assert md_text_column(column).to_pylist() == [md_text(t) for t in texts]
+    assert md_text_column(column.slice(start)).to_pylist() == [md_text(t) for t in texts[start:]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, max_size=10), st.integers(0, 3))
+def test_json_escaped_values_read_back_as_themselves(texts, start):
+    column = pa.array(['"', *texts], pa.string()).slice(1 + min(start, len(texts)))
+    escaped = json_escaped(column).to_pylist()
+    assert [json.loads(f'"{value}"') for value in escaped] == texts[start:]
 
 
 def test_hostile_texts_render_as_themselves():
@@ -122,3 +140,24 @@ def test_dagster_metadata_tables_escape_their_cells():
     table = markdown_table(["slice", "n"], [(value, 1) for value in HOSTILE])
     assert not live_html(table)
     assert all(cells(row) == 2 for row in table.splitlines())
+
+
+@pytest.mark.parametrize("char", list("<>&\"'|`*[]\\\n\r\u2028\u2029"))
+def test_one_character_to_escape_anywhere_in_a_sliced_column_is_escaped(char):
+    """A column skips the escaping only when no value holds such a character; here the only one is in
+    the last value of a slice (the bytes before the slice hold none)."""
+    column = pa.array(["plain", "text", f"a{char}b"], pa.string()).slice(1)
+    assert md_text_column(column).to_pylist() == ["text", md_text(f"a{char}b")]
+    assert md_text(f"a{char}b") != f"a{char}b"
+
+
+@pytest.mark.parametrize("char", ['"', "\\", "\x00", "\n", "\x1f"])
+def test_one_character_to_escape_in_json_anywhere_in_a_sliced_column_is_escaped(char):
+    column = pa.array(["plain", "text", f"a{char}b"], pa.string()).slice(1)
+    assert [json.loads(f'"{value}"') for value in json_escaped(column).to_pylist()] == ["text", f"a{char}b"]
+
+
+def test_written_columns_are_the_values_of_the_slice(tmp_path):
+    with open(tmp_path / "out.txt", "w", encoding="utf-8") as out:
+        write_column(out, pa.array(["skipped ", "first ", "é second"], pa.string()).slice(1), skip=2)
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "rst é second"
