@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragspine_pipeline.alerts.model import COUNT_METRICS, Alert, Drop, MetricRow
+from ragspine_pipeline.alerts.model import Alert, Drop, MetricRow
+from ragspine_pipeline.decision.baseline import COUNT_METRICS
 from ragspine_pipeline.decision.causes import cause_sentence, worst_case_line
 
 TABLE_ROWS = 12

@@ -18,6 +18,8 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS, FABRICATION
+
 if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import for every `alerts` command
     from ragspine_pipeline.scoring.significance import DropTest
 
@@ -27,8 +29,7 @@ MODEL_CONFIG = ConfigDict(frozen=True, extra="ignore")
 AlertKind = Literal["regression", "recovered", "run_failure"]
 FindingKind = Literal["gate", "baseline", "channel", "slice"]
 # The baseline of the fabrication gate's count is recorded as its own entry; both are one metric.
-SAME_METRIC = {"fabrication_count": "fabrication"}
-COUNT_METRICS = frozenset({"fabrication", "fabrication_count"})  # count answers, not a rate
+SAME_METRIC = {FABRICATION: COUNT_METRIC}
 
 
 class Finding(BaseModel):

@@ -51,6 +51,9 @@ from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_ty
 DEFAULT_MODE = "golden"
 FABRICATION = "fabrication_count"
 COUNT_METRIC = "fabrication"  # the run's metric name for the count the entry keeps as FABRICATION
+# The one metric that counts answers instead of giving a rate, under both its names: never drawn on a
+# 0–100 % axis, never shown with a rate's decimals, listed after the rates in an alert.
+COUNT_METRICS = frozenset({COUNT_METRIC, FABRICATION})
 ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run", "cases")
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ragspine_pipeline.decision.baseline import COUNT_METRIC
+from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS
 from ragspine_pipeline.reports.charts import INK, STATUS, Key, Row, esc, finite, plain, row_chart
 from ragspine_pipeline.reports.html_parts import (
-    COUNT_METRICS,
     STATUS_ORDER,
     count,
     figure,

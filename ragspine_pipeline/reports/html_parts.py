@@ -13,11 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from ragspine_pipeline.decision.baseline import COUNT_METRIC
+from ragspine_pipeline.decision.baseline import COUNT_METRICS
 from ragspine_pipeline.reports.charts import esc, finite
-
-# Gated metrics whose value is a count of answers, not a rate: never drawn on a 0–100 % axis.
-COUNT_METRICS = frozenset({COUNT_METRIC})
 
 # -- formatting ------------------------------------------------------------------------------------
 

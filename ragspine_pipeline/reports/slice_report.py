@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ragspine_pipeline.decision.baseline import COUNT_METRICS
 from ragspine_pipeline.reports.html import DEFAULT_SLICE_GATE, TREND_TABLE_RUNS, trend_points
 from ragspine_pipeline.reports.html_parts import (
-    COUNT_METRICS,
     compact,
     count,
     day,
