@@ -11,7 +11,7 @@ from ragspine_pipeline.decision.evaluation import evaluate
 from ragspine_pipeline.decision.gates import default_gates
 from ragspine_pipeline.reports.metric_table import means_by_metric, metric_table, write_metric_table
 from ragspine_pipeline.scoring.layered import RATIO_METRICS
-from tests.test_cli_release import build
+from tests.cli.test_release import build
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from ragspine_pipeline.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "wfgy"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "wfgy"
 GOLD, TRACES = str(EXAMPLES / "gold.jsonl"), str(EXAMPLES / "traces.jsonl")
 REQUIRED_KEYS = {  # what a CI consuming the JSON report may rely on
     "answered", "refused", "answerable", "unanswerable", "missing", "unmatched", "precision", "chr",

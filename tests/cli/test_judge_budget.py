@@ -14,7 +14,7 @@ import pytest
 from ragspine_pipeline.cli import main
 from tests.judge.fake_judge import FakeJudge, FakeReply
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIG = 2_000_000  # characters of one question: what a runaway trace can carry
 
 

@@ -254,7 +254,7 @@ def test_an_unreadable_registry_is_unusable(tmp_path, capsys):
 
 
 def test_the_shipped_layered_example_is_frozen_and_ships(capsys):
-    example = Path(__file__).resolve().parents[1] / "examples" / "layered"
+    example = Path(__file__).resolve().parents[2] / "examples" / "layered"
     gold = str(example / "gold.jsonl")
     assert run(capsys, "golden", "verify", "--gold", gold)[0] == 0
     inputs = ["--trace", str(example / "traces.jsonl"), "--evidence", str(example / "evidence.jsonl")]

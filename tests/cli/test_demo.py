@@ -55,7 +55,7 @@ def init_demo_cli(root, today: str = "2026-11-22", timeout: float = 60):
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     argv = ["demo", "init", "--root", str(root), "--today", today, "--traces-per-day", "20"]
     env = {**os.environ, "PYTHONPATH": str(repo)}
     return subprocess.run(

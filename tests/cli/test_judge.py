@@ -11,7 +11,7 @@ from ragspine_pipeline.cli import main
 from ragspine_pipeline.judge.client import ChatRequest, estimated_tokens
 from tests.judge.fake_judge import DEFAULT_REPLY, FakeJudge, FakeReply
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "layered"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layered"
 GOLD, TRACES, EVIDENCE = (str(EXAMPLES / name) for name in ("gold.jsonl", "traces.jsonl", "evidence.jsonl"))
 
 
