@@ -1,7 +1,8 @@
 """``ragspine-eval`` starts without the heavy libraries: the parser imports only the standard library,
-and each command imports what it needs when it runs. Each check is a fresh interpreter, because this
-test process has imported everything already. (How long a start takes is measured, not asserted:
-``bench/bench_cli_startup.py``.)"""
+and each command imports what it needs when it runs (pandas never: pyarrow is told there is none). It
+ends as it began, a process of its own: its output whole, its exit code kept, and 141 for a reader that
+left. Each check is a fresh interpreter, because this test process has imported everything already.
+(How long a start takes is measured, not asserted: ``bench/bench_cli_startup.py``.)"""
 
 from __future__ import annotations
 
