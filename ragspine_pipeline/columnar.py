@@ -1,6 +1,7 @@
-"""The two moves every row-wise list computation makes: flatten a list column, and rebuild one.
+"""The moves every row-wise computation makes: flatten a list column and rebuild one, and read a string
+column's bytes in place.
 
-Kept below ``contracts`` and ``scoring`` so that both can use them.
+Kept below ``contracts``, ``scoring`` and ``reports`` so that all can use them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,16 @@ def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(column, pa.Array):
         return column
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def value_bytes(values: pa.Array) -> np.ndarray:
+    """The bytes of a string column's values, back to back, as its data buffer holds them (no copy)."""
+    values = values.cast(pa.string())
+    _, offset_buffer, data_buffer = values.buffers()
+    if len(values) == 0 or data_buffer is None:
+        return np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[values.offset : values.offset + len(values) + 1]
+    return np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
 
 
 def flat(lists: pa.Array, rows: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray]:

@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.columnar import value_bytes
+
 
 def byte_set(chars: bytes) -> np.ndarray:
     """A look-up table of 256 flags for :func:`holds_any`."""
@@ -24,16 +26,6 @@ def holds_any(values: pa.Array, flags: np.ndarray) -> bool:
     one look-up per byte, far cheaper than a regular expression per value. (It may also read the bytes
     under a null value: a caller only ever skips work on a False.)"""
     return bool(flags[value_bytes(values)].any())
-
-
-def value_bytes(values: pa.Array) -> np.ndarray:
-    """The bytes of a string column's values, back to back, as its data buffer holds them (no copy)."""
-    values = values.cast(pa.string())
-    _, offset_buffer, data_buffer = values.buffers()
-    if len(values) == 0 or data_buffer is None:
-        return np.zeros(0, dtype=np.uint8)
-    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[values.offset : values.offset + len(values) + 1]
-    return np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
 
 
 # In UTF-8 every byte of a multi-byte character is at least 0x80, so a value needs escaping exactly when

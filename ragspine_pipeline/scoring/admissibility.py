@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import flat, lists_from_rows
+from ragspine_pipeline.columnar import flat, lists_from_rows, value_bytes
 from ragspine_pipeline.scoring import rowwise
 
 ADMISSIBILITY_RULES = (
@@ -123,8 +123,7 @@ def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     n = len(text)
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * text.offset)
     offsets = offsets.astype(np.int64)
-    data = text.buffers()[2]
-    data = np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]]
+    data = value_bytes(text)
     offsets -= offsets[0]
     word = _word_bytes(data)
     # Runs of word and non-word bytes, cut also where a string starts: the word runs are the tokens.

@@ -202,10 +202,9 @@ def ascii_phrases(text: pa.Array, min_chars: int) -> tuple[pa.Array, np.ndarray]
         return pa.array([], _STRING), np.zeros(0, dtype=np.int64)
     _, offsets, data = text.buffers()
     bounds = np.frombuffer(offsets, np.int32, len(text) + 1, 4 * text.offset)
-    most = int(bounds[-1] - bounds[0]) // (min_chars + 1) + len(
-        text
-    )  # a phrase ends its text or a byte follows
-    out_offsets, out_data = np.zeros(most + 1, np.int32), np.empty(int(bounds[-1] - bounds[0]), np.uint8)
+    n_bytes = int(bounds[-1] - bounds[0])
+    most = n_bytes // (min_chars + 1) + len(text)  # a phrase ends its text or a byte follows it
+    out_offsets, out_data = np.zeros(most + 1, np.int32), np.empty(n_bytes, np.uint8)
     out_rows = np.empty(most, np.int64)
     count = _kernels.phrases(
         offsets.address, _address(data), text.offset, len(text), min_chars, out_offsets, out_data, out_rows
