@@ -2,8 +2,10 @@
 
 Two readers produce the same columns:
 
-* the **columnar reader** parses the file with pyarrow's streaming JSON reader, checks every known field
-  against the contract models (``contracts.conformance``) and canonicalises whole columns at once;
+* the **columnar reader** parses the file block by block into Arrow columns — with the C reader of
+  ``contracts.native`` against the schema pyarrow infers from the first block, or with pyarrow's
+  streaming JSON reader where the C reader cannot vouch for a block — checks every known field against
+  the contract models (``contracts.conformance``) and canonicalises whole columns at once;
 * the **record reader** validates line by line with the pydantic models (``GoldCase``, ``Trace``).
 
 The columnar reader is tried first. Whenever it cannot vouch for a file (a JSON array, a type it is not
@@ -25,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.columnar import one_array
+from ragspine_pipeline.contracts import native
 from ragspine_pipeline.contracts.canonical import (
     STAGES,
     NotSure,
@@ -103,11 +106,7 @@ def load_evidence(path: str | Path) -> Loaded:
 
 def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
     try:
-        # Canonicalise block by block: only canonical columns are kept, each raw block is freed.
-        try:
-            parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=False)]
-        except _FieldAppearsLate:
-            parts = [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file=True)]
+        parts = _canonical_blocks(path, schema, columnar)
         # The blocks stay where the parser put them: a copy into one contiguous table would hold the
         # file twice at the peak. A reader that gathers rows chunk by chunk joins the few columns it
         # gathers first (a chunked column concatenates itself on every take of a few rows).
@@ -118,19 +117,39 @@ def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
     return Loaded(str(path), pa.Table.from_pylist(list(records(path)), schema=schema), "record")
 
 
+def _canonical_blocks(path: Path, schema: pa.Schema, columnar) -> list[pa.Table]:
+    """The file's canonical columns, a block at a time (each raw block is freed once canonicalised).
+
+    Read with the C reader against the schema of the first block; where it cannot vouch for a block,
+    with pyarrow's streaming reader against the same schema; where a field appears after the first
+    block, with pyarrow's reader over the whole file. NotSure when only the record reader can read it.
+    """
+    if (head := first_char(path)) == "":
+        return []
+    if head == "[" or not inputs.arrow_safe_file(path):
+        raise NotSure  # an array, or a line only the record reader may see (too long or deep)
+    for whole_file, c_reader in ((False, True), (False, False), (True, False)):
+        try:
+            return [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file, c_reader)]
+        except (native.CannotVouch, _FieldAppearsLate):
+            continue
+    raise AssertionError("the whole-file read neither vouches nor gives up")  # pragma: no cover
+
+
 class _FieldAppearsLate(Exception):
     """The streaming reader met a field after its first block (it infers the schema from that block)."""
 
 
-def _arrow_blocks(path: Path, whole_file: bool) -> Iterator[pa.Table]:
-    """Parse a JSON Lines file block by block; raise NotSure when only the record reader can read it."""
-    head = first_char(path)
-    if head == "":
-        return
-    if head == "[" or not inputs.arrow_safe_file(path):
-        raise NotSure  # an array, or a line only the record reader may see (too long or deep)
+def _arrow_blocks(path: Path, whole_file: bool, c_reader: bool) -> Iterator[pa.Table]:
+    """Parse a JSON Lines file block by block; raise NotSure when only the record reader can read it,
+    CannotVouch when the C reader (``c_reader``) stops at what it does not read."""
     options = pj.ReadOptions(block_size=_BLOCK_SIZE)
     try:
+        if c_reader:
+            as_read = as_strings(_shallow(pj.open_json(path, read_options=options).schema))
+            # The C reader refuses invalid UTF-8 and non-finite numbers itself: no checks after it.
+            yield from (pa.Table.from_batches([batch]) for batch in native.batches(path, as_read))
+            return
         if whole_file:  # infers across all blocks, at the cost of holding the whole file's columns
             table = pj.read_json(path, read_options=options)
             as_read = as_strings(_shallow(table.schema))

@@ -227,7 +227,7 @@ def both_readers(kind: str, records: list[dict]):
         except InputError:
             record_rows = "rejected"
         try:
-            parts = [convert(block).cast(schema) for block in columns._arrow_blocks(path, whole_file=False)]
+            parts = columns._canonical_blocks(path, schema, convert)
             columnar_rows = pa.concat_tables(parts).to_pylist()
         except canonical.NotSure:
             columnar_rows = None
