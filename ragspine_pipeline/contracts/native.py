@@ -29,6 +29,7 @@ BLOCK_BYTES = 4 << 20
 
 _NULL, _BOOL, _INT64, _DOUBLE, _STRING, _LIST, _STRUCT = range(7)
 _EMPTY = pa.py_buffer(b"")
+_MOST_BYTES = 2**31 - 1  # Arrow's string and list offsets are int32: no block holds more bytes
 
 
 class CannotVouch(Exception):
@@ -96,6 +97,8 @@ def batches(path: str | Path, schema: pa.Schema, block_bytes: int = BLOCK_BYTES)
             if end == 0:
                 held = size
                 continue
+            if end > _MOST_BYTES:  # a block past int32 offsets (only with a raised line cap)
+                raise CannotVouch
             out = reader.read(buffer, 0, end)
             if out is None:
                 raise CannotVouch
