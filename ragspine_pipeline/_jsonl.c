@@ -42,7 +42,7 @@ typedef struct {
 } grow_t;
 
 static int reserve(grow_t *g, int64_t more) {
-    if (g->len + more <= g->cap) return OK;
+    if (g->len + more <= g->cap && g->p != NULL) return OK; /* even an empty buffer is one: no NULL */
     int64_t cap = g->cap ? 2 * g->cap : (g->hint + g->hint / 8 + 64);
     while (cap < g->len + more) cap *= 2;
     uint8_t *p = realloc(g->p, cap);
