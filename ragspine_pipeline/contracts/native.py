@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ragspine_pipeline import _jsonl, inputs
 
-__all__ = ["CannotVouch", "batches", "readable"]
+__all__ = ["CannotVouch", "batches"]
 
 BLOCK_BYTES = 4 << 20
 """Bytes read and parsed at a time: a batch each. The buffer is reused, so no block touches new memory."""
@@ -66,16 +66,13 @@ def _fields(fields: list[pa.Field]) -> tuple | None:
     return tuple((f.name, *c) for f, c in zip(fields, coded, strict=True))
 
 
-def readable(schema: pa.Schema) -> bool:
-    """Whether the C reader builds every type of ``schema`` (else the file is for pyarrow's reader)."""
-    return _fields(list(schema)) is not None
-
-
 def batches(path: str | Path, schema: pa.Schema, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.RecordBatch]:
     """The lines of ``path`` as record batches of ``schema``, about ``block_bytes`` of lines at a time.
 
-    Raises CannotVouch as soon as a block holds anything the C reader does not read (the caller drops
-    what it got and reads the file another way); the caller has checked that no line is longer than
+    Raises CannotVouch for a schema with a type the C reader does not build (anything but null, bool,
+    int64, double, string, lists and structs of these, at most 64 fields a struct), and as soon as a
+    block holds anything it does not read (the caller drops what it got and reads the file another
+    way); the caller has checked that no line is longer than
     :data:`inputs.MAX_LINE_BYTES`, but a longer one only costs a larger buffer.
     """
     fields = _fields(list(schema))

@@ -247,11 +247,20 @@ def test_a_line_longer_than_the_buffer_grows_it(tmp_path):
     assert mine is not None and mine.column("s").to_pylist() == [long_text, "short"]
 
 
-def test_only_the_types_it_builds_go_to_the_c_reader():
-    assert native.readable(SCHEMA)
-    assert not native.readable(pa.schema([("t", pa.timestamp("s"))]))
-    assert not native.readable(pa.schema([("m", pa.map_(pa.string(), pa.string()))]))
-    assert not native.readable(pa.schema([]))
+@pytest.mark.parametrize(
+    "schema",
+    [
+        pa.schema([("t", pa.timestamp("s"))]),
+        pa.schema([("m", pa.map_(pa.string(), pa.string()))]),
+        pa.schema([("i", pa.int32())]),
+        pa.schema([(f"f{i}", pa.string()) for i in range(65)]),
+        pa.schema([]),
+    ],
+)
+def test_a_type_it_does_not_build_goes_to_pyarrow(tmp_path, schema):
+    path = tmp_path / "lines.jsonl"
+    path.write_text("{}\n", encoding="utf-8")
+    assert by_c_reader(path, schema, 4 << 20) is None
 
 
 def test_the_loader_reads_the_bench_dialects_with_the_c_reader(tmp_path, monkeypatch):
