@@ -11,14 +11,14 @@
  * built nothing that survives, as soon as the block holds anything it cannot vouch for: a line that is
  * not one JSON object, a key outside the schema or given twice in one object, a key with an escape, a
  * value of another type than its field's, an integer outside int64 or written with a fraction or an
- * exponent, a number that overflows a double, a string with a raw control character, an escape JSON
- * does not define, a lone surrogate or bytes that are not UTF-8. The caller then reads the file with a
- * reader that either explains or accepts it.
+ * exponent, a number that overflows a double or is written in 64 characters or more, a string with a
+ * raw control character, an escape JSON does not define, a lone surrogate or bytes that are not UTF-8.
+ * The caller then reads the file with a reader that either explains or accepts it.
  *
  * What it accepts it reads as pyarrow's JSON reader does with the same schema: a missing field and a
  * JSON null are null (the children of a null struct too), integers are exact, doubles correctly rounded
- * (``strtod_l`` in the C locale), strings unescaped. Recursion follows the schema, not the input, so a deep line cannot
- * exhaust the stack: it fails to match first. The parse runs without the GIL.
+ * (``strtod_l`` in the C locale), strings unescaped. Recursion follows the schema, not the input, so a
+ * deep line cannot exhaust the stack: it fails to match first. The parse runs without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
