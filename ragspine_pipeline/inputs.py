@@ -253,7 +253,7 @@ def arrow_safe(data: bytes | mmap.mmap, begin: int = 0, end: int | None = None) 
     One pass over the bytes in C (``_kernels.lines``); only the lines long enough to nest that deep
     are looked at one by one. A False sends the data to the record reader, which names
     the offending line. pyarrow may still accept a line nested deeper than :data:`MAX_DEPTH` but less
-    than ARROW_DEPTH: the columnar readers also check the :func:`schema_depth` of what it parsed.
+    than ARROW_DEPTH: the columnar readers also check what it parsed (:func:`arrow_schema_usable`).
     """
     end = len(data) if end is None else end
     most = (end - begin) // ARROW_DEPTH + 1
@@ -312,6 +312,32 @@ def schema_depth(type_: Any) -> int:
             deepest = max(deepest, depth)
             stack.append((current.value_type, depth + 1))
     return deepest
+
+
+def arrow_schema_usable(schema: Any) -> bool:
+    """Whether the columnar readers may go on with a schema pyarrow's JSON reader produced: it nests no
+    deeper than :data:`MAX_DEPTH` and every field name, however nested, is UTF-8.
+
+    pyarrow keeps a JSON key's bytes as they were, and reading a field name that is not UTF-8 raises
+    ``UnicodeDecodeError`` wherever the schema is touched (``Table.validate`` included). A False sends
+    the lines to the record reader, which names the line."""
+    import pyarrow as pa
+
+    if schema_depth(schema) > MAX_DEPTH:
+        return False
+    stack = list(schema)  # iterating fields reads no name
+    while stack:
+        field = stack.pop()
+        try:
+            _ = field.name  # decoding it is the check
+        except UnicodeDecodeError:
+            return False
+        type_ = field.type
+        if pa.types.is_struct(type_):
+            stack.extend(type_)
+        elif pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+            stack.append(type_.value_field)
+    return True
 
 
 def loads(data: bytes | str, file: str, line: int | None = None, **kwargs: Any) -> Any:

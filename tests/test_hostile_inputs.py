@@ -92,6 +92,18 @@ def test_a_hostile_trace_line_is_one_error_line_naming_file_and_line(tmp_path, g
     assert done.stderr.count("\n") == 1 and message in done.stderr
 
 
+@pytest.mark.parametrize(
+    "bad", [b'{"qid": "q9", "x\xeb": 1}', b'{"qid": "q9", "answer": {"claim": "x", "c\xff": 1}}']
+)
+def test_a_key_that_is_not_utf8_is_one_error_line(tmp_path, gold, bad):
+    """pyarrow keeps such a key's bytes as the field's name, and reading that name raised (exit 3)."""
+    traces = traces_with(tmp_path, "BAD")
+    traces.write_bytes(traces.read_bytes().replace(b"BAD", bad))
+    done = ragspine("score", "--gold", str(gold), "--trace", str(traces))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "traces.jsonl:3: not UTF-8 text" in done.stderr
+
+
 def test_the_same_lines_in_the_golden_set_are_refused_the_same_way(tmp_path, gold):
     lines = gold.read_text().splitlines()
     jsonl(gold, [*lines, DEEP.replace('"q9"', '"q7"')])
@@ -272,6 +284,24 @@ def test_the_sampler_quarantines_deep_huge_and_over_long_lines_and_survives(tmp_
     )
     assert "nested 71 levels" in entries[("a.jsonl", 54)]["error"]
     assert base64.b64decode(entries[("a.jsonl", 51)]["raw_base64"]) == DEEP.encode()
+
+
+def test_the_sampler_quarantines_a_key_that_is_not_utf8_and_samples_the_rest(tmp_path):
+    folder = day_folder(tmp_path / "store")
+    lines = [line.encode() for line in good_lines(20)]
+    lines[7] = b'{"request_id": "r-bad", "answer": "x", "k\xeb": 1}'
+    (folder / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    quarantine = tmp_path / "q.jsonl"
+    done = ragspine(
+        "sample", "--source", str(tmp_path / "store"), "--date", DAY, "--n", "100", "--seed", "1",
+        "--quarantine", str(quarantine), "--out", str(tmp_path / "s.jsonl"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stderr.splitlines()[-1])
+    assert summary["quarantined"] == {"invalid_json": 1, "invalid_trace": 0, "missing_request_id": 0}
+    assert summary["valid"] == 19 and summary["sampled"] == 19
+    (entry,) = map(json.loads, quarantine.read_text().splitlines())
+    assert entry["line"] == 8 and base64.b64decode(entry["raw_base64"]) == lines[7]
 
 
 def test_a_gzip_of_garbage_writes_a_bounded_quarantine_and_counts_every_line(tmp_path):

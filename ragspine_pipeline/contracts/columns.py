@@ -146,22 +146,22 @@ def _arrow_blocks(path: Path, whole_file: bool, c_reader: bool) -> Iterator[pa.T
     options = pj.ReadOptions(block_size=_BLOCK_SIZE)
     try:
         if c_reader:
-            as_read = as_strings(_shallow(pj.open_json(path, read_options=options).schema))
+            as_read = as_strings(_usable(pj.open_json(path, read_options=options).schema))
             # The C reader refuses invalid UTF-8 and non-finite numbers itself: no checks after it.
             yield from (pa.Table.from_batches([batch]) for batch in native.batches(path, as_read))
             return
         if whole_file:  # infers across all blocks, at the cost of holding the whole file's columns
             table = pj.read_json(path, read_options=options)
-            as_read = as_strings(_shallow(table.schema))
+            as_read = as_strings(_usable(table.schema))
             if as_read != table.schema:
                 table = pj.read_json(path, read_options=options, parse_options=explicit_schema(as_read))
             batches = iter(table.to_batches())
         else:
             # The first block fixes the schema; parsing the rest against it skips per-block inference.
-            as_read = as_strings(_shallow(pj.open_json(path, read_options=options).schema))
+            as_read = as_strings(_usable(pj.open_json(path, read_options=options).schema))
             batches = pj.open_json(path, read_options=options, parse_options=explicit_schema(as_read))
         for batch in batches:
-            _shallow(batch.schema)  # a later block may add deeper unexpected fields
+            _usable(batch.schema)  # a later block may add unexpected fields, deeper or not UTF-8
             batch.validate(full=True)  # e.g. invalid UTF-8, which the parser lets through
             if not all_finite(pa.Table.from_batches([batch])):
                 raise NotSure  # NaN, Infinity or a number too large for JSON: the record reader names it
@@ -172,9 +172,10 @@ def _arrow_blocks(path: Path, whole_file: bool, c_reader: bool) -> Iterator[pa.T
         raise NotSure from None
 
 
-def _shallow(schema: pa.Schema) -> pa.Schema:
-    """``schema``, unless some line nests beyond the cap: then NotSure (the record reader names it)."""
-    if inputs.schema_depth(schema) > inputs.MAX_DEPTH:
+def _usable(schema: pa.Schema) -> pa.Schema:
+    """``schema``, unless some line nests beyond the cap or has a key that is not UTF-8: then NotSure
+    (the record reader names it)."""
+    if not inputs.arrow_schema_usable(schema):
         raise NotSure
     return schema
 

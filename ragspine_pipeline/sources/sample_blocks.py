@@ -173,8 +173,6 @@ class BlockReader:
         attempts = [self._schema, None] if self._schema is not None else [None]
         for schema in attempts:
             table = _parse(data, schema)
-            if table is not None and inputs.schema_depth(table.schema) > inputs.MAX_DEPTH:
-                return None  # some line nests beyond the cap: the record reader names it
             if table is not None and as_strings(table.schema) != table.schema:
                 # pyarrow read ISO-looking strings as timestamps; the contract wants the text.
                 table = _parse(data, as_strings(table.schema))
@@ -212,7 +210,11 @@ def _parse(data: bytes, schema: pa.Schema | None) -> pa.Table | None:
         table = pj.read_json(
             io.BytesIO(data), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=options
         )
-        table.validate(full=True)  # e.g. invalid UTF-8, which the parser lets through
+        if not inputs.arrow_schema_usable(table.schema):
+            return (
+                None  # a line nests beyond the cap or has a key that is not UTF-8: the record reader names it
+            )
+        table.validate(full=True)  # e.g. invalid UTF-8 in a value, which the parser lets through
     except pa.ArrowInvalid:
         return None
     return table
