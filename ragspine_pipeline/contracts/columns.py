@@ -54,7 +54,8 @@ __all__ = [
     "load_traces",
 ]
 
-_BLOCK_SIZE = 4 << 20  # 4 MiB blocks: the streaming reader's sweet spot on this machine (bench/RESULTS.md)
+# 4 MiB blocks: the streaming reader's sweet spot on this machine (bench/RESULTS.md)
+_OPTIONS = pj.ReadOptions(block_size=4 << 20)
 
 
 @dataclass(frozen=True)
@@ -128,38 +129,47 @@ def _canonical_blocks(path: Path, schema: pa.Schema, columnar) -> list[pa.Table]
         return []
     if head == "[" or not inputs.arrow_safe_file(path):
         raise NotSure  # an array, or a line only the record reader may see (too long or deep)
+    first_block = _first_block_schema(path)
     for whole_file, c_reader in ((False, True), (False, False), (True, False)):
         try:
-            return [columnar(block).cast(schema) for block in _arrow_blocks(path, whole_file, c_reader)]
+            blocks = _arrow_blocks(path, first_block, whole_file, c_reader)
+            return [columnar(block).cast(schema) for block in blocks]
         except (native.CannotVouch, _FieldAppearsLate):
             continue
     raise AssertionError("the whole-file read neither vouches nor gives up")  # pragma: no cover
+
+
+def _first_block_schema(path: Path) -> pa.Schema:
+    """The schema pyarrow infers from the file's first block, timestamps read back as text; NotSure
+    when that block does not parse, nests too deep or has a key that is not UTF-8."""
+    try:
+        return as_strings(_usable(pj.open_json(path, read_options=_OPTIONS).schema))
+    except pa.ArrowInvalid:
+        raise NotSure from None
 
 
 class _FieldAppearsLate(Exception):
     """The streaming reader met a field after its first block (it infers the schema from that block)."""
 
 
-def _arrow_blocks(path: Path, whole_file: bool, c_reader: bool) -> Iterator[pa.Table]:
-    """Parse a JSON Lines file block by block; raise NotSure when only the record reader can read it,
-    CannotVouch when the C reader (``c_reader``) stops at what it does not read."""
-    options = pj.ReadOptions(block_size=_BLOCK_SIZE)
+def _arrow_blocks(path: Path, first_block: pa.Schema, whole_file: bool, c_reader: bool) -> Iterator[pa.Table]:
+    """Parse a JSON Lines file block by block against ``first_block`` (the schema of its first block),
+    or with ``whole_file`` against the schema inferred from all of it. Raise NotSure when only the record
+    reader can read it, CannotVouch when the C reader (``c_reader``) stops at what it does not read."""
     try:
         if c_reader:
-            as_read = as_strings(_usable(pj.open_json(path, read_options=options).schema))
             # The C reader refuses invalid UTF-8 and non-finite numbers itself: no checks after it.
-            yield from (pa.Table.from_batches([batch]) for batch in native.batches(path, as_read))
+            yield from (pa.Table.from_batches([batch]) for batch in native.batches(path, first_block))
             return
         if whole_file:  # infers across all blocks, at the cost of holding the whole file's columns
-            table = pj.read_json(path, read_options=options)
+            table = pj.read_json(path, read_options=_OPTIONS)
             as_read = as_strings(_usable(table.schema))
             if as_read != table.schema:
-                table = pj.read_json(path, read_options=options, parse_options=explicit_schema(as_read))
+                table = pj.read_json(path, read_options=_OPTIONS, parse_options=explicit_schema(as_read))
             batches = iter(table.to_batches())
         else:
             # The first block fixes the schema; parsing the rest against it skips per-block inference.
-            as_read = as_strings(_usable(pj.open_json(path, read_options=options).schema))
-            batches = pj.open_json(path, read_options=options, parse_options=explicit_schema(as_read))
+            batches = pj.open_json(path, read_options=_OPTIONS, parse_options=explicit_schema(first_block))
         for batch in batches:
             _usable(batch.schema)  # a later block may add unexpected fields, deeper or not UTF-8
             batch.validate(full=True)  # e.g. invalid UTF-8, which the parser lets through

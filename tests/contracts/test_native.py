@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragspine_pipeline.contracts import columns, native
+from ragspine_pipeline.contracts.canonical import NotSure
 
 SCHEMA = pa.schema(
     [
@@ -98,6 +99,7 @@ HOSTILE = [
     lambda line: line.replace(b"{", b'{"s": "\\x", ', 1) if b'"s"' not in line else line,  # unknown escape
     lambda line: line.replace(b"{", b'{"n": 0, ', 1) if b'"n"' not in line else line,  # a value for null
     lambda line: line.replace(b"{", b'{"\\u0073": "x", ', 1) if b'"s"' not in line else line,  # escaped key
+    lambda line: line.replace(b"{", b'{"s\xeb": 1, ', 1),  # a key that is not UTF-8
     lambda line: line.replace(b"{", b'{"l": "x", ', 1) if b'"l"' not in line else line,  # not a list
     lambda line: line.replace(b"{", b'{"st": {"x": "a", "q": 1}, ', 1) if b'"st"' not in line else line,
     lambda line: line + b" {}",  # two values on a line
@@ -132,23 +134,15 @@ def files(draw) -> tuple[bytes, bool]:
 
 
 def by_pyarrow(path: Path, schema: pa.Schema) -> pa.Table | None:
-    """What the columnar loader accepted before the C reader, or None where it gave up."""
+    """What the loader's pyarrow path reads against ``schema`` (all it had before the C reader), or None
+    where it gives up."""
     try:
-        batches = list(
-            pj.open_json(
-                path,
-                read_options=pj.ReadOptions(block_size=1 << 16),
-                parse_options=columns.explicit_schema(schema),
-            )
-        )
-        for batch in batches:
-            batch.validate(full=True)
-            if batch.schema != schema:
-                return None  # an unknown field: pyarrow's reader would add it
-        table = pa.Table.from_batches(batches, schema=schema)
-    except pa.ArrowInvalid:
+        tables = list(columns._arrow_blocks(path, schema, whole_file=False, c_reader=False))
+    except (NotSure, columns._FieldAppearsLate):
         return None
-    return table if columns.all_finite(table) else None
+    if any(table.schema != schema for table in tables):
+        return None  # an unknown field: pyarrow's reader adds it to the block
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def by_c_reader(path: Path, schema: pa.Schema, block_bytes: int) -> pa.Table | None:
