@@ -413,12 +413,16 @@ static int read_value(node_t *n, cur_t *c) {
 
 /* -- the builders between blocks -------------------------------------------------------------------- */
 
-static void forget(grow_t *g) {
+/* The builder's bytes, taken out of it: the builder is empty again, its size kept as the next hint. */
+static uint8_t *take(grow_t *g) {
+    uint8_t *p = g->p;
     g->hint = g->len > g->hint ? g->len : g->hint;
-    free(g->p);
     g->p = NULL;
     g->len = g->cap = 0;
+    return p;
 }
+
+static void forget(grow_t *g) { free(take(g)); }
 
 static int start_block(node_t *n) {
     forget(&n->valid);
@@ -472,12 +476,10 @@ static PyObject *hand_over(grow_t *g) {
     if (g->p == NULL) Py_RETURN_NONE;
     owned_t *o = PyObject_New(owned_t, &owned_type);
     if (o == NULL) return NULL;
-    uint8_t *p = g->len ? realloc(g->p, g->len) : g->p;
-    o->p = p ? p : g->p;
     o->len = g->len;
-    g->hint = g->len > g->hint ? g->len : g->hint;
-    g->p = NULL;
-    g->len = g->cap = 0;
+    o->p = take(g);
+    uint8_t *shrunk = o->len ? realloc(o->p, o->len) : NULL;
+    if (shrunk != NULL) o->p = shrunk;
     return (PyObject *)o;
 }
 
