@@ -22,9 +22,7 @@ $(UV):
 # imports from source again (1.3 s for pandas alone; a 1M-case `ragspine-eval score` took 8.2 s, not
 # 5.1 s). The project's own modules are compiled too (a changed one is compiled in memory until the
 # next install).
-# The project's install compiles its C kernels (ragspine_pipeline/_kernels.c): a changed one is
-# rebuilt by the next make.
-$(STAMP): pyproject.toml requirements.lock ragspine_pipeline/_kernels.c | $(UV)
+$(STAMP): pyproject.toml requirements.lock | $(UV)
 	$(UV) pip install --quiet --python $(BIN)/python --require-hashes --compile-bytecode -r requirements.lock
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 	$(BIN)/python -m compileall -q ragspine_pipeline >/dev/null
@@ -93,4 +91,3 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build
-	find ragspine_pipeline -name "*.so" -delete

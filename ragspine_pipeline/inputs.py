@@ -37,7 +37,6 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
-from ragspine_pipeline import _kernels
 from ragspine_pipeline.errors import InputError
 
 
@@ -250,17 +249,33 @@ def arrow_safe(data: bytes | mmap.mmap, begin: int = 0, end: int | None = None) 
     line is a JSON object (pyarrow 26 dies with SIGSEGV on a block of ``null`` lines), none is longer
     than :data:`MAX_LINE_BYTES`, and none could nest :data:`ARROW_DEPTH` deep.
 
-    One pass over the bytes in C (``_kernels.lines``); only the lines long enough to nest that deep
-    are looked at one by one. A False sends the data to the record reader, which names
-    the offending line. pyarrow may still accept a line nested deeper than :data:`MAX_DEPTH` but less
-    than ARROW_DEPTH: the columnar readers also check what it parsed (:func:`arrow_schema_usable`).
+    The line bounds come from one vectorised pass over the bytes; only the lines that start with
+    whitespace and those long enough to nest that deep are looked at one by one. A False sends the
+    data to the record reader, which names the offending line. pyarrow may still accept a line nested
+    deeper than :data:`MAX_DEPTH` but less than ARROW_DEPTH: the columnar readers also check what it
+    parsed (:func:`arrow_schema_usable`).
     """
     end = len(data) if end is None else end
-    most = (end - begin) // ARROW_DEPTH + 1
-    starts, ends = np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int64)
-    deep = _kernels.lines(data, begin, end, MAX_LINE_BYTES, ARROW_DEPTH, starts, ends)
-    bounds = zip(starts[:deep].tolist(), ends[:deep].tolist(), strict=True)
-    return deep >= 0 and all(arrow_safe_line(data[start:stop]) for start, stop in bounds)
+    buf = np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin)
+    breaks = np.flatnonzero(buf == _NEWLINE)
+    starts = np.concatenate(([0], breaks + 1))
+    stops = np.concatenate((breaks, [len(buf)]))
+    lengths = stops - starts
+    if len(lengths) and lengths.max() > MAX_LINE_BYTES:
+        return False
+    present = lengths > 0
+    first = np.full(len(starts), _OPEN_BRACE, dtype=np.uint8)
+    first[present] = buf[starts[present]]
+    if not np.all(first == _OPEN_BRACE):  # rare: a line that starts with whitespace, or is not an object
+        for i in np.flatnonzero(first != _OPEN_BRACE):
+            line = buf[starts[i] : stops[i]].tobytes().lstrip(b" \t\n\r\x0b\x0c")
+            if line and line[:1] != b"{":
+                return False
+    deep = np.flatnonzero(lengths >= ARROW_DEPTH)
+    return all(arrow_safe_line(buf[starts[i] : stops[i]].tobytes()) for i in deep)
+
+
+_NEWLINE, _OPEN_BRACE = ord("\n"), ord("{")
 
 
 def arrow_safe_line(line: bytes) -> bool:

@@ -2,9 +2,8 @@
 
 Two readers produce the same columns:
 
-* the **columnar reader** parses the file block by block into Arrow columns — with the C reader of
-  ``contracts.native`` against the schema pyarrow infers from the first block, or with pyarrow's
-  streaming JSON reader where the C reader cannot vouch for a block — checks every known field against
+* the **columnar reader** parses the file block by block into Arrow columns with pyarrow's streaming
+  JSON reader, against the schema inferred from the first block, checks every known field against
   the contract models (``contracts.conformance``) and canonicalises whole columns at once;
 * the **record reader** validates line by line with the pydantic models (``GoldCase``, ``Trace``).
 
@@ -27,7 +26,6 @@ from pydantic import BaseModel, ValidationError
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.columnar import one_array
-from ragspine_pipeline.contracts import native
 from ragspine_pipeline.contracts.canonical import (
     STAGES,
     NotSure,
@@ -121,22 +119,19 @@ def _load(path: Path, schema: pa.Schema, columnar, records) -> Loaded:
 def _canonical_blocks(path: Path, schema: pa.Schema, columnar) -> list[pa.Table]:
     """The file's canonical columns, a block at a time (each raw block is freed once canonicalised).
 
-    Read with the C reader against the schema of the first block; where it cannot vouch for a block,
-    with pyarrow's streaming reader against the same schema; where a field appears after the first
-    block, with pyarrow's reader over the whole file. NotSure when only the record reader can read it.
+    Read with pyarrow's streaming reader against the schema of the first block; where a field appears
+    after the first block, with pyarrow's reader over the whole file. NotSure when only the record
+    reader can read it.
     """
     if (head := first_char(path)) == "":
         return []
     if head == "[" or not inputs.arrow_safe_file(path):
         raise NotSure  # an array, or a line only the record reader may see (too long or deep)
     first_block = _first_block_schema(path)
-    for whole_file, c_reader in ((False, True), (False, False), (True, False)):
-        try:
-            blocks = _arrow_blocks(path, first_block, whole_file, c_reader)
-            return [columnar(block).cast(schema) for block in blocks]
-        except (native.CannotVouch, _FieldAppearsLate):
-            continue
-    raise AssertionError("the whole-file read neither vouches nor gives up")  # pragma: no cover
+    try:
+        return [columnar(block).cast(schema) for block in _arrow_blocks(path, first_block, False)]
+    except _FieldAppearsLate:
+        return [columnar(block).cast(schema) for block in _arrow_blocks(path, first_block, True)]
 
 
 def _first_block_schema(path: Path) -> pa.Schema:
@@ -152,15 +147,11 @@ class _FieldAppearsLate(Exception):
     """The streaming reader met a field after its first block (it infers the schema from that block)."""
 
 
-def _arrow_blocks(path: Path, first_block: pa.Schema, whole_file: bool, c_reader: bool) -> Iterator[pa.Table]:
+def _arrow_blocks(path: Path, first_block: pa.Schema, whole_file: bool) -> Iterator[pa.Table]:
     """Parse a JSON Lines file block by block against ``first_block`` (the schema of its first block),
     or with ``whole_file`` against the schema inferred from all of it. Raise NotSure when only the record
-    reader can read it, CannotVouch when the C reader (``c_reader``) stops at what it does not read."""
+    reader can read it."""
     try:
-        if c_reader:
-            # The C reader refuses invalid UTF-8 and non-finite numbers itself: no checks after it.
-            yield from (pa.Table.from_batches([batch]) for batch in native.batches(path, first_block))
-            return
         if whole_file:  # infers across all blocks, at the cost of holding the whole file's columns
             table = pj.read_json(path, read_options=_OPTIONS)
             as_read = as_strings(_usable(table.schema))

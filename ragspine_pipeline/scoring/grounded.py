@@ -151,9 +151,9 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
 class _Answers:
     """The traces as the metrics read them, in file order (a chunked column stays in its chunks)."""
 
-    claim_lower: rowwise.Chunks
-    citations: rowwise.Chunks
-    retrieved: rowwise.Chunks
+    claim_lower: pa.ChunkedArray
+    citations: pa.ChunkedArray
+    retrieved: pa.ChunkedArray
     refused: np.ndarray
     compliant: np.ndarray
     has_citation_list: np.ndarray
@@ -166,7 +166,7 @@ class _Answers:
         # Tables built before `outcome_refused` existed simply have no outcome to honour.
         outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
         citations = traces.column("citations")
-        retrieved = rowwise.Chunks.lists(traces.column("retrieved_ids"))
+        retrieved = traces.column("retrieved_ids")
         n = traces.num_rows
         n_cited, cited_retrieved = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
         for start in range(0, n, CHUNK_ROWS):  # a step at a time: the pairs' memory stays bounded
@@ -177,8 +177,8 @@ class _Answers:
             cited_retrieved[start:end] = rowwise.all_per_row(cited, cited_rows, len(part))
         refused = refusals(claim_lower, outcome)
         return cls(
-            claim_lower=rowwise.Chunks.strings(claim_lower),
-            citations=rowwise.Chunks.lists(citations),
+            claim_lower=claim_lower,
+            citations=citations,
             retrieved=retrieved,
             refused=refused,
             compliant=compliant(citations, refused),
@@ -272,7 +272,7 @@ def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> t
 
 
 def _containment(
-    claim_lower: rowwise.Chunks,
+    claim_lower: pa.ChunkedArray,
     at: np.ndarray,
     substrs: pa.Array,
     gold_claim: pa.Array,
@@ -315,19 +315,9 @@ def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:
 
 def claim_phrases(gold_claim: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """The ≥5-character phrases of every lower-cased gold claim, flat and in row order, with the row of
-    each. A claim that is ASCII once lower-cased is split in its bytes, the others by the regex."""
-    return rowwise.split_text(pc.utf8_lower(gold_claim), _ascii_phrases, _regex_phrases)
-
-
-def _regex_phrases(lower: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    values, rows = rowwise.flat(pc.split_pattern_regex(lower, PHRASE_BREAK))
+    each: its runs of letters, digits, hyphens and whitespace, each from its first letter or digit to
+    its last character that is not whitespace."""
+    values, rows = rowwise.flat(pc.split_pattern_regex(pc.utf8_lower(gold_claim), PHRASE_BREAK))
     values = pc.utf8_rtrim(pc.utf8_ltrim(values, PHRASE_LEAD), WHITESPACE)
     keep = np.asarray(pc.greater_equal(pc.utf8_length(values), MIN_SUBSTR_CHARS))
     return values.filter(pa.array(keep)), rows[keep]
-
-
-def _ascii_phrases(lower: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """:func:`_regex_phrases` of ASCII strings, in their bytes (``rowwise.ascii_phrases``): the runs of
-    letters, digits, hyphens and whitespace, each from its first letter or digit to its last byte that
-    is not whitespace."""
-    return rowwise.ascii_phrases(lower, MIN_SUBSTR_CHARS)

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.scoring import rowwise
+from ragspine_pipeline import duck
 
 
 def join_traces(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, int]]:
@@ -44,17 +44,22 @@ def _join(gold: pa.Table, traces: pa.Table) -> tuple[pa.Array | None, dict[str, 
     if n_traces == len(gold_qid) and pc.all(pc.fill_null(pc.equal(key, gold_qid), False)).as_py():
         # Replayed in gold order, one trace per case: nothing to look up.
         return None, {"duplicates": 0, "unmatched": 0}
-    # One hash pass over the gold ids and the trace keys together: gold ids are distinct and come first,
-    # so gold row i is code i, and a trace key with a code past the gold rows names no case.
-    n_gold = len(gold_qid)
-    trace_codes = rowwise.codes(gold_qid, key)
-    distinct = int(np.count_nonzero(np.bincount(trace_codes, minlength=n_gold)))
-    matched = trace_codes < n_gold
-    last = np.full(n_gold, -1, dtype=np.int64)
-    np.maximum.at(last, trace_codes[matched], np.flatnonzero(matched))  # the last trace wins
-    found = last >= 0
-    rows = pa.array(last, mask=~found)
-    n_matched = int(found.sum())
+    # The last trace of each key, and whether a gold case has that key: one grouped join.
+    found = duck.query(
+        """
+        WITH last AS (SELECT key, max(position) AS row FROM keys GROUP BY key)
+        SELECT gold.position AS case_row, last.row AS trace_row
+        FROM last LEFT JOIN gold ON gold.qid = last.key
+        """,
+        keys=pa.table({"key": key, "position": np.arange(n_traces)}),
+        gold=pa.table({"qid": gold_qid, "position": np.arange(len(gold_qid))}),
+    )
+    case_row = found.column("case_row")
+    matched = np.asarray(case_row.is_valid(), dtype=bool)
+    last = np.full(len(gold_qid), -1, dtype=np.int64)
+    last[np.asarray(case_row.filter(matched))] = np.asarray(found.column("trace_row").filter(matched))
+    rows = pa.array(last, mask=last < 0)
+    distinct, n_matched = found.num_rows, int(matched.sum())
     return rows, {"duplicates": n_traces - distinct, "unmatched": distinct - n_matched}
 
 

@@ -1,21 +1,20 @@
-"""The row-wise kernels answer what Python answers, string by string, whatever the column's layout.
+"""The row-wise operations answer what Python answers, string by string, whatever the column's layout.
 
-The C kernels read Arrow buffers directly: chunked columns, sliced arrays (a non-zero offset, in the
-list and in its items), null rows, null items, multi-byte UTF-8 and long strings (the other search
-path) are where a kernel reading the wrong bytes would show.
+Chunked columns, sliced arrays (a non-zero offset, in the list and in its items), null rows, null items,
+multi-byte UTF-8 and long strings are where an operation reading the wrong values would show.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ragspine_pipeline.scoring import grounded, rowwise
+from ragspine_pipeline.scoring import grounded, join, rowwise
 
 STRING = pa.string()
 LIST = pa.list_(STRING)
@@ -98,14 +97,34 @@ def test_member_of_row_is_pythons_in(data, needles, haystacks, limit):
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.data(), first=st.lists(TEXT, unique=True, max_size=6), keys=st.lists(TEXT, max_size=12))
-def test_codes_number_distinct_strings_first_then_keys(data, first, keys):
-    numbering = {value: code for code, value in enumerate(first)}
-    expected = [numbering.setdefault(key, len(numbering)) for key in keys]
-    assert rowwise.codes(pa.array(first, pa.string()), data.draw(layouts(keys))).tolist() == expected
+@given(
+    data=st.data(),
+    gold=st.lists(TEXT, unique=True, min_size=1, max_size=6),
+    keys=st.lists(TEXT, max_size=12),
+)
+def test_each_case_joins_its_last_trace(data, gold, keys):
+    """Each gold case gets the row of the last trace with its id; traces beyond the first of a key are
+    duplicates, distinct keys with no case are unmatched."""
+    traces = pa.table({"qid": data.draw(layouts(keys)), "question": pa.nulls(len(keys), pa.string())})
+    rows, counts = join._join(pa.table({"qid": pa.array(gold, pa.string())}), traces)
+    last = {key: row for row, key in enumerate(keys)}
+    expected = [last.get(qid) for qid in gold]
+    assert (list(range(len(gold))) if rows is None else rows.to_pylist()) == expected
+    assert counts == {
+        "duplicates": len(keys) - len(set(keys)),
+        "unmatched": len(set(keys) - set(gold)),
+    }
 
 
 ASCII = st.text(alphabet=st.sampled_from("aaZ0099--_  .,;:\t\n\v\f\r\x1c'\"#/()é数"), max_size=40)
+
+
+def python_phrases(claim: str) -> list[str]:
+    """The phrases of one claim as the definition reads: the maximal runs of letters, digits, hyphens and
+    whitespace, each from its first letter or digit to its last character that is not whitespace."""
+    runs = re.findall(r"[\w\- \t\n\r\f\v]+", claim.lower().replace("_", "\x00"))
+    phrases = [run.lstrip("- \t\n\r\f\v").rstrip(" \t\n\r\f\v") for run in runs]
+    return [phrase for phrase in phrases if len(phrase) >= grounded.MIN_SUBSTR_CHARS]
 
 
 @settings(max_examples=500, deadline=None)
@@ -113,13 +132,7 @@ ASCII = st.text(alphabet=st.sampled_from("aaZ0099--_  .,;:\t\n\v\f\r\x1c'\"#/()�
 @example(
     claims=["abcde-", "ab, --", "x -- abcdef --", "  -abc1e \t", "Ab-Cd\tEf", "..--..", "-----", "é abcdef"]
 )
-def test_phrases_split_in_bytes_are_the_regex_phrases(claims):
-    """A gold claim's phrases found in its bytes (ASCII claims) are the regex's, row for row."""
-    lower = pc.utf8_lower(pa.array(claims, pa.string()))
+def test_a_gold_claims_phrases_are_its_runs_of_letters_digits_hyphens_and_spaces(claims):
     values, rows = grounded.claim_phrases(pa.array(claims, pa.string()))
-    expected_values, expected_rows = grounded._regex_phrases(lower)
-    assert values.to_pylist() == expected_values.to_pylist()
-    assert rows.tolist() == expected_rows.tolist()
-    ascii_only = pc.fill_null(pc.filter(lower, pc.string_is_ascii(pc.fill_null(lower, ""))), "")
-    ascii_values, _ = grounded._ascii_phrases(ascii_only)
-    assert ascii_values.to_pylist() == grounded._regex_phrases(ascii_only)[0].to_pylist()
+    expected = [(row, p) for row, claim in enumerate(claims) if claim for p in python_phrases(claim)]
+    assert list(zip(rows.tolist(), values.to_pylist(), strict=True)) == expected
