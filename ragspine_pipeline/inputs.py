@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import io
 import json
-import mmap
 import os
 import re
 import stat
@@ -236,123 +235,83 @@ def check_json_text(data: bytes | str, file: str, line: int | None = None) -> No
         raise InputError(file, too_deep_message(depth), line)
 
 
-ARROW_DEPTH = 2048
-"""pyarrow's JSON reader is fast on lines nested less deep than this (0.5 s a block at worst); deeper,
-its schema inference slows with the cube of the depth (72 s at 7,000) and its recursive parser
-overflows the stack (SIGSEGV at 10,000). No line that could nest this deep is handed to it."""
-
-_SCAN_CHUNK = max(16 << 20, 2 * MAX_LINE_BYTES)
-
-
-def arrow_safe(data: bytes | mmap.mmap, begin: int = 0, end: int | None = None) -> bool:
-    """Whether every line of ``data[begin:end]`` may be handed to pyarrow's JSON reader: each non-blank
-    line is a JSON object (pyarrow 26 dies with SIGSEGV on a block of ``null`` lines), none is longer
-    than :data:`MAX_LINE_BYTES`, and none could nest :data:`ARROW_DEPTH` deep.
-
-    The line bounds come from one vectorised pass over the bytes; only the lines that start with
-    whitespace and those long enough to nest that deep are looked at one by one. A False sends the
-    data to the record reader, which names the offending line. pyarrow may still accept a line nested
-    deeper than :data:`MAX_DEPTH` but less than ARROW_DEPTH: the columnar readers also check what it
-    parsed (:func:`arrow_schema_usable`).
-    """
-    end = len(data) if end is None else end
-    buf = np.frombuffer(data, dtype=np.uint8, count=end - begin, offset=begin)
-    breaks = np.flatnonzero(buf == _NEWLINE)
-    starts = np.concatenate(([0], breaks + 1))
-    stops = np.concatenate((breaks, [len(buf)]))
-    lengths = stops - starts
-    if len(lengths) and lengths.max() > MAX_LINE_BYTES:
-        return False
-    present = lengths > 0
-    first = np.full(len(starts), _OPEN_BRACE, dtype=np.uint8)
-    first[present] = buf[starts[present]]
-    if not np.all(first == _OPEN_BRACE):  # rare: a line that starts with whitespace, or is not an object
-        for i in np.flatnonzero(first != _OPEN_BRACE):
-            line = buf[starts[i] : stops[i]].tobytes().lstrip(b" \t\n\r\x0b\x0c")
-            if line and line[:1] != b"{":
-                return False
-    deep = np.flatnonzero(lengths >= ARROW_DEPTH)
-    return all(arrow_safe_line(buf[starts[i] : stops[i]].tobytes()) for i in deep)
+_GUARD_BLOCK = 16 << 20
+# What the guard keeps of a line: its opening brackets (as "[") and its digits (as "0"); the rest goes.
+_GUARD_TABLE = bytes.maketrans(b"{0123456789", b"[0000000000")
+_GUARD_DELETE = bytes(b for b in range(256) if b not in b"[{0123456789\n")
+_LONGEST_NUMBER = b"0" * 4301  # Python converts integers of at most 4,300 digits
 
 
-_NEWLINE, _OPEN_BRACE = ord("\n"), ord("{")
-
-
-def arrow_safe_line(line: bytes) -> bool:
-    """Whether one line (an object, as the caller has checked) may be handed to pyarrow's JSON reader."""
-    return len(line) < ARROW_DEPTH or (len(line) <= MAX_LINE_BYTES and nesting_depth(line) < ARROW_DEPTH)
-
-
-def arrow_safe_file(path: str | Path) -> bool:
-    """:func:`arrow_safe` over a whole file, mapped rather than read (no copy), a bounded stretch of
-    whole lines at a time."""
+def plain_json_lines(path: str | Path) -> bool:
+    """Whether no line of the file is longer than :data:`MAX_LINE_BYTES`, may nest deeper than
+    :data:`MAX_DEPTH` or may hold a number of more than 4,300 digits (:func:`suspect_lines`): what a
+    parser that skips the fields it does not read, in place of the record reader, must not accept
+    silently (the record reader refuses all three, naming the line). Read a block at a time; a False
+    sends the file to the record reader."""
+    carried, carried_length = b"", 0  # what the last block's unfinished line kept, and its length
     with open_regular(path) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
+        while block := fh.read(_GUARD_BLOCK):
+            first, last = block.find(b"\n"), block.rfind(b"\n")
+            if first < 0:
+                carried_length += len(block)
+            elif carried_length + first > MAX_LINE_BYTES or _long_line_within(block, first + 1, last):
+                return False
+            else:
+                carried_length = len(block) - last - 1
+            kept = carried + block.translate(_GUARD_TABLE, _GUARD_DELETE)
+            cut = kept.rfind(b"\n") + 1
+            done, carried = kept[:cut], kept[cut:]
+            if carried_length > MAX_LINE_BYTES or _suspects(done).any():
+                return False
+    return not _suspects(carried).any()
+
+
+def _long_line_within(data: bytes, begin: int, end: int) -> bool:
+    """Whether a line of ``data[begin:end]`` (whole lines) is longer than :data:`MAX_LINE_BYTES`.
+
+    Such a line covers a whole window of half the cap that holds no newline, so only windows are
+    searched (a few per block), and only a window without one is measured.
+    """
+    window = (MAX_LINE_BYTES + 1) // 2
+    for start in range(begin, end, window):
+        if data.find(b"\n", start, start + window) >= 0:
+            continue
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", start)
+        if (end if line_end < 0 else line_end) - line_start > MAX_LINE_BYTES:
             return True
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            begin = 0
-            while begin < size:
-                end = min(begin + _SCAN_CHUNK, size)
-                if end < size:
-                    end = data.rfind(b"\n", begin, end) + 1
-                    if end == 0:  # a whole stretch without a newline: longer than any line may be
-                        return False
-                if not arrow_safe(data, begin, end):
-                    return False
-                begin = end
-    return True
+    return False
 
 
-def schema_depth(type_: Any) -> int:
-    """How deep a pyarrow schema or type nests (a schema counts as one level, like the JSON object of a
-    line): equal to the deepest line pyarrow parsed into it. Iterative, and it stops counting past
-    :data:`MAX_DEPTH` (returning MAX_DEPTH + 1), so that a deep type cannot exhaust the stack."""
-    import pyarrow as pa
+def suspect_lines(data: bytes) -> np.ndarray:
+    """For each line of ``data`` (split at ``\n``): could it nest deeper than :data:`MAX_DEPTH`, or hold
+    a number of more than 4,300 digits?
 
-    deepest = 0
-    stack = [(type_, 1)]
-    while stack:
-        current, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return MAX_DEPTH + 1
-        if isinstance(current, pa.Schema) or pa.types.is_struct(current):
-            deepest = max(deepest, depth)
-            stack.extend((field.type, depth + 1) for field in current)
-        elif (
-            pa.types.is_list(current)
-            or pa.types.is_large_list(current)
-            or pa.types.is_fixed_size_list(current)
-        ):
-            deepest = max(deepest, depth)
-            stack.append((current.value_type, depth + 1))
-    return deepest
+    Conservative and cheap: each line is reduced to its opening brackets and digits (one
+    ``bytes.translate`` pass); more than :data:`MAX_DEPTH` opening brackets, or a run of more than 4,300
+    digits once the rest is gone, makes a line suspect. Brackets and digits inside strings count too,
+    so a false alarm costs time (the record reader reads the line), never correctness.
+    """
+    return _suspects(data.translate(_GUARD_TABLE, _GUARD_DELETE))
 
 
-def arrow_schema_usable(schema: Any) -> bool:
-    """Whether the columnar readers may go on with a schema pyarrow's JSON reader produced: it nests no
-    deeper than :data:`MAX_DEPTH` and every field name, however nested, is UTF-8.
-
-    pyarrow keeps a JSON key's bytes as they were, and reading a field name that is not UTF-8 raises
-    ``UnicodeDecodeError`` wherever the schema is touched (``Table.validate`` included). A False sends
-    the lines to the record reader, which names the line."""
-    import pyarrow as pa
-
-    if schema_depth(schema) > MAX_DEPTH:
-        return False
-    stack = list(schema)  # iterating fields reads no name
-    while stack:
-        field = stack.pop()
-        try:
-            _ = field.name  # decoding it is the check
-        except UnicodeDecodeError:
-            return False
-        type_ = field.type
-        if pa.types.is_struct(type_):
-            stack.extend(type_)
-        elif pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
-            stack.append(type_.value_field)
-    return True
+def _suspects(kept: bytes) -> np.ndarray:
+    """:func:`suspect_lines` of lines already reduced to brackets, digits and newlines."""
+    n_lines = kept.count(b"\n") + 1
+    if kept.count(b"[") <= MAX_DEPTH and _LONGEST_NUMBER not in kept:
+        return np.zeros(n_lines, dtype=bool)
+    buf = np.frombuffer(kept, dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    opens = np.concatenate(([0], np.cumsum(buf == ord("["))))
+    bounds = np.concatenate(([0], ends + 1, [len(buf) + 1]))
+    suspect = np.diff(opens[np.minimum(bounds, len(buf))]) > MAX_DEPTH
+    at = kept.find(_LONGEST_NUMBER)
+    while at >= 0:
+        line = int(np.searchsorted(ends, at))
+        suspect[line] = True
+        next_line = len(kept) if line >= len(ends) else int(ends[line]) + 1
+        at = kept.find(_LONGEST_NUMBER, next_line)
+    return suspect
 
 
 def loads(data: bytes | str, file: str, line: int | None = None, **kwargs: Any) -> Any:

@@ -40,7 +40,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_judge(commands)
     _add_demo(commands)
     _add_alerts(commands)
+    _add_schema(commands)
     return parser
+
+
+SCHEMA_TYPES = ("gold", "trace", "evidence", "manifest", "facts")  # ``cli.schema.RECORD_TYPES``
+
+
+def _add_schema(commands: Any) -> None:
+    parser = commands.add_parser(
+        "schema",
+        help="the JSON Schema of a record type (golden case, trace, evidence chunk, manifest, facts)",
+        description="Print the JSON Schema of a record type, derived from its contract model.",
+    )
+    parser.add_argument("type", choices=SCHEMA_TYPES, help="the record type")
+    parser.set_defaults(run="ragspine_pipeline.cli.schema:run_schema")
 
 
 def _add_score(commands: Any) -> None:

@@ -78,7 +78,7 @@ TRACE_SCHEMA = pa.schema(
 no citation list (non-compliant), a null stage is a stage the trace does not carry (skipped).
 ``claims`` is the claim ledger (null without one); ``version_keys`` the keys of ``versions`` as written
 (a repeated key appears twice), ``index_version`` its ``index`` entry. ``ts`` is the event time as text
-(``contracts.trace.timestamp_text``); ``tags`` the slice dimensions, keys sorted; ``prompt_tokens`` and
+(``contracts.canonical.trace_sql``); ``tags`` the slice dimensions, keys sorted; ``prompt_tokens`` and
 ``completion_tokens`` come from ``token_usage``; ``outcome_refused`` is ``outcome.refused``, which decides
 whether the trace is a refusal when it is given; the other ``outcome_*`` columns are what the QA gates
 read: ``clarification_mode``, ``found_value`` / ``found_unit``, ``found_source`` (doc, locator), the

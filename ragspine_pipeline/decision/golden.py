@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.contracts.columns import gold_cases
 from ragspine_pipeline.contracts.gold import GoldCase
+from ragspine_pipeline.contracts.records import gold_cases
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import write_text_atomically
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.contracts.columns import explain_validation_error
-from ragspine_pipeline.contracts.types import Id
+from ragspine_pipeline.contracts.manifest import IndexManifest
+from ragspine_pipeline.contracts.records import explain_validation_error
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.jsonvalues import json_type
 from ragspine_pipeline.sources.errors import ManifestMissing
@@ -23,26 +23,6 @@ __all__ = ["IndexManifest", "ManifestMissing", "read_manifest"]
 
 # A manifest is a few hundred bytes; anything far larger is not a manifest, and is not read into memory.
 _MAX_BYTES = 1 << 20
-
-
-class IndexManifest(BaseModel):
-    """One build of the index. Fields not named here are allowed and kept (``model_extra``)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    index_version: Id  # an integer version is read as its decimal string, like every id
-    built_at: str | None = None
-    corpus_hash: str | None = None
-    # The versions published before this one, oldest first (a publisher appends the version it
-    # replaces). Optional; with it, a version superseded before anyone evaluated it is named, not lost.
-    previous_versions: list[Id] = Field(default_factory=list)
-
-    @field_validator("index_version")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("index_version must not be empty")
-        return value
 
 
 def read_manifest(

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.contracts.columns import explain_validation_error
+from ragspine_pipeline.contracts.records import explain_validation_error
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.trace_store import RawLine

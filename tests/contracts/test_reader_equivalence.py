@@ -1,7 +1,8 @@
 """The columnar reader and the record reader (the pydantic models) produce the same canonical columns.
 
-Random records in every dialect are written to a file; the columnar reader either vouches for the file
-and must then agree with the record reader exactly, or it defers to the record reader.
+Random records in every dialect are written to a file; the columnar reader (DuckDB, the checks derived
+from the models) either vouches for the file and must then agree with the record reader exactly, or it
+defers to the record reader. It never accepts a file the models reject.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ import json
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragspine_pipeline.contracts import canonical, columns
+from ragspine_pipeline.contracts import columns
 from ragspine_pipeline.errors import InputError
 
 IDS = st.sampled_from(["p1", "p2", "doc#3", "a b"])
@@ -219,19 +219,13 @@ def both_readers(kind: str, records: list[dict]):
     with TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{kind}.jsonl"
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        schema = columns.TRACE_SCHEMA if kind == "trace" else columns.GOLD_SCHEMA
-        convert = canonical.trace_columns if kind == "trace" else canonical.gold_columns
-        reader = columns._trace_records if kind == "trace" else columns._gold_records
+        read = columns._TRACE if kind == "trace" else columns._GOLD
         try:
-            record_rows = pa.Table.from_pylist(list(reader(path)), schema=schema).to_pylist()
+            record_rows = columns._by_records(path, read).to_pylist()
         except InputError:
             record_rows = "rejected"
-        try:
-            parts = columns._canonical_blocks(path, schema, convert)
-            columnar_rows = pa.concat_tables(parts).to_pylist()
-        except canonical.NotSure:
-            columnar_rows = None
-        return columnar_rows, record_rows
+        columnar = columns._columnar(path, read)
+        return None if columnar is None else columnar.to_pylist(), record_rows
 
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

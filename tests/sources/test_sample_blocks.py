@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from ragspine_pipeline.sources import sample_blocks, sampling, shards, trace_store
-from ragspine_pipeline.sources.sample_blocks import BlockReader
-from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, line_text, split_blocks, split_lines
+from ragspine_pipeline.sources import sampling, shards, trace_store
+from ragspine_pipeline.sources.sample_blocks import BlockReader, BlockTraces
+from ragspine_pipeline.sources.trace_store import RawBlock, block_lines, split_blocks, split_lines
 from tests.sources.test_sampling import DAY, write_day
 
 
@@ -79,8 +79,8 @@ def corpus(seed: int) -> list[str]:
 class RecordsOnly(BlockReader):
     """Every line to the record reader: what the sampler was before the columnar reader."""
 
-    def _vouch(self, group, out):
-        out.leftovers.extend(RawLine(out.source, no, line_text(raw)) for no, _, raw in group)
+    def read(self, block):
+        return BlockTraces(block.source, leftovers=list(block_lines(block)))
 
 
 @pytest.mark.parametrize("stratify", [None, "topic"])
@@ -88,7 +88,6 @@ class RecordsOnly(BlockReader):
 def test_columnar_and_record_readers_give_the_same_sample(tmp_path, monkeypatch, stratify, block_size):
     store = write_day(tmp_path / "store", {"a.jsonl": corpus(1)[:400], "b.jsonl.gz": corpus(1)[400:]})
     monkeypatch.setattr(trace_store, "BLOCK_SIZE", block_size)
-    monkeypatch.setattr(sample_blocks, "_SMALLEST_GROUP", 4)
 
     def run(name: str):
         quarantine = tmp_path / f"{name}.jsonl"
@@ -116,14 +115,12 @@ def test_clean_blocks_need_no_record_reader():
     assert [traces.lines[i] for i in (0, 1999)] == [lines[0].encode(), lines[1999].encode()]
 
 
-def test_one_bad_line_sends_only_its_neighbours_to_the_record_reader(monkeypatch):
-    monkeypatch.setattr(sample_blocks, "_SMALLEST_GROUP", 32)
+def test_one_bad_line_alone_goes_to_the_record_reader():
     lines = [json.dumps(trace(i)) for i in range(4000)]
     lines[2345] = '{"request_id": "bad", "latency_ms": "slow"}'
     traces = BlockReader(None).read(RawBlock("s", 10, "\n".join(lines).encode()))
-    assert 1 <= len(traces.leftovers) <= 32
-    assert 2345 + 10 in [line.line_no for line in traces.leftovers]
-    assert len(traces.request_ids) + len(traces.leftovers) == 4000
+    assert [(line.line_no, line.text) for line in traces.leftovers] == [(2345 + 10, lines[2345])]
+    assert len(traces.request_ids) == 3999
 
 
 def test_split_blocks_keeps_whole_lines_and_their_numbers():

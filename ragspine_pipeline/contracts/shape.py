@@ -1,0 +1,271 @@
+"""What a contract model says about JSON, derived for DuckDB: the structure to read a line into, and the
+SQL test that a read value validates as the model.
+
+The pydantic models (``GoldCase``, ``Trace``, ``EvidenceChunk``, …) are the one declaration of a record:
+its fields, their types and aliases. From a model this module derives
+
+* :func:`structure`: the DuckDB type a line is read into: nested models become ``STRUCT`` columns (one
+  child per input name, aliases included), every other value stays ``JSON`` (its text and its JSON type
+  kept), so that no value is converted on the way in: DuckDB casts leniently (``5`` into a text column
+  reads as ``"5"``), the contract does not;
+* :func:`conforms`: a SQL expression that is true where every field of a read value would pass the
+  model's validation of that field: the JSON type each annotation admits (``json_type``), finiteness,
+  literal sets, calendar dates, item types, and the fields a nested model requires. An annotation this
+  derivation does not know is "not sure" (false), never a guess: the record reader then decides.
+
+A false costs time, never correctness: the loader hands the file to the record-by-record reader, which
+validates with the model itself and names the line of any error.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from datetime import date
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from ragspine_pipeline.contracts.types import id_to_str
+
+__all__ = ["conforms", "field_aliases", "flat_structure", "json_structure", "structure", "text", "value_of"]
+
+_NUMBER = ("BIGINT", "UBIGINT", "DOUBLE")
+
+
+def field_aliases(model: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The input names of a model field, in precedence order."""
+    field = model.model_fields[name]
+    alias = field.validation_alias
+    if alias is None:
+        return (name,)
+    if isinstance(alias, str):
+        return (alias,)
+    return tuple(str(choice) for choice in alias.choices)
+
+
+def _unwrap(annotation: Any, metadata: list[Any] | None = None) -> tuple[Any, list[Any]]:
+    """(inner annotation, its metadata): strips ``Annotated`` and ``| None`` (null means absent)."""
+    metadata = list(metadata or [])
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            base, *extra = get_args(annotation)
+            # A Field(...) inside Annotated carries its constraints (ge, lt, …) as metadata of its own.
+            extra = [item for m in extra for item in (m.metadata if isinstance(m, FieldInfo) else [m])]
+            annotation, metadata = base, [*metadata, *extra]
+        elif origin in (Union, types.UnionType) and type(None) in get_args(annotation):
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            annotation = args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007 - built at run time
+        else:
+            return annotation, metadata
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _list_item(annotation: Any) -> Any | None:
+    return get_args(annotation)[0] if get_origin(annotation) is list else None
+
+
+# -- the structure a line is read into ------------------------------------------------------------------
+
+
+def _fields(model: type[BaseModel]) -> list[tuple[str, Any]]:
+    """Every input name of the model with its field's annotation (aliases in precedence order)."""
+    return [
+        (alias, field) for name, field in model.model_fields.items() for alias in field_aliases(model, name)
+    ]
+
+
+def _duck_type(annotation: Any) -> str:
+    inner, _ = _unwrap(annotation)
+    if _is_model(inner):
+        return (
+            f"STRUCT({', '.join(f'{_quote(key)} {_duck_type(f.annotation)}' for key, f in _fields(inner))})"
+        )
+    item = _list_item(inner)
+    if item is not None:
+        item_inner, _ = _unwrap(item)
+        if _is_model(item_inner):
+            return f"{_duck_type(item_inner)}[]"
+        return "JSON[]"
+    return "JSON"
+
+
+def structure(model: type[BaseModel]) -> dict[str, str]:
+    """``{input name: DuckDB type}`` for ``read_json(columns=…)``: every name the model reads."""
+    return {key: _duck_type(field.annotation) for key, field in _fields(model)}
+
+
+def flat_structure(model: type[BaseModel]) -> str:
+    """The JSON form of a structure that reads every field of ``model`` as a JSON value (nested models
+    and lists unparsed): a value of the wrong shape then stays visible to :func:`conforms` instead of
+    being read leniently (``from_json`` reads ``"text"`` as an object with null fields)."""
+    return json.dumps({key: "JSON" for key, _ in _fields(model)})
+
+
+def json_structure(model: type[BaseModel]) -> str:
+    """The same structure in the JSON form ``from_json(text, structure)`` takes (a key absent from a
+    value reads as null, as in ``read_json``)."""
+    return json.dumps(_json_shape(model))
+
+
+def _json_shape(annotation: Any) -> Any:
+    inner, _ = _unwrap(annotation)
+    if _is_model(inner):
+        return {key: _json_shape(field.annotation) for key, field in _fields(inner)}
+    item = _list_item(inner)
+    if item is not None:
+        item_inner, _ = _unwrap(item)
+        return [_json_shape(item_inner) if _is_model(item_inner) else "JSON"]
+    return "JSON"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# -- the test that a read value validates ----------------------------------------------------------------
+
+
+def conforms(model: type[BaseModel], skip_required: tuple[str, ...] = (), flat: bool = False) -> str:
+    """SQL: true where every field of the value read as ``model`` (the query's own columns) would pass
+    the model's validation. A required field in ``skip_required`` may be absent (the caller derives it
+    when it can, and leaves the rest to the record reader). ``flat``: the columns were read with
+    :func:`flat_structure` (every field a JSON value), else with :func:`structure`."""
+    return _model_conforms(model, _quote, None, not flat, 0, skip_required)
+
+
+def _model_conforms(
+    model: type[BaseModel], child, whole: str | None, stored: bool, depth: int, skip_required=()
+) -> str:
+    """SQL: every field of a model value conforms and every required one is given. ``child(key)`` is the
+    SQL of the field ``key``; ``whole`` the value itself (None: the query's row, always present)."""
+    tests = []
+    for name, field in model.model_fields.items():
+        aliases = field_aliases(model, name)
+        for alias in aliases:
+            tests.append(_conforms(child(alias), field.annotation, list(field.metadata), stored, depth))
+        if field.is_required() and name not in skip_required:
+            present = " OR ".join(_given(child(alias), stored) for alias in aliases)
+            tests.append(f"({present})" if whole is None else f"({whole} IS NULL OR {present})")
+    return " AND ".join(f"({t})" for t in tests if t != "true") or "true"
+
+
+def _given(value: str, stored: bool) -> str:
+    """SQL: the value is given (not absent, not null). A JSON value at a path is JSON ``null`` when the
+    key holds null; a value the structure reads is SQL NULL then."""
+    return f"{value} IS NOT NULL" if stored else f"coalesce(json_type({value}) <> 'NULL', false)"
+
+
+def _conforms(value: str, annotation: Any, metadata: list[Any], stored: bool, depth: int) -> str:
+    """SQL: ``value`` is absent (null) or validates as ``annotation``. ``stored``: the value is held as
+    the structure reads it (STRUCT for a model, a list for a list); else it is a JSON value."""
+    inner, metadata = _unwrap(annotation, metadata)
+    test = _test(value, inner, metadata, stored, depth)
+    return "true" if test == "true" else f"NOT ({_given(value, stored)}) OR ({test})"
+
+
+def _test(value: str, inner: Any, metadata: list[Any], stored: bool, depth: int) -> str:
+    origin = get_origin(inner)
+    if inner is Any:
+        return "true"
+    if origin in (Union, types.UnionType):  # e.g. Answer | str: one branch per JSON type
+        branches = (_test(value, *_unwrap(branch), stored=False, depth=depth) for branch in get_args(inner))
+        return " OR ".join(f"({branch})" for branch in branches)
+    if _is_model(inner):
+        if stored:
+            return _model_conforms(inner, lambda key: f"{value}.{_quote(key)}", value, True, depth)
+        # A model inside a union is read as JSON: its fields by path, and no key given twice (JSON keeps
+        # its last value; a path finds the first).
+        inside = _model_conforms(inner, lambda key: _path(value, key), None, False, depth)
+        return f"json_type({value}) = 'OBJECT' AND {_distinct_keys(value)} AND {inside}"
+    item_name = f"e{depth}"
+    if origin is list:
+        (item,) = get_args(inner)
+        item_inner, item_metadata = _unwrap(item)
+        item_stored = stored and _is_model(item_inner)
+        each = _test(item_name, item_inner, item_metadata, item_stored, depth + 1)
+        if stored:
+            items, array = value, ""
+        else:
+            items = f"CASE WHEN json_type({value}) = 'ARRAY' THEN CAST({value} AS JSON[]) END"
+            array = f"json_type({value}) = 'ARRAY' AND "
+        # A list item may not be null (pydantic rejects None in list[str]), whatever its type.
+        return (
+            f"{array}coalesce(list_bool_and([{_given(item_name, item_stored)} AND ({each}) "
+            f"FOR {item_name} IN {items}]), true)"
+        )
+    if origin is dict:
+        key_type, value_type = get_args(inner)
+        if key_type is not str:
+            return "false"
+        value_inner, value_metadata = _unwrap(value_type)
+        each = _test(item_name, value_inner, value_metadata, False, depth + 1)
+        # JSON null values are dropped (null means absent); the others validate as the value type. A
+        # key given twice is the record reader's (JSON keeps its last value; SQL paths find the first).
+        entries = f"CASE WHEN json_type({value}) = 'OBJECT' THEN {value} -> '$.*' END"
+        items = (
+            f"coalesce(list_bool_and([json_type({item_name}) = 'NULL' OR ({each}) "
+            f"FOR {item_name} IN {entries}]), true)"
+        )
+        return f"json_type({value}) = 'OBJECT' AND {_distinct_keys(value)} AND {items}"
+    return _scalar(value, inner, metadata)
+
+
+def _scalar(value: str, inner: Any, metadata: list[Any]) -> str:
+    kind = f"json_type({value})"
+    if inner is str:
+        if any(getattr(m, "func", None) is id_to_str for m in metadata):
+            return f"{kind} IN ('VARCHAR', 'BIGINT', 'UBIGINT')"  # an id: a name, or an integer
+        return f"{kind} = 'VARCHAR'"
+    if inner is bool:
+        return f"{kind} = 'BOOLEAN'"
+    if inner is int:  # DuckDB types a JSON integer BIGINT, or UBIGINT when it is not negative
+        number = f"TRY_CAST({value} AS HUGEINT)"
+        bounds = [
+            f"{number} {op} {getattr(m, name)}"
+            for m in metadata
+            for name, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+            if getattr(m, name, None) is not None
+        ]
+        return " AND ".join([f"{kind} IN ('BIGINT', 'UBIGINT')", *bounds])
+    if inner is float:
+        finite = any(getattr(m, "allow_inf_nan", True) is False for m in metadata)
+        numbers = f"{kind} IN {_NUMBER}"
+        return f"{numbers} AND isfinite(TRY_CAST({value} AS DOUBLE))" if finite else numbers
+    if inner is date:  # a calendar date written YYYY-MM-DD (other forms: the record reader decides)
+        text_ = text(value)
+        return (
+            f"{kind} = 'VARCHAR' AND regexp_full_match({text_}, '\\d{{4}}-\\d{{2}}-\\d{{2}}') "
+            f"AND try_strptime({text_}, '%Y-%m-%d') IS NOT NULL"
+        )
+    if get_origin(inner) is Literal:
+        allowed = ", ".join("'" + str(v).replace("'", "''") + "'" for v in get_args(inner))
+        return f"{kind} = 'VARCHAR' AND {text(value)} IN ({allowed})"
+    return "false"  # an annotation this derivation does not know: the record reader decides
+
+
+def _distinct_keys(value: str) -> str:
+    keys = f"json_keys({value})"
+    return f"len({keys}) = len(list_distinct({keys}))"
+
+
+def _path(value: str, key: str) -> str:
+    return f"({value} -> '$.\"{key}\"')"
+
+
+# -- reading values back ---------------------------------------------------------------------------------
+
+
+def text(value: str) -> str:
+    """SQL: a JSON value as text: a string unescaped, a number or flag as written (``->>``)."""
+    return f"({value} ->> '$')"
+
+
+def value_of(value: str, key: str) -> str:
+    """SQL: the JSON value at ``key`` of a JSON object (null where absent)."""
+    return _path(value, key)
