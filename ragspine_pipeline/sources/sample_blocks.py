@@ -8,10 +8,10 @@ cannot vouch for is handed back as a *leftover*, and the record reader judges it
 fast path did not exist. A leftover costs time, never correctness.
 
 A line is vouched for only when, stripped of ASCII whitespace, it starts with ``{`` and ends with
-``}``; it is no longer than the line cap; it is UTF-8; DuckDB reads it as one object without a repeated key; it holds no ``NaN`` or
-``Infinity`` (which the sampler's JSON refuses anywhere, even inside a string: the test is on the
-bytes); it cannot nest too deep or hold an over-long number (``inputs.suspect_lines``); every field
-conforms; and it names a request id that is not blank.
+``}``; it is no longer than the line cap; it is UTF-8; DuckDB reads it as one object without a
+repeated key; it holds no ``NaN`` or ``Infinity`` (which the sampler's JSON refuses anywhere, even
+inside a string: the test is on the bytes); it cannot nest too deep or hold an over-long number
+(``inputs.suspect_lines``); every field conforms; and it names a request id that is not blank.
 """
 
 from __future__ import annotations
