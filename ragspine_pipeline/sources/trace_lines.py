@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -70,8 +71,9 @@ def parse_line(line: RawLine) -> tuple[str, bytes, bytes, dict[str, str] | None]
     depth = inputs.nesting_depth(data)
     if depth > inputs.MAX_DEPTH:
         return Bad("invalid_json", inputs.too_deep_message(depth))
+    past_a_double = _OutOfRange()
     try:
-        raw = json.loads(text, parse_constant=reject_constant)
+        raw = json.loads(text, parse_constant=reject_constant, parse_float=past_a_double.parse)
     except json.JSONDecodeError as exc:
         return Bad("invalid_json", f"malformed JSON: {exc.msg} (column {exc.colno})")
     except ValueError as exc:  # NaN / Infinity: not JSON, and never a silent NaN downstream
@@ -88,9 +90,26 @@ def parse_line(line: RawLine) -> tuple[str, bytes, bytes, dict[str, str] | None]
         # The contracts' own explanation of a validation error: the field, the reason, the value given.
         explained = explain_validation_error(exc, line.source, line.line_no, raw, TRACE_QID_ALIASES)
         return Bad("invalid_trace", explained.message, explained.field)
+    if past_a_double.literals:  # in a field the contract does not know: kept, it would be written as Infinity
+        number = past_a_double.literals[0][:40]
+        return Bad("invalid_json", f"a number out of range of a double ({number}): JSON has no infinity")
     if trace.qid is None or not trace.qid.strip():
         return Bad("missing_request_id", "a production trace needs a request id (request_id or qid)", "qid")
     return trace.qid, hashlib.blake2b(data, digest_size=16).digest(), data, trace.tags
+
+
+class _OutOfRange:
+    """A ``parse_float`` that reads numbers as ``json`` does and remembers those past a double
+    (``1e999``, read as infinity)."""
+
+    def __init__(self) -> None:
+        self.literals: list[str] = []
+
+    def parse(self, literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            self.literals.append(literal)
+        return value
 
 
 def quarantine_entry(line: RawLine, bad: Bad, redact_text: Callable[[str], str] | None = None) -> str:
