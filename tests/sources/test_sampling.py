@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_pipeline.sources.sampling import QUARANTINE_REASONS, priority, sample_day, write_jsonl
+from ragspine_pipeline.files import write_jsonl
+from ragspine_pipeline.sources.sampling import QUARANTINE_REASONS, priority, sample_day
 from ragspine_pipeline.sources.trace_store import LocalTraceStore, S3TraceStore
 
 DAY = "2024-05-01"
