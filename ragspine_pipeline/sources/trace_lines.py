@@ -15,9 +15,8 @@ import base64
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +27,7 @@ from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import explain_validation_error
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.trace_store import RawLine
 
 __all__ = [
@@ -137,6 +137,7 @@ def quarantine_entry(line: RawLine, bad: Bad, redact_text: Callable[[str], str] 
         "raw_base64": base64.b64encode(kept).decode("ascii"),
         "raw_bytes": length,
     }
+    # ASCII (not files.jsonl_line): the cap counts an entry's characters as its bytes, in every shard.
     return json.dumps(entry)
 
 
@@ -181,16 +182,17 @@ def check_quarantine_path(path: Path | None) -> None:
 
 
 class QuarantineFile:
-    """Entries written through a :class:`QuarantineCap` to a temporary file beside ``path`` (opened on
-    the first one) that replaces ``path`` when the ``with`` block completes: removed when nothing was
-    kept, left as it was when the block fails. With no path, nothing is written or counted."""
+    """Entries written through a :class:`QuarantineCap` to an atomic write of ``path``
+    (``files.atomic_writer``, opened on the first entry) that replaces ``path`` when the ``with`` block
+    completes: removed when nothing was kept, left as it was when the block fails. With no path,
+    nothing is written or counted."""
 
     def __init__(self, path: Path | None, max_bytes: int) -> None:
         check_quarantine_path(path)
         self.path = path
         self.cap = QuarantineCap(max_bytes)
+        self._writing = ExitStack()
         self._out: TextIO | None = None
-        self._tmp: Path | None = None
 
     def extend(self, entries: list[str], omitted: int = 0) -> None:
         """Append a part's kept ``entries`` and count the ``omitted`` ones that followed them."""
@@ -206,31 +208,25 @@ class QuarantineFile:
         try:
             if self._out is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-                self._tmp = Path(tmp)
-                self._out = os.fdopen(fd, "w", encoding="ascii")
+                self._out = self._writing.enter_context(atomic_writer(self.path, "quarantine"))
             self._out.write(entry + "\n")
         except OSError as exc:
-            raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
+            raise self._cannot_write(exc) from None
 
     def __enter__(self) -> QuarantineFile:
         return self
 
-    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+    def __exit__(self, exc_type: Any, error: Any, tb: Any) -> None:
         if self.path is None:
             return
-        try:
-            if self._out is not None:
-                self._out.close()
-            if exc_type is not None:
-                return
-            if self._tmp is not None:
-                os.replace(self._tmp, self.path)
-                self._tmp = None
-            elif self.path.is_file() or self.path.is_symlink():
+        if self._out is not None:
+            self._writing.__exit__(exc_type, error, tb)  # the file replaced, or after an error left as it was
+            return
+        if exc_type is None and (self.path.is_file() or self.path.is_symlink()):
+            try:
                 self.path.unlink()  # this day had nothing bad: no stale file from an earlier pass
-        except OSError as exc:
-            raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
-        finally:
-            if self._tmp is not None:
-                self._tmp.unlink(missing_ok=True)
+            except OSError as exc:
+                raise self._cannot_write(exc) from None
+
+    def _cannot_write(self, exc: OSError) -> InputError:
+        return InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}")
