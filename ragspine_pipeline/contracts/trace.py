@@ -252,15 +252,6 @@ def _version_pair(item: Any) -> tuple[str, Any]:
     return item[0], item[1]
 
 
-def is_refusal(claim: str | None, outcome_refused: bool | None = None) -> bool:
-    """Whether an answer is a refusal: ``outcome.refused`` when the trace carries it (the system under
-    test said so); otherwise the claim, stripped as ``str.strip()`` strips (Unicode whitespace), equals
-    ``not in context`` case-insensitively."""
-    if outcome_refused is not None:
-        return outcome_refused
-    return claim is not None and claim.strip().lower() == REFUSAL_TOKEN
-
-
 def timestamp_text(ts: int | float | str | None) -> str | None:
     """A trace's ``ts`` as text: a string as written (ISO or epoch), an integer in decimal, a float in
     decimal without a fraction when it is a whole number below 2**53, else as Python's shortest ``repr``.
