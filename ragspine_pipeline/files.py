@@ -1,9 +1,9 @@
 """Writing files so that a reader never sees half of one, JSON Lines, and read–change–write under a lock.
 
-Every file the pipeline writes goes through one atomic write (:func:`replacing`; :func:`atomic_output`
-and :func:`atomic_writer` are its binary and text forms) and every JSON Lines file through one encoding
-(:func:`jsonl_line`, :func:`jsonl_lines`, :func:`write_jsonl`). Only appends (the alert outbox) are not
-replaces; a rewrite of such a file still goes through the atomic write.
+Every local file the pipeline writes goes through one atomic write (:func:`replacing`;
+:func:`atomic_output` and :func:`atomic_writer` are its binary and text forms) and every JSON Lines file
+through one encoding (:func:`jsonl_line`, :func:`jsonl_lines`, :func:`write_jsonl`). Only appends (the
+alert outbox) are not replaces; a rewrite of such a file still goes through the atomic write.
 """
 
 from __future__ import annotations
