@@ -59,9 +59,10 @@ from ragspine_pipeline.alerts.model import Drop, drop_alert  # noqa: E402
 from ragspine_pipeline.alerts.outbox import Outbox  # noqa: E402
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces  # noqa: E402
 from ragspine_pipeline.defs.resources import committed_config  # noqa: E402
+from ragspine_pipeline.files import write_jsonl  # noqa: E402
 from ragspine_pipeline.scoring.production import production_metrics  # noqa: E402
 from ragspine_pipeline.scoring.significance import DropSettings, drop_tests  # noqa: E402
-from ragspine_pipeline.sources.sampling import sample_day, write_jsonl  # noqa: E402
+from ragspine_pipeline.sources.sampling import sample_day  # noqa: E402
 from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
 
 FIRST = date(2026, 1, 1)

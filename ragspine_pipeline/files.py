@@ -1,47 +1,105 @@
-"""Writing files so that a reader never sees half of one, and read–change–write under a lock."""
+"""Writing files so that a reader never sees half of one, JSON Lines, and read–change–write under a lock.
+
+Every local file the pipeline writes goes through one atomic write (:func:`replacing`;
+:func:`atomic_output` and :func:`atomic_writer` are its binary and text forms) and every JSON Lines file
+through one encoding (:func:`jsonl_line`, :func:`jsonl_lines`, :func:`write_jsonl`). Only appends (the
+alert outbox) are not replaces; a rewrite of such a file still goes through the atomic write.
+"""
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import json
+import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import IO, Any, BinaryIO, Protocol, TextIO
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 
+log = logging.getLogger(__name__)
+
+
+# -- the atomic write --------------------------------------------------------------------------------
+
+
+@contextmanager
+def replacing(path: str | Path, *, text: bool = False) -> Iterator[IO[Any]]:
+    """Yield a stream (binary, or UTF-8 text with ``text``) whose content replaces ``path`` when the
+    block ends; what every atomic write here is. OSErrors propagate, for the caller to name.
+
+    Symbolic links are resolved first: the file they point to is replaced, the link kept. The
+    temporary file sits next to the target (same file system, so the rename is atomic) and takes the
+    target's permission bits (or the umask default for a new file); :func:`replace_durably` makes it the
+    target. If the block raises, the target is untouched and the temporary file removed.
+    """
+    target = Path(os.path.realpath(path))
+    mode = _file_mode(target)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    replaced = False
+    try:
+        with os.fdopen(fd, "w" if text else "wb", encoding="utf-8" if text else None) as out:
+            yield out
+            replace_durably(out, temporary, target, mode)
+            replaced = True
+    finally:
+        if not replaced:
+            Path(temporary).unlink(missing_ok=True)
+
+
+def replace_durably(out: IO[Any], temporary: str | Path, target: str | Path, mode: int) -> None:
+    """Make the finished temporary file ``temporary`` (open as ``out``) the file ``target``: flush and
+    fsync it, give it ``mode``, rename it over ``target`` and fsync the folder. A crash at any point
+    leaves the old file or the whole new one; once this returns, the new one survives a power loss."""
+    out.flush()
+    os.fsync(out.fileno())
+    os.chmod(temporary, mode)
+    os.replace(temporary, target)
+    fsync_folder(Path(target).parent)
+
+
+def fsync_folder(folder: str | Path) -> None:
+    """fsync a folder, so that a rename in it is on disk; a file system that cannot sync folders
+    (EINVAL) has nothing to sync."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_output(path: str | Path, what: str) -> Iterator[BinaryIO]:
+    """:func:`replacing`, binary, with the errors users see: a missing directory or an OS error is an
+    InputError naming ``path`` and ``what`` was being written."""
+    with _user_errors(path, what), replacing(path) as out:
+        yield out
+
 
 @contextmanager
 def atomic_writer(path: str | Path, what: str) -> Iterator[TextIO]:
-    """Yield a text stream whose content replaces ``path`` in one rename when the block ends.
+    """:func:`atomic_output` as UTF-8 text."""
+    with _user_errors(path, what), replacing(path, text=True) as out:
+        yield out
 
-    The temporary file sits next to the target (same file system), is fsynced, keeps the target's
-    permission bits (or the umask default for a new file) and writes through a symbolic link rather
-    than replacing it. If the block raises, the target is untouched and the temporary file removed.
-    A missing directory or an OS error is an InputError naming ``path`` and ``what`` was being written.
-    """
-    target = Path(os.path.realpath(path))
-    if not target.parent.is_dir():
-        raise InputError(str(path), f"cannot write the {what}: directory '{target.parent}' does not exist")
-    mode = _file_mode(target)
-    tmp: str | None = None
+
+@contextmanager
+def _user_errors(path: str | Path, what: str) -> Iterator[None]:
+    folder = Path(os.path.realpath(path)).parent
+    if not folder.is_dir():
+        raise InputError(str(path), f"cannot write the {what}: directory '{folder}' does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-        tmp = None
+        yield
     except OSError as exc:
         raise InputError(str(path), f"cannot write the {what}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def write_text_atomically(path: str | Path, text: str, what: str) -> None:
@@ -57,9 +115,8 @@ def write_if_changed(path: Path, content: str | bytes, what: str) -> bool:
     data = content.encode("utf-8") if isinstance(content, str) else content
     if path.is_file() and path.read_bytes() == data:
         return False
-    with atomic_writer(path, what) as fh:
-        fh.flush()
-        fh.buffer.write(data)  # bytes straight to the binary layer: no newline translation, gzip as is
+    with atomic_output(path, what) as out:
+        out.write(data)  # bytes as they are: no newline translation, gzip as is
     return True
 
 
@@ -71,6 +128,55 @@ def _file_mode(target: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+# -- JSON Lines --------------------------------------------------------------------------------------
+
+
+def jsonl_line(record: Any, *, sort_keys: bool = False) -> str:
+    """``record`` as the text of one JSON line (without its newline): characters as they are
+    (``ensure_ascii=False``), NaN and infinities refused (ValueError: they are not JSON).
+
+    A string UTF-8 cannot encode — a lone surrogate, from a ``\\ud800`` escape without its pair —
+    makes that record's line ASCII instead, every other character escaped too (``\\ud800``), so that
+    the file stays UTF-8 and reads back as the same string. :func:`jsonl_lines` counts such records.
+    """
+    return _encoded(record, sort_keys)[0]
+
+
+def jsonl_lines(records: Iterable[Any], where: str | Path, *, sort_keys: bool = False) -> Iterator[str]:
+    """Each record as one line (with its ``\\n``) as :func:`jsonl_line` writes it; the same records give
+    the same text. Once every record is out, one warning names ``where`` and how many were escaped."""
+    escaped = 0
+    for record in records:
+        line, ascii_only = _encoded(record, sort_keys)
+        escaped += ascii_only
+        yield line + "\n"
+    if escaped:
+        log.warning(
+            "%s: %d record(s) held a lone surrogate (not text, no UTF-8 encodes it): written JSON-escaped",
+            where,
+            escaped,
+        )
+
+
+def write_jsonl(
+    records: Iterable[Any], path: str | Path, what: str = "records", *, sort_keys: bool = False
+) -> None:
+    """Write ``records`` one JSON value a line (:func:`jsonl_lines`), atomically (:func:`atomic_writer`)."""
+    with atomic_writer(path, what) as out:
+        out.writelines(jsonl_lines(records, path, sort_keys=sort_keys))
+
+
+def _encoded(record: Any, sort_keys: bool) -> tuple[str, bool]:
+    """The line of ``record`` and whether it had to be escaped to ASCII."""
+    text = json.dumps(record, ensure_ascii=False, allow_nan=False, sort_keys=sort_keys)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(record, ensure_ascii=True, allow_nan=False, sort_keys=sort_keys), True
+    return text, False
 
 
 # -- read, change, write: never two at once ---------------------------------------------------------

@@ -23,7 +23,6 @@ and ``RAGSPINE_MAX_DEPTH``; they cost a scan of the bytes that is far cheaper th
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
 import re
@@ -373,8 +372,3 @@ def load_yaml(text: str, file: str, loader: type[BoundedLoader] = BoundedLoader)
         raise InputError(file, "malformed YAML: nested too deeply to parse") from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise InputError(file, f"malformed YAML: {' '.join(str(exc).split())[:120]}") from None
-
-
-def text_stream(stream: IO[bytes]) -> io.TextIOWrapper:
-    """A strict UTF-8 text view of a binary stream (for readers that want ``str`` lines)."""
-    return io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline="\n")

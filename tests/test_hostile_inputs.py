@@ -304,6 +304,28 @@ def test_the_sampler_quarantines_a_key_that_is_not_utf8_and_samples_the_rest(tmp
     assert entry["line"] == 8 and base64.b64decode(entry["raw_base64"]) == lines[7]
 
 
+def test_the_sampler_quarantines_a_number_past_a_double_it_could_not_write_back(tmp_path):
+    """``1e999`` reads as infinity; in a field the contract does not check it was kept and the sample
+    said ``Infinity``, which is not JSON. Now it is quarantined like NaN, and the sample is JSON."""
+    folder = day_folder(tmp_path / "store")
+    lines = [*good_lines(5), '{"request_id": "r-big", "x": [1, -1e999]}', '{"request_id": "r-nan", "x": NaN}']
+    (folder / "a.jsonl").write_text("\n".join(lines) + "\n")
+    quarantine, sample = tmp_path / "q.jsonl", tmp_path / "s.jsonl"
+    done = ragspine(
+        "sample", "--source", str(tmp_path / "store"), "--date", DAY, "--n", "100", "--seed", "1",
+        "--quarantine", str(quarantine), "--out", str(sample),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stderr.splitlines()[-1])
+    assert summary["quarantined"] == {"invalid_json": 2, "invalid_trace": 0, "missing_request_id": 0}
+    big, nan = map(json.loads, quarantine.read_text().splitlines())
+    assert big["error"] == "a number out of range of a double (-1e999): JSON has no infinity"
+    assert nan["error"] == "malformed JSON: NaN is not valid JSON"
+    assert (
+        len([json.loads(line, parse_constant=pytest.fail) for line in sample.read_text().splitlines()]) == 5
+    )
+
+
 def test_a_gzip_of_garbage_writes_a_bounded_quarantine_and_counts_every_line(tmp_path):
     """The adversarial pass's 712 KB gzip of non-UTF-8 lines wrote a 1.68 GB quarantine."""
     folder = day_folder(tmp_path / "store")

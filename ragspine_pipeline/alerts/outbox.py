@@ -40,7 +40,6 @@ from ragspine_pipeline.alerts.events import (
     Entry,
     OutboxView,
     StreamState,
-    dumps,
     fold,
     now,
     observed,
@@ -49,7 +48,7 @@ from ragspine_pipeline.alerts.events import (
 )
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import atomic_writer, write_text_atomically
+from ragspine_pipeline.files import atomic_output, jsonl_lines, write_text_atomically
 
 DEFAULT_OUTBOX = "var/alerts/outbox.jsonl"
 STATE_FILE = "alert_state.json"
@@ -138,7 +137,7 @@ class Outbox(AlertOutbox):
     def _append(self, event: dict, doing: str) -> None:
         """Append one event as one whole line and fsync it; any OS error (ENOSPC, EDQUOT, EIO) is a
         one-line InputError and leaves no part of the line behind."""
-        line = dumps(stamped(event)) + "\n"
+        line = "".join(jsonl_lines([stamped(event)], self.path))
         try:
             _append_line(self.path, line.encode("utf-8"))
         except OSError as exc:
@@ -150,22 +149,24 @@ class Outbox(AlertOutbox):
         read can move them."""
         at = now()
         records = "".join(
-            json.dumps(
-                {"line": n, "error": problem, "text": data.decode("utf-8", "replace"), "set_aside_at": at}
+            jsonl_lines(
+                (
+                    {"line": n, "error": problem, "text": data.decode("utf-8", "replace"), "set_aside_at": at}
+                    for n, data, problem in corrupt
+                ),
+                self.corrupt_path,
             )
-            + "\n"
-            for n, data, problem in corrupt
         )
         bad = {number for number, _data, _problem in corrupt}
         try:
             _append_line(self.corrupt_path, records.encode("utf-8"))
             with (
                 inputs.open_regular(self.path, "alert outbox") as stream,
-                atomic_writer(self.path, "alert outbox") as out,
+                atomic_output(self.path, "alert outbox") as out,
             ):
                 for line in inputs.iter_lines(stream):
                     if line.number not in bad and line.data.strip():
-                        out.buffer.write(line.data + b"\n")
+                        out.write(line.data + b"\n")
         except (OSError, InputError):
             return 0
         return len(corrupt)

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import jsonl_lines, write_jsonl
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.sampling import QUARANTINE_MAX_BYTES, jsonl_lines, sample_day, write_jsonl
+from ragspine_pipeline.sources.sampling import QUARANTINE_MAX_BYTES, sample_day
 from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
 
 EXIT_SAMPLED = 0
@@ -48,9 +49,9 @@ def run_sample(args: argparse.Namespace) -> int:
     except SourceError as exc:
         raise InputError(exc.location, exc.cause) from None
     if args.out:
-        write_jsonl(sample.records, args.out)
+        write_jsonl(sample.records, args.out, "trace sample")
     else:
-        sys.stdout.writelines(jsonl_lines(sample.records))
+        sys.stdout.writelines(jsonl_lines(sample.records, "standard output"))
         sys.stdout.flush()
     if sample.counts["read"] == 0:
         print(f"ragspine-eval: warning: no trace lines for {day} in {store.describe()}", file=sys.stderr)

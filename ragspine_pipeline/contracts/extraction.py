@@ -142,10 +142,6 @@ class FactsLoad:
     duplicates: int  # valid lines replaced by a later line with the same key
     invalid: list[InputError]  # quarantined lines, in file order
 
-    @property
-    def invalid_count(self) -> int:
-        return len(self.invalid)
-
 
 def load_facts(path: str | Path) -> FactsLoad:
     """Read a facts JSONL file, quarantining every unusable line (see the module contract)."""

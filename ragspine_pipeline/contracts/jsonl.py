@@ -133,28 +133,38 @@ _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 def _refuse_lone_surrogates(value: Any, path: Path, line: int) -> None:
     """A ``\\ud800`` escape without its pair decodes to a lone surrogate, which is not text (no UTF-8
     encodes it): refused with the line and the field, as any other value that is not what it claims."""
+    found = lone_surrogate(value)
+    if found is not None:
+        field, code = found
+        raise InputError(str(path), f"a lone surrogate ({code}) is not text", line, None, field or None)
+
+
+def lone_surrogate(value: Any) -> tuple[str, str] | None:
+    """The first key or string in ``value`` that holds a lone surrogate, as ``(field, code)`` (the
+    field's dotted path, ``""`` for ``value`` itself; the surrogate as ``\\udXXX``); None when every
+    string is text."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         current, where = stack.pop()
         if isinstance(current, dict):
             for key, item in current.items():
                 name = f"{where}.{key}" if where else str(key)
-                _check_text(key, path, line, name)
+                if (code := _surrogate_in(key)) is not None:
+                    return name, code
                 stack.append((item, name))
         elif isinstance(current, list):
             stack.extend((item, f"{where}[{i}]") for i, item in enumerate(current))
-        elif isinstance(current, str):
-            _check_text(current, path, line, where)
+        elif isinstance(current, str) and (code := _surrogate_in(current)) is not None:
+            return where, code
+    return None
 
 
-def _check_text(text: str, path: Path, line: int, field: str) -> None:
+def _surrogate_in(text: str) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        code = f"\\u{ord(text[exc.start]):04x}"
-        raise InputError(
-            str(path), f"a lone surrogate ({code}) is not text", line, None, field or None
-        ) from None
+        return f"\\u{ord(text[exc.start]):04x}"
+    return None
 
 
 def _expect_end(path: Path, text: str, pos: int, line_at) -> None:

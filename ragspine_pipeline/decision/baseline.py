@@ -150,11 +150,6 @@ def read_baseline(store: VersionedFile, known: Iterable[str]) -> dict[str, Basel
     return entries
 
 
-def _read(path: str | Path) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
-    """The file's top-level JSON object as read, and its parsed entries; ``({}, {})`` when missing."""
-    return parse_baseline(LockedFile(path, "baseline").read(), str(path))
-
-
 def parse_baseline(text: str | None, name: str) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
     """A baseline file's text (None: no file yet) as its top-level JSON object and its parsed entries."""
     if text is None:

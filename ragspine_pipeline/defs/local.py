@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
-import shutil
 import socket
 import sys
 from datetime import UTC, date, datetime, timedelta
@@ -37,6 +36,7 @@ from ragspine_pipeline.defs.judge import POOLS
 from ragspine_pipeline.defs.production import production_metrics, production_traces
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
+from ragspine_pipeline.files import atomic_output
 from ragspine_pipeline.scoring.extraction import CHANNELS
 
 RUNNER_HOST_TAG = "ragspine/runner_host"
@@ -68,7 +68,8 @@ def local_instance() -> dg.DagsterInstance:
         fcntl.flock(lock, fcntl.LOCK_EX)
         config = home / "dagster.yaml"
         if not config.exists() and Path("dagster.yaml").exists():
-            shutil.copyfile("dagster.yaml", config)
+            with atomic_output(config, "instance configuration") as out:
+                out.write(Path("dagster.yaml").read_bytes())
         instance = dg.DagsterInstance.get()
         instance.get_runs(limit=1)  # creates the run, event log and schedule storage if new
         instance.event_log_storage.get_event_records(

@@ -38,12 +38,13 @@ from ragspine_pipeline.defs.resources import (
     TraceStoreResource,
     committed_config,
 )
+from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.significance import NightTests, drop_tests
 from ragspine_pipeline.sources.objects import ObjectFolder
-from ragspine_pipeline.sources.sampling import priority, write_jsonl
+from ragspine_pipeline.sources.sampling import priority
 from ragspine_pipeline.sources.shards import merge_shards, plan_shards, sample_shard
 
 GROUP = "production"
@@ -105,7 +106,7 @@ def merge_day_sample(
             redact=redact_trace,  # PII never reaches the sample
             quarantine=quarantine,
         )
-        write_jsonl(sample.records, Path(scratch) / "sample.jsonl")
+        write_jsonl(sample.records, Path(scratch) / "sample.jsonl", "trace sample")
         table = load_traces(Path(scratch) / "sample.jsonl").table.cast(TRACE_SCHEMA)
         sample_uri = work.upload("sample.jsonl", Path(scratch) / "sample.jsonl", "trace sample")
         if sample.quarantine_path is not None:

@@ -49,7 +49,7 @@ from ragspine_pipeline.demo.corpus import GOLDEN_CASES, PRODUCTION_QUESTIONS, ch
 from ragspine_pipeline.demo.reference_engine import EngineConfig, ReferenceEngine, file_sha256
 from ragspine_pipeline.demo.workbook import DEGRADED_PARSER, HEALTHY_PARSER, write_extraction_demo
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import write_if_changed, write_text_atomically
+from ragspine_pipeline.files import jsonl_line, jsonl_lines, write_if_changed, write_text_atomically
 from ragspine_pipeline.jsonvalues import json_type
 
 GOLDEN_VERSION = "demo-2026.11"
@@ -118,9 +118,11 @@ def init_demo(
     changed = False
 
     corpus, evidence = root / "corpus.jsonl", root / "evidence.jsonl"
-    changed |= write_if_changed(corpus, _jsonl(rows), "demo corpus")
+    changed |= write_if_changed(corpus, "".join(jsonl_lines(rows, corpus)), "demo corpus")
     changed |= write_if_changed(
-        evidence, _jsonl([{k: row[k] for k in REGISTRY_FIELDS} for row in rows]), "registry"
+        evidence,
+        "".join(jsonl_lines([{k: row[k] for k in REGISTRY_FIELDS} for row in rows], evidence)),
+        "registry",
     )
     gates = root / "gates.yaml"
     changed |= write_if_changed(
@@ -128,7 +130,7 @@ def init_demo(
     )
 
     gold = root / "golden" / "gold.jsonl"
-    changed |= write_if_changed(gold, _jsonl(list(GOLDEN_CASES)), "golden set")
+    changed |= write_if_changed(gold, "".join(jsonl_lines(GOLDEN_CASES, gold)), "golden set")
     changed |= _freeze_once(gold, frozen_at=_at(today - timedelta(days=DAYS + 1), 3))
 
     manifest = root / "index" / "manifest.json"
@@ -371,7 +373,7 @@ def production_day_lines(engine: ReferenceEngine, day: date, traces_per_day: int
                 },
             }
         )
-    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    lines = [jsonl_line(r) for r in records]
     if day.toordinal() % DAYS == 4:
         lines = _with_bad_lines(lines, records, rng)
     return lines
@@ -386,8 +388,8 @@ def _with_bad_lines(lines: list[str], records: list[dict], rng: np.random.Genera
     wrong_type["selected_context_ids"] = ",".join(records[b]["selected_context_ids"])
     retry = dict(records[a], latency_ms=records[a]["latency_ms"] + 37)
     out = list(lines)
-    out.insert(c + 1, json.dumps(retry, ensure_ascii=False))
-    out.insert(b + 1, json.dumps(wrong_type, ensure_ascii=False))
+    out.insert(c + 1, jsonl_line(retry))
+    out.insert(b + 1, jsonl_line(wrong_type))
     out.insert(a + 1, lines[a][: len(lines[a]) // 2])
     return out
 
@@ -405,10 +407,6 @@ def _write_partition(traces: Path, day: date, text: str) -> bool:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _jsonl(rows: list[dict]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def _json(obj: dict) -> str:

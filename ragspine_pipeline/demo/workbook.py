@@ -35,7 +35,7 @@ from typing import Any
 
 from ragspine_pipeline.contracts.extraction import ExtractionCell, parse_facts
 from ragspine_pipeline.decision.extraction_baseline import promote
-from ragspine_pipeline.files import write_if_changed
+from ragspine_pipeline.files import jsonl_line, jsonl_lines, write_if_changed
 from ragspine_pipeline.scoring.extraction import score_extraction
 
 SEED = 2025
@@ -75,7 +75,7 @@ def write_extraction_demo(root: Path, degraded: bool = False) -> dict[str, Path]
     write_if_changed(
         paths["truth"], json.dumps(truth, indent=1, ensure_ascii=False) + "\n", "extraction ground truth"
     )
-    facts = _jsonl(degraded_facts(cells) if degraded else healthy_facts(cells))
+    facts = "".join(jsonl_lines(degraded_facts(cells) if degraded else healthy_facts(cells), paths["facts"]))
     write_if_changed(paths["facts"], facts, "extraction facts")
     if not paths["baseline"].exists():
         promote(paths["baseline"], healthy_accuracies(cells), passed=True)
@@ -86,7 +86,7 @@ def healthy_accuracies(cells: list[dict[str, Any]] | None = None) -> dict[str, f
     """The healthy parser's accuracy per channel: the demo baseline."""
     cells = workbook_cells() if cells is None else cells
     truth = {cell.key: cell for cell in map(ExtractionCell.model_validate, cells)}
-    facts = parse_facts(_jsonl(healthy_facts(cells)).splitlines(), "demo facts").cells
+    facts = parse_facts([jsonl_line(fact) for fact in healthy_facts(cells)], "demo facts").cells
     return score_extraction(facts, truth).accuracies()
 
 
@@ -274,10 +274,3 @@ def _as_parsed(cell: dict[str, Any], parser: str) -> dict[str, Any]:
     """How the parser writes a curated cell: every number as a float, and its own name."""
     value = cell["value"]
     return {**cell, "value": float(value) if isinstance(value, int) else value, "parser": parser}
-
-
-# -- files ----------------------------------------------------------------------------------------------
-
-
-def _jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)

@@ -151,12 +151,6 @@ def estimated_tokens(request: ChatRequest) -> int:
     return -(-size // 3) + 8 * len(request.messages) + request.max_tokens
 
 
-class JudgeUnavailable(Exception):
-    """For callers: judging was required but the endpoint is not configured or not reachable.
-
-    :meth:`JudgeClient.complete_all` never raises it; it reports per-call statuses instead."""
-
-
 class JudgeClient:
     def __init__(self, endpoint: JudgeEndpoint, budget: Budget = Budget()) -> None:
         self.endpoint = endpoint

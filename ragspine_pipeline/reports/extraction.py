@@ -86,9 +86,6 @@ class ExtractionResult:
             "pass": self.passed,
         }
 
-    def to_markdown(self) -> str:
-        return render_markdown(self)
-
 
 def figure(value: float) -> float:
     return round(value, DECIMALS)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ragspine_pipeline.decision.evaluation import Evaluation
+from ragspine_pipeline.files import atomic_output
 from ragspine_pipeline.scoring.layered import RATIO_METRICS
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ def write_metric_table(
 ) -> pa.Table:
     """Write :func:`metric_table` as Parquet (metric and model dictionary-encoded) and return it."""
     table = metric_table(evaluation, judgments)
-    pq.write_table(table, str(path), use_dictionary=["metric", "model"], compression="zstd")
+    with atomic_output(path, "metric table") as out:
+        pq.write_table(table, out, use_dictionary=["metric", "model"], compression="zstd")
     return table
 
 

@@ -388,10 +388,6 @@ def weighted_bh(p_values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 # -- reading daily summaries -----------------------------------------------------------------------
 
 
-def _worse_by(current: float, trailing: float, worse: str) -> float:
-    return trailing - current if worse == "lower" else current - trailing
-
-
 def _own_direction(rate: float, worse: str) -> float:
     """Counts are kept as "lower is worse"; a higher-is-worse rate is shown as itself."""
     return rate if worse == "lower" else 1.0 - rate

@@ -5,11 +5,12 @@ summaries, replayed traces and quarantined lines, asset values — goes to an :c
 local path for the embedded set-up, ``s3://bucket/prefix`` when steps run on several hosts, so that no
 step depends on another step's disk.
 
-Every write is whole or absent: a local file is written beside its target and renamed over it; an S3
-object is staged locally (in memory up to 8 MiB) and uploaded only once the writer has finished, and
-becomes visible when its upload completes. Reads go through the same caps as every other
-input (``inputs.MAX_DOCUMENT_BYTES``, nesting depth for JSON). Credentials come from the environment
-(the AWS SDK's default chain), never from arguments; errors are one line naming the location.
+Every write is whole or absent: a local file is the one atomic write of ``files.replacing`` (beside its
+target, fsynced, renamed over it, the folder fsynced); an S3 object is staged locally (in memory up to
+8 MiB) and uploaded only once the writer has finished, and becomes visible when its upload completes.
+Reads go through the same caps as every other input (``inputs.MAX_DOCUMENT_BYTES``, nesting depth for
+JSON). Credentials come from the environment (the AWS SDK's default chain), never from arguments; errors
+are one line naming the location.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pyarrow.fs as pafs
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import replacing
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import parse_s3_uri
 
@@ -114,20 +116,9 @@ class ObjectFolder:
                     with self._fs.open_output_stream(path) as out:
                         shutil.copyfileobj(staged, out, 8 << 20)
                 return
-            parent = posixpath.dirname(path)
-            os.makedirs(parent, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(
-                dir=parent, prefix=f".{posixpath.basename(path)}.", suffix=".tmp"
-            )
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    yield out
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.chmod(temporary, 0o644)
-                os.replace(temporary, path)
-            finally:
-                Path(temporary).unlink(missing_ok=True)
+            os.makedirs(posixpath.dirname(path), exist_ok=True)
+            with replacing(path) as out:  # the one atomic write (files.py)
+                yield out
         except OSError as exc:
             raise SourceError(self.join(name), f"cannot write the {what}: {_reason(exc)}") from None
 

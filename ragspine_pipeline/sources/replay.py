@@ -1,13 +1,13 @@
 """Replay the golden questions through a system under test and keep what it answered.
 
 Every returned trace is validated against the trace contract before it is kept: a trace the contract
-rejects is quarantined with the case id and the offending field, and the case then counts as missing
-(an empty answer that fails), never silently dropped.
+rejects — a field of the wrong type, or a string that is not text (a lone surrogate, which an HTTP SUT can
+send as a ``\\ud800`` escape and the trace loader refuses) — is quarantined with the case id and the
+offending field, and the case then counts as missing (an empty answer that fails), never silently dropped.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,8 +15,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ragspine_pipeline.contracts.jsonl import lone_surrogate
 from ragspine_pipeline.contracts.trace import Trace
-from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.files import write_jsonl
 
 Answer = Callable[[str, str, str | None], dict | None]
 """``answer(qid, question, reference_date)``: one raw trace (``contracts.trace``), or None when the SUT
@@ -60,8 +61,9 @@ def replay(
             kept.append(trace)
         else:
             rejected.append({"qid": qid, **problem, "raw": trace})
-    _write_jsonl(out, kept, "golden traces")
-    _write_jsonl(quarantine, rejected, "quarantine")
+    for path, records, what in ((out, kept, "golden traces"), (quarantine, rejected, "quarantine")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(records, path, what, sort_keys=True)
     unanswered = sum(trace is None for trace in traces)
     return Replay(len(questions), len(kept), unanswered, len(rejected), out, quarantine)
 
@@ -77,11 +79,12 @@ def _contract_problem(trace: dict) -> dict | None:
         error = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in error["loc"]) or None
         return {"reason": "invalid_trace", "field": field, "error": error["msg"]}
+    found = lone_surrogate(trace)
+    if found is not None:
+        field, code = found
+        return {
+            "reason": "invalid_trace",
+            "field": field or None,
+            "error": f"a lone surrogate ({code}) is not text",
+        }
     return None
-
-
-def _write_jsonl(path: Path, records: list[dict], what: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_writer(path, what) as fh:
-        for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")

@@ -9,13 +9,15 @@ fast path did not exist. A leftover costs time, never correctness.
 
 A line is vouched for only when, stripped of ASCII whitespace, it starts with ``{`` and ends with
 ``}``; it is no longer than the line cap; it is UTF-8; DuckDB reads it as one object without a
-repeated key; it holds no ``NaN`` or ``Infinity`` (which the sampler's JSON refuses anywhere, even
-inside a string: the test is on the bytes); it cannot nest too deep or hold an over-long number
-(``inputs.suspect_lines``); every field conforms; and it names a request id that is not blank.
+repeated key; nothing in it may read as a number that is not finite (``NaN``, ``Infinity``,
+``1e999``, which the sampler's JSON refuses anywhere: the test is on the bytes); it cannot nest too
+deep or hold an over-long number (``inputs.suspect_lines``); every field conforms; and it names a
+request id that is not blank.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -128,7 +130,7 @@ class BlockReader:
                 block.source, strata=None if self.dimension is None else pa.array([], pa.string())
             )
         vouched = (buf[starts] == _OPEN) & (buf[ends - 1] == _CLOSE)
-        vouched &= within_cap & ~inputs.suspect_lines(data)[present] & _without_constants(data, starts, ends)
+        vouched &= within_cap & ~inputs.suspect_lines(data)[present] & _finite_numbers_only(data, ends)
         # Every line in place, as the block's bytes from its start to the next line's (what lies between
         # is whitespace, which JSON ignores): no copy of the block.
         offsets = np.append(starts, len(buf)).astype(np.int32)
@@ -164,18 +166,20 @@ def _stripped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np
     return starts, ends
 
 
-def _without_constants(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per line: it holds neither ``NaN`` nor ``Infinity`` anywhere (the few that do go to the record
-    reader, which refuses them outside strings)."""
-    clean = np.ones(len(starts), dtype=bool)
-    for token in (b"NaN", b"Infinity"):
-        at = data.find(token)
-        while at >= 0:
-            line = int(np.searchsorted(ends, at))
-            if line < len(clean):
-                clean[line] = False
-            at = data.find(token, at + 1)
-    return clean
+# What json.loads reads as a number that is not finite: the constants, and a number past a double (an
+# exponent of three digits or more, or 309 digits and more). Matched on the bytes, strings included: a
+# false alarm sends the line to the record reader, which quarantines only what it reads as a number.
+_NOT_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{309}")
+
+
+def _finite_numbers_only(data: bytes, ends: np.ndarray) -> np.ndarray:
+    """Per line (ending at ``ends``): nothing in it may read as a number that is not finite."""
+    finite = np.ones(len(ends), dtype=bool)
+    for match in _NOT_FINITE.finditer(data):
+        line = int(np.searchsorted(ends, match.start()))
+        if line < len(finite):
+            finite[line] = False
+    return finite
 
 
 def _raw_line(data: bytes, i: int, starts: np.ndarray, ends: np.ndarray) -> bytes:

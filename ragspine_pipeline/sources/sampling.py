@@ -27,11 +27,9 @@ A day too large for one process is read in shards by several workers and merged 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.priorities import priority
 from ragspine_pipeline.sources.shards import DaySample, Redactor, merge_shards, sample_shard
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
@@ -47,10 +45,8 @@ __all__ = [
     "QUARANTINE_REASONS",
     "DaySample",
     "Redactor",
-    "jsonl_lines",
     "priority",
     "sample_day",
-    "write_jsonl",
 ]
 
 
@@ -109,20 +105,3 @@ def sample_day(
         quarantine=path,
         quarantine_max_bytes=quarantine_max_bytes,
     )
-
-
-def jsonl_lines(records: Iterable[dict]) -> Iterator[str]:
-    """Each record as one JSON line (with its ``\\n``); the same records give the same text."""
-    for record in records:
-        text = json.dumps(record, ensure_ascii=False)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate from a \ud8xx escape: keep it escaped
-            text = json.dumps(record)
-        yield text + "\n"
-
-
-def write_jsonl(records: list[dict], path: str | Path) -> None:
-    """Write ``records`` one JSON object per line, atomically; the same records give the same bytes."""
-    with atomic_writer(path, "trace sample") as fh:
-        fh.writelines(jsonl_lines(records))

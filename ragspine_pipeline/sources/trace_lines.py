@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import tempfile
+import math
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +27,7 @@ from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.records import explain_validation_error
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.trace_store import RawLine
 
 __all__ = [
@@ -70,8 +71,9 @@ def parse_line(line: RawLine) -> tuple[str, bytes, bytes, dict[str, str] | None]
     depth = inputs.nesting_depth(data)
     if depth > inputs.MAX_DEPTH:
         return Bad("invalid_json", inputs.too_deep_message(depth))
+    past_a_double = _OutOfRange()
     try:
-        raw = json.loads(text, parse_constant=reject_constant)
+        raw = json.loads(text, parse_constant=reject_constant, parse_float=past_a_double.parse)
     except json.JSONDecodeError as exc:
         return Bad("invalid_json", f"malformed JSON: {exc.msg} (column {exc.colno})")
     except ValueError as exc:  # NaN / Infinity: not JSON, and never a silent NaN downstream
@@ -88,9 +90,26 @@ def parse_line(line: RawLine) -> tuple[str, bytes, bytes, dict[str, str] | None]
         # The contracts' own explanation of a validation error: the field, the reason, the value given.
         explained = explain_validation_error(exc, line.source, line.line_no, raw, TRACE_QID_ALIASES)
         return Bad("invalid_trace", explained.message, explained.field)
+    if past_a_double.literals:  # in a field the contract does not know: kept, it would be written as Infinity
+        number = past_a_double.literals[0][:40]
+        return Bad("invalid_json", f"a number out of range of a double ({number}): JSON has no infinity")
     if trace.qid is None or not trace.qid.strip():
         return Bad("missing_request_id", "a production trace needs a request id (request_id or qid)", "qid")
     return trace.qid, hashlib.blake2b(data, digest_size=16).digest(), data, trace.tags
+
+
+class _OutOfRange:
+    """A ``parse_float`` that reads numbers as ``json`` does and remembers those past a double
+    (``1e999``, read as infinity)."""
+
+    def __init__(self) -> None:
+        self.literals: list[str] = []
+
+    def parse(self, literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            self.literals.append(literal)
+        return value
 
 
 def quarantine_entry(line: RawLine, bad: Bad, redact_text: Callable[[str], str] | None = None) -> str:
@@ -118,6 +137,7 @@ def quarantine_entry(line: RawLine, bad: Bad, redact_text: Callable[[str], str] 
         "raw_base64": base64.b64encode(kept).decode("ascii"),
         "raw_bytes": length,
     }
+    # ASCII (not files.jsonl_line): the cap counts an entry's characters as its bytes, in every shard.
     return json.dumps(entry)
 
 
@@ -162,16 +182,17 @@ def check_quarantine_path(path: Path | None) -> None:
 
 
 class QuarantineFile:
-    """Entries written through a :class:`QuarantineCap` to a temporary file beside ``path`` (opened on
-    the first one) that replaces ``path`` when the ``with`` block completes: removed when nothing was
-    kept, left as it was when the block fails. With no path, nothing is written or counted."""
+    """Entries written through a :class:`QuarantineCap` to an atomic write of ``path``
+    (``files.atomic_writer``, opened on the first entry) that replaces ``path`` when the ``with`` block
+    completes: removed when nothing was kept, left as it was when the block fails. With no path,
+    nothing is written or counted."""
 
     def __init__(self, path: Path | None, max_bytes: int) -> None:
         check_quarantine_path(path)
         self.path = path
         self.cap = QuarantineCap(max_bytes)
+        self._writing = ExitStack()
         self._out: TextIO | None = None
-        self._tmp: Path | None = None
 
     def extend(self, entries: list[str], omitted: int = 0) -> None:
         """Append a part's kept ``entries`` and count the ``omitted`` ones that followed them."""
@@ -187,31 +208,25 @@ class QuarantineFile:
         try:
             if self._out is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-                self._tmp = Path(tmp)
-                self._out = os.fdopen(fd, "w", encoding="ascii")
+                self._out = self._writing.enter_context(atomic_writer(self.path, "quarantine"))
             self._out.write(entry + "\n")
         except OSError as exc:
-            raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
+            raise self._cannot_write(exc) from None
 
     def __enter__(self) -> QuarantineFile:
         return self
 
-    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+    def __exit__(self, exc_type: Any, error: Any, tb: Any) -> None:
         if self.path is None:
             return
-        try:
-            if self._out is not None:
-                self._out.close()
-            if exc_type is not None:
-                return
-            if self._tmp is not None:
-                os.replace(self._tmp, self.path)
-                self._tmp = None
-            elif self.path.is_file() or self.path.is_symlink():
+        if self._out is not None:
+            self._writing.__exit__(exc_type, error, tb)  # the file replaced, or after an error left as it was
+            return
+        if exc_type is None and (self.path.is_file() or self.path.is_symlink()):
+            try:
                 self.path.unlink()  # this day had nothing bad: no stale file from an earlier pass
-        except OSError as exc:
-            raise InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}") from None
-        finally:
-            if self._tmp is not None:
-                self._tmp.unlink(missing_ok=True)
+            except OSError as exc:
+                raise self._cannot_write(exc) from None
+
+    def _cannot_write(self, exc: OSError) -> InputError:
+        return InputError(str(self.path), f"cannot write the quarantine: {exc.strerror or exc}")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ragspine_pipeline.cli import main
-from ragspine_pipeline.sources.sampling import sample_day, write_jsonl
+from ragspine_pipeline.files import write_jsonl
+from ragspine_pipeline.sources.sampling import sample_day
 from ragspine_pipeline.sources.trace_store import LocalTraceStore
 
 DAY = "2024-05-01"

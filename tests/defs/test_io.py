@@ -1,10 +1,13 @@
 """Values between steps: DataFrames as Parquet and dicts as pickles, in a local folder or on S3 (a moto
 server on loopback), loadable by a notebook through the asset value loader."""
 
+import errno
+import os
 import pickle
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -13,6 +16,7 @@ import pytest
 
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
 from ragspine_pipeline.defs.io import ObjectStoreIOManager, to_frame, to_table
+from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.objects import ObjectFolder
 
 NESTED = pa.table(
@@ -145,6 +149,35 @@ def test_an_object_folder_writes_whole_files_and_names_a_missing_one(tmp_path):
         folder.child("runs", "r1").read_json("b.json", "report")
     with pytest.raises(Exception, match="not a usable file name"):
         folder.child("..")
+
+
+def test_a_local_object_folder_write_is_the_atomic_write(tmp_path, monkeypatch):
+    """files.replacing: the file synced, then its folder; a refused sync is a SourceError naming the
+    location, and the old file stays."""
+    folder = ObjectFolder(tmp_path / "reports")
+    synced: list[os.stat_result] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = Path(folder.write_bytes("a.json", b"{}", "report"))
+    assert [(s.st_dev, s.st_ino) for s in synced] == [
+        (path.stat().st_dev, path.stat().st_ino),
+        (path.parent.stat().st_dev, path.parent.stat().st_ino),
+    ]
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(
+        SourceError, match=r"reports/a\.json: cannot write the report: No space left on device"
+    ):
+        folder.write_bytes("a.json", b'{"new": 1}', "report")
+    assert path.read_bytes() == b"{}" and sorted(p.name for p in path.parent.iterdir()) == ["a.json"]
 
 
 def _fails_half_way(folder: ObjectFolder) -> None:

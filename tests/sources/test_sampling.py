@@ -6,13 +6,16 @@ import base64
 import gzip
 import hashlib
 import json
+import os
 import random
+import stat
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from ragspine_pipeline.sources.sampling import QUARANTINE_REASONS, priority, sample_day, write_jsonl
+from ragspine_pipeline.files import write_jsonl
+from ragspine_pipeline.sources.sampling import QUARANTINE_REASONS, priority, sample_day
 from ragspine_pipeline.sources.trace_store import LocalTraceStore, S3TraceStore
 
 DAY = "2024-05-01"
@@ -121,6 +124,36 @@ def test_a_rerun_replaces_the_quarantine(tmp_path):
     sample_day(store, DAY, n=5, seed=1, quarantine=quarantine)
     assert len(quarantine.read_text().splitlines()) == len(ALL_BAD)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_the_quarantine_is_written_through_the_atomic_write(tmp_path, monkeypatch):
+    """Synced, renamed over the old file and its folder synced (``files.replacing``); through a symbolic
+    link to the file, whose permission bits it keeps."""
+    store = write_day(tmp_path / "store", {"a.jsonl": GOOD[:2] + ALL_BAD})
+    folder = tmp_path / "q"
+    folder.mkdir()
+    real = folder / f"quarantine-{DAY}.jsonl"
+    real.write_text("yesterday\n")
+    real.chmod(0o640)
+    link = folder / "quarantine.jsonl"
+    link.symlink_to(real.name)
+    synced: list[os.stat_result] = []  # what each os.fsync synced; the real fsync still runs
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    sample_day(store, DAY, n=5, seed=1, quarantine=link)
+
+    assert link.is_symlink() and len(real.read_text().splitlines()) == len(ALL_BAD)
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    inode = {(s.st_dev, s.st_ino) for s in synced}
+    assert (real.stat().st_dev, real.stat().st_ino) in inode  # the new file, before its rename
+    assert (folder.stat().st_dev, folder.stat().st_ino) in inode  # and its folder, after it
+    assert sorted(p.name for p in folder.iterdir()) == ["quarantine-2024-05-01.jsonl", "quarantine.jsonl"]
 
 
 def test_no_bad_lines_no_quarantine_file(tmp_path):
