@@ -5,6 +5,8 @@ Each :class:`Metric` says what it is: its ``name`` (unique across every family),
 per-case ratios), when it ``applies``, which way is better (``direction``), whether it is a rate, a count,
 a judged score or a statistic (``kind``), its default gate, and the old or short names it still answers to
 (``aliases``). Scoring modules, gates, baselines, reports and alerts derive their metric lists from here.
+It imports only the standard library, so the CLI's parser and the judge's prompts read it without
+loading the scoring stack (it sits below ``contracts``, like ``errors``).
 
 **Not applicable.** A metric whose denominator is 0 has the value ``None`` (JSON ``null``), reported
 with its denominator: never a placeholder such as 1.0 or 0.0, never NaN (:func:`ratio`). A gate on it
