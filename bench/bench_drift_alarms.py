@@ -21,14 +21,14 @@ Quiet scenarios (nothing changes; only the first 31 nights are history, never ju
   day as ``make run`` does.
 
 Drop scenarios fork from a quiet history at every 3rd night after the warm-up: the nights before are the
-quiet ones, then citation validity (90 % before) falls from that night on, and the fork's own nights are
-scored exactly like the others:
+quiet ones, then the retrieved-citation rate (90 % before) falls from that night on, and the fork's own
+nights are scored exactly like the others:
 
 * ``drop-all-5pt``: by 5 points in all traffic (1,000 a day): alerted the same night?
 * ``drop-slice-10pt``: by 10 points in one slice of 125 a day: alerted within 3 nights?
 
 Each runs over the steady and the jittered history. Detection means the outbox queued an alert naming
-citation validity in the dropped slice (or all traffic); the delay is the night it first did.
+the retrieved-citation rate in the dropped slice (or all traffic); the delay is the night it first did.
 
 Targets (issue 14): ≤ 1 alerting night per 30 with no change for ``quiet-8x1000`` and ``quiet-demo``;
 ``drop-all-5pt`` same night with probability ≥ 0.8; ``drop-slice-10pt`` within 3 nights with probability
@@ -68,7 +68,7 @@ from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
 FIRST = date(2026, 1, 1)
 WARMUP = 31  # history nights: the variance window (28) and the three-night window need them
 SEED = 7
-DROPPED = "citation_validity"
+DROPPED = "retrieved_citation_rate"  # shipped answers whose citations were all retrieved
 CHUNK_TEXT = "the release freeze starts on friday and exceptions are approved by the release manager"
 SUPPORTED, UNSUPPORTED = "freeze starts on friday", "budget was doubled"
 
@@ -83,7 +83,7 @@ class Rates:
     refusal: float = 0.07
     fabrication: float = 0.03  # of refusals: a number in the refusal text
     cited: float = 0.97  # of shipped answers: carries citations (compliance)
-    valid: float = 0.90 / 0.97  # of citing answers: every citation was retrieved (citation validity 0.90)
+    valid: float = 0.90 / 0.97  # of citing answers: every citation was retrieved (the rate 0.90)
     admissible: float = 0.97  # no restricted chunk retrieved
     supported: float = 0.92  # a claim of a sound answer is supported by its context
     unsound: float = 0.10  # answers whose claims are mostly unsupported (0.3): claims cluster in answers
@@ -98,7 +98,7 @@ class Traffic:
     jitter: float = 0.0
     shared: bool = False  # one jitter a night for all slices (else one per slice)
     rates: Rates = field(default_factory=Rates)
-    drop_from: int | None = None  # night index from which citation validity is lower
+    drop_from: int | None = None  # night index from which the retrieved-citation rate is lower
     drop_slice: int | None = None  # None: every slice (all traffic)
     drop_points: float = 0.0
 

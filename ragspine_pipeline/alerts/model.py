@@ -19,6 +19,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS, FABRICATION
+from ragspine_pipeline.decision.release import ReleaseDecision
 
 if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import for every `alerts` command
     from ragspine_pipeline.scoring.significance import DropTest
@@ -169,45 +170,45 @@ def run_url(webserver_base_url: str | None, run_id: str | None) -> str | None:
     return f"{webserver_base_url.rstrip('/')}/runs/{quote(run_id, safe='')}"
 
 
-def release_findings(decision: dict) -> list[Finding]:
-    """The hard gates, baseline regressions and slices a release decision (its JSON) failed."""
+def release_findings(decision: ReleaseDecision) -> list[Finding]:
+    """The hard gates, baseline regressions and slices a release decision failed."""
     findings = [
         Finding(
             kind="gate",
-            name=g["metric"],
-            value=g["value"],
-            reference=g["threshold"],
+            name=g.metric,
+            value=g.value,
+            reference=g.threshold,
             reference_kind="threshold",
-            op=g["op"],
-            delta=g["delta"],
+            op=g.op,
+            delta=g.delta,
         )
-        for g in decision.get("failed_gates", [])
+        for g in decision.failed_gates
     ]
     findings += [
         Finding(
             kind="baseline",
-            name=r["metric"],
-            value=r["current"],
-            reference=r["baseline"],
+            name=r.metric,
+            value=r.current,
+            reference=r.baseline,
             reference_kind="baseline",
             # A regression is "worse than the baseline": its delta's sign says which way worse is.
-            op=">=" if r["delta"] < 0 else "<=",
-            delta=r["delta"],
+            op=">=" if r.delta < 0 else "<=",
+            delta=r.delta,
         )
-        for r in decision.get("regressions", [])
+        for r in decision.regressions
     ]
     findings += [
         Finding(
             kind="slice",
-            name=f"{s['dimension']}={s['value']}",
-            value=s["releasable_rate"],
-            reference=s["min_rate"],
+            name=f"{s.dimension}={s.value}",
+            value=s.releasable_rate,
+            reference=s.min_rate,
             reference_kind="threshold",
             op=">=",
-            delta=s["releasable_rate"] - s["min_rate"],
-            n=s["n"],
+            delta=s.releasable_rate - s.min_rate,
+            n=s.n,
         )
-        for s in decision.get("failed_slices", [])
+        for s in decision.failed_slices
     ]
     return findings
 
@@ -222,29 +223,32 @@ def runbook_line(stream: str, runbooks: dict[str, str] | None = None, url: str |
 
 
 def release_alert(
-    decision: dict, stream: str, webserver_base_url: str | None = None, runbook: str | None = None
+    decision: ReleaseDecision | dict,
+    stream: str,
+    webserver_base_url: str | None = None,
+    runbook: str | None = None,
 ) -> Alert:
-    """The alert of one release decision: a regression when it blocks (with the decision's causes),
-    a recovery when it ships.
+    """The alert of one release decision (the model, or the ``release_decision`` value it was dumped
+    to): a regression when it blocks (with the decision's causes), a recovery when it ships.
 
     Whether it is posted at all is the outbox's call (``Outbox.observe``): a recovery only follows a
     regression, and a regression already announced is not announced again.
     """
-    findings = release_findings(decision)
-    index = decision.get("index_version") or "unknown index"
-    blocked = decision["decision"] == "block"
+    decision = ReleaseDecision.model_validate(decision)
+    index = decision.index_version or "unknown index"
+    blocked = not decision.ships
     title = f"Release blocked: index {index}" if blocked else f"Recovered: release ships on index {index}"
     return Alert(
         kind="regression" if blocked else "recovered",
         stream=stream,
         title=title,
-        index_version=decision.get("index_version"),
-        golden_version=decision.get("golden_version"),
-        run_id=decision.get("run_id"),
-        run_url=run_url(webserver_base_url, decision.get("run_id")),
-        findings=findings if blocked else [],
-        causes=decision.get("causes") if blocked else None,
-        problems=[str(p.get("detail")) for p in decision.get("integrity") or []] if blocked else [],
+        index_version=decision.index_version,
+        golden_version=decision.golden_version,
+        run_id=decision.run_id,
+        run_url=run_url(webserver_base_url, decision.run_id),
+        findings=release_findings(decision) if blocked else [],
+        causes=decision.causes if blocked else None,
+        problems=[str(p.get("detail")) for p in decision.integrity] if blocked else [],
         runbook=runbook if blocked else None,
     )
 

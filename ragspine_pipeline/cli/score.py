@@ -27,6 +27,7 @@ from ragspine_pipeline.decision.evaluation import (
     coverage_warnings,
     default_gates_for,
     evaluate,
+    metric_scope,
     promoted_entry,
     with_baseline,
     with_replays,
@@ -34,6 +35,7 @@ from ragspine_pipeline.decision.evaluation import (
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
@@ -42,14 +44,13 @@ def run_score(args: argparse.Namespace) -> int:
     if args.promote and not args.baseline:
         raise UsageError("--promote needs --baseline")
     mode = args.mode or baselines.DEFAULT_MODE
-    config = load_config(args.config, KNOWN_METRICS) if args.config else EvalConfig()
+    # Old names whose metric depends on the registry (``faithfulness``) are read as this run means them.
+    scope = metric_scope(args.evidence)
+    config = load_config(args.config, KNOWN_METRICS, scope) if args.config else EvalConfig()
     if args.references:
         config = config.model_copy(update={"references": args.references})
-    gates = _gates(args, config)
-    # ``faithfulness`` is also RAGSpine's narrative gate, measured from the traces alone.
-    layered_gates = [
-        g.metric for g in gates or () if g.metric in LAYERED_METRICS and g.metric != "faithfulness"
-    ]
+    gates = _gates(args, config, scope)
+    layered_gates = [g.metric for g in gates or () if g.metric in LAYERED_METRICS]
     if layered_gates and not args.evidence:
         raise UsageError(f"gates on {', '.join(layered_gates)} need --evidence")
     warnings: list[str] = []
@@ -58,7 +59,7 @@ def run_score(args: argparse.Namespace) -> int:
     store = None
     if args.baseline:  # read first: a broken baseline should not cost a full scoring pass
         store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
-        baselines.parse_baseline(store.read(), store.name)
+        baselines.parse_baseline(store.read(), store.name, scope)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     gold, traces = _gold_and_traces(args.gold, args.trace[0])
     evidence = load_evidence(args.evidence).table if args.evidence else None
@@ -78,7 +79,7 @@ def run_score(args: argparse.Namespace) -> int:
         replays = [_traces(path) for path in args.trace[1:]]
         evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence, k=args.k)
     if store is not None:
-        evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id)
+        evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id, scope)
         if args.promote:
             warnings.append(_promotion_note(args.baseline, mode, evaluation, promoted))
     warnings += coverage_warnings(evaluation.grounded.counts)
@@ -117,18 +118,24 @@ def _traces(path: str) -> pa.Table:
     return table
 
 
-def _gates(args: argparse.Namespace, config: EvalConfig) -> list[Gate] | None:
+def _gates(args: argparse.Namespace, config: EvalConfig, scope: Scope) -> list[Gate] | None:
     """The user's complete gate set: ``--gates``, else the config's; None when neither gives one."""
     if args.gates is not None:
         try:
-            return parse_gates(args.gates, KNOWN_METRICS)
+            return parse_gates(args.gates, KNOWN_METRICS, scope)
         except GateSpecError as exc:
             raise UsageError(f"--gates: {exc}") from None
-    return config.gate_list(KNOWN_METRICS)
+    return config.gate_list(KNOWN_METRICS, scope)
 
 
 def _judge_against_baseline(
-    args: argparse.Namespace, mode: str, store, evaluation: Evaluation, config: EvalConfig, run_id: str
+    args: argparse.Namespace,
+    mode: str,
+    store,
+    evaluation: Evaluation,
+    config: EvalConfig,
+    run_id: str,
+    scope: Scope,
 ) -> tuple[Evaluation, bool]:
     """Compare the run with the baseline as it is under the baseline's lock, and (with ``--promote``)
     ratchet it in the same update: ``(the judged evaluation, whether the baseline moved)``. A concurrent
@@ -142,7 +149,7 @@ def _judge_against_baseline(
         promoted = new is not None
         return new
 
-    baselines.locked_update(store, mode, KNOWN_METRICS, judge)
+    baselines.locked_update(store, mode, KNOWN_METRICS, judge, scope)
     return judged, promoted
 
 

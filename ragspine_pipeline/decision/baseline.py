@@ -23,11 +23,14 @@ Contract:
   promotions can never lower a value, whatever their interleaving.
 * An entry may keep ``cases`` (``{case id: passed}``): the per-case outcomes of the run it was
   promoted from, which the paired baseline test (``decision.paired``) compares against.
-* Metric names resolve like ``--gates`` (``under``, ``over``, ``recall``, ``recall@5``), so a short name
-  is checked like its metric. :func:`load_baseline` refuses a name that is not one of the caller's
-  ``known`` metrics (listing them), two names of one metric in one entry, and ``fabrication`` in
-  ``metrics`` (the count is the entry's ``fabrication_count``). A metric value must be a finite number
-  (a boolean is not one).
+* Metric names resolve like ``--gates`` (``under``, ``over``, ``recall``, ``recall@5``, old names), so a
+  short or old name is checked like its metric; an old name whose metric depends on the run
+  (``faithfulness``: the layered claim metric with an evidence registry, RAGSpine's narrative gate
+  without one, as a RAGSpine ``qa_baseline.json`` means it) is read in the run's scope. A promotion
+  writes the entry back under the metrics' own names. :func:`load_baseline` refuses a name that is not
+  one of the caller's ``known`` metrics (listing them), two names of one metric in one entry, and
+  ``fabrication`` in ``metrics`` (the count is the entry's ``fabrication_count``). A metric value must
+  be a finite number (a boolean is not one).
 * Problems with the file raise ``InputError`` naming the file (and the mode and metric), on one line.
   ``BaselineError`` is for programming misuse only (e.g. a non-finite current value, a naive ``now``).
 """
@@ -47,13 +50,17 @@ from ragspine_pipeline.decision.gates import LOWER_IS_BETTER, GateSpecError, can
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import LockedFile, VersionedFile
 from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_type, no_duplicate_keys
+from ragspine_pipeline.metrics import GOLDEN_FAMILIES, Scope, family
 
 DEFAULT_MODE = "golden"
-FABRICATION = "fabrication_count"
-COUNT_METRIC = "fabrication"  # the run's metric name for the count the entry keeps as FABRICATION
-# The one metric that counts answers instead of giving a rate, under both its names: never drawn on a
-# 0–100 % axis, never shown with a rate's decimals, listed after the rates in an alert.
-COUNT_METRICS = frozenset({COUNT_METRIC, FABRICATION})
+# The one metric of a golden run that counts answers (the registry, ``ragspine_pipeline.metrics``): the
+# fabrication count, which an entry keeps under its own key.
+(_COUNT,) = (m for m in family(*GOLDEN_FAMILIES) if m.kind == "count")
+COUNT_METRIC = _COUNT.name
+FABRICATION = "fabrication_count"  # the entry's key for it (also a registered alias of it)
+# Every name of that metric: never drawn on a 0–100 % axis, never shown with a rate's decimals, listed
+# after the rates in an alert.
+COUNT_METRICS = frozenset({COUNT_METRIC, *_COUNT.other_names()})
 ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run", "cases")
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -133,25 +140,32 @@ def compare(
 # --- load ------------------------------------------------------------------------------------------
 
 
-def load_baseline(path: str | Path, known: Iterable[str]) -> dict[str, BaselineEntry]:
-    """Every mode's entry, metric names resolved; a missing file is an empty baseline.
+def load_baseline(
+    path: str | Path, known: Iterable[str], scope: Scope = Scope.GOLDEN
+) -> dict[str, BaselineEntry]:
+    """Every mode's entry, metric names resolved in ``scope``; a missing file is an empty baseline.
 
     ``known``: the metric names a run can report (``decision.evaluation.KNOWN_METRICS``); a baseline
     metric that is none of them is an ``InputError`` naming the file, the mode and the name.
     """
-    return read_baseline(LockedFile(path, "baseline"), known)
+    return read_baseline(LockedFile(path, "baseline"), known, scope)
 
 
-def read_baseline(store: VersionedFile, known: Iterable[str]) -> dict[str, BaselineEntry]:
+def read_baseline(
+    store: VersionedFile, known: Iterable[str], scope: Scope = Scope.GOLDEN
+) -> dict[str, BaselineEntry]:
     """:func:`load_baseline` of any versioned file (a local path or an S3 object): a snapshot, for
     reporting; a decision that promotes compares inside :func:`locked_update` instead."""
-    entries = parse_baseline(store.read(), store.name)[1]
+    entries = parse_baseline(store.read(), store.name, scope)[1]
     _check_names(store.name, entries, list(known))
     return entries
 
 
-def parse_baseline(text: str | None, name: str) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
-    """A baseline file's text (None: no file yet) as its top-level JSON object and its parsed entries."""
+def parse_baseline(
+    text: str | None, name: str, scope: Scope = Scope.GOLDEN
+) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
+    """A baseline file's text (None: no file yet) as its top-level JSON object and its parsed entries,
+    metric names resolved in ``scope`` (an ambiguous old name is an ``InputError`` naming both metrics)."""
     if text is None:
         return {}, {}
     if not text.strip():
@@ -162,10 +176,10 @@ def parse_baseline(text: str | None, name: str) -> tuple[dict[str, Any], dict[st
         raise InputError(name, f"duplicate key '{exc.key}'") from None
     if not isinstance(raw, dict):
         raise InputError(name, f"expected a JSON object keyed by mode, got {json_type(raw)}")
-    return raw, {mode: _parse_entry(name, mode, value) for mode, value in raw.items()}
+    return raw, {mode: _parse_entry(name, mode, value, scope) for mode, value in raw.items()}
 
 
-def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
+def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> BaselineEntry:
     def fail(message: str) -> InputError:
         return InputError(str(path), f"mode '{mode}': {message}")
 
@@ -180,7 +194,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any) -> BaselineEntry:
     if not isinstance(raw_metrics, dict):
         raise fail(f"'metrics' must be an object, got {json_type(raw_metrics)}")
     try:
-        names = canonical_names(raw_metrics)
+        names = canonical_names(raw_metrics, scope=scope)
     except GateSpecError as exc:
         raise fail(str(exc)) from None
     metrics = {names[name]: _metric_value(fail, name, number) for name, number in raw_metrics.items()}
@@ -233,6 +247,7 @@ def locked_update(
     mode: str,
     known: Iterable[str] | None,
     change: Callable[[BaselineEntry | None], BaselineEntry | None],
+    scope: Scope = Scope.GOLDEN,
 ) -> BaselineEntry | None:
     """Read the baseline with no other update in between, call ``change`` with ``mode``'s entry (None
     when there is none) and write the entry it returns (None: write nothing); return the entry the
@@ -241,14 +256,15 @@ def locked_update(
     ``change`` is where a run is compared with the baseline and, if it ships, ratcheted: it sees the
     value that is current when its result is written. It may run more than once (an S3 store retries
     after a conflicting write), so it must only depend on its argument. Other modes are kept as read.
-    ``known``: the metric names a baseline may list (None: not checked).
+    ``known``: the metric names a baseline may list (None: not checked); ``scope``: where its names are
+    read (``decision.gates.canonical_metric``).
     """
     store = LockedFile(store, "baseline") if isinstance(store, (str, Path)) else store
     known = None if known is None else list(known)
     after: dict[str, BaselineEntry | None] = {}
 
     def update(text: str | None) -> str | None:
-        raw, entries = parse_baseline(text, store.name)
+        raw, entries = parse_baseline(text, store.name, scope)
         _check_names(store.name, entries, known)
         old = entries.get(mode)
         new = change(old)
@@ -304,6 +320,7 @@ def promote(
     now: datetime | None = None,
     cases: Mapping[str, bool] | None = None,
     known: Iterable[str] | None = None,
+    scope: Scope = Scope.GOLDEN,
 ) -> BaselineEntry:
     """Tighten ``mode``'s entry with a passing run's values and write the file; return the new entry.
 
@@ -322,6 +339,7 @@ def promote(
         lambda old: ratcheted(
             old, metrics, fabrication_count=fabrication_count, n_cases=n_cases, run=run, now=now, cases=cases
         ),
+        scope,
     )
     assert entry is not None  # the change always returns an entry
     return entry

@@ -20,10 +20,11 @@ paired: {alpha: 0.05, margin: 0.02}           # exact McNemar on flipped cases, 
 
 A ``gates`` mapping is the complete gate set (it replaces the defaults); without one, the defaults of
 the dialects the data carries apply (``decision.evaluation.default_gates_for``). Metric names resolve
-like ``--gates`` (``under``, ``over``, ``recall``). Errors name the file and the field (and the line when
-the YAML itself is at fault): unknown keys, unknown metric names (the known ones are listed), two names
-for one metric in ``gates``, a key repeated in any mapping (YAML would keep the last one silently), and
-thresholds that are not finite numbers — ``true``, ``"0.5"``, ``.nan`` and ``.inf`` included.
+like ``--gates`` (``under``, ``over``, ``recall``, and old names such as ``faithfulness``). Errors name
+the file and the field (and the line when the YAML itself is at fault): unknown keys, unknown metric
+names (the known ones are listed), an ambiguous old name, two names for one metric in ``gates``, a key
+repeated in any mapping (YAML would keep the last one silently), and thresholds that are not finite
+numbers — ``true``, ``"0.5"``, ``.nan`` and ``.inf`` included.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from ragspine_pipeline import inputs
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, canonical_names
 from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
 from ragspine_pipeline.scoring.significance import DropSettings
 
@@ -128,14 +130,14 @@ class EvalConfig(BaseModel):
             raise ValueError("a version key is listed twice")
         return value
 
-    def gate_list(self, known: Iterable[str]) -> list[Gate] | None:
-        """The configured gates (None when the config sets none), metric names resolved.
+    def gate_list(self, known: Iterable[str], scope: Scope = Scope.GOLDEN) -> list[Gate] | None:
+        """The configured gates (None when the config sets none), metric names resolved in ``scope``.
 
-        Raises :class:`GateSpecError` for an unknown name or two names of one metric.
+        Raises :class:`GateSpecError` for an unknown or ambiguous name or two names of one metric.
         """
         if self.gates is None:
             return None
-        metrics = canonical_names(self.gates, known)
+        metrics = canonical_names(self.gates, known, scope)
         return [
             Gate(metrics[name], spec.min_ if spec.min_ is not None else spec.max_,
                  "min" if spec.min_ is not None else "max", spec.severity)
@@ -179,8 +181,10 @@ def read_yaml(path: str | Path) -> object:
     return inputs.load_yaml(inputs.read_text(path, "config"), str(path), StrictLoader)
 
 
-def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
-    """Read and validate a config file; unknown metrics are rejected with the known ones listed."""
+def load_config(path: str | Path, known_metrics: Iterable[str], scope: Scope = Scope.GOLDEN) -> EvalConfig:
+    """Read and validate a config file; unknown metrics are rejected with the known ones listed, and an
+    old name whose metric depends on the run (``faithfulness``) is resolved in ``scope``: rejected,
+    naming both metrics, where the run's evidence registry is not known."""
     raw = read_yaml(path)
     try:
         config = EvalConfig.model_validate({} if raw is None else raw)
@@ -189,7 +193,7 @@ def load_config(path: str | Path, known_metrics: Iterable[str]) -> EvalConfig:
         field = ".".join(str(part) for part in error["loc"]) or None
         raise InputError(str(path), f"{error['msg']} (got {error.get('input')!r})", field=field) from None
     try:
-        config.gate_list(known_metrics)
+        config.gate_list(known_metrics, scope)
     except GateSpecError as exc:
         raise InputError(str(path), str(exc), field="gates") from None
     if config.references is not None:

@@ -7,9 +7,10 @@ fabrication count when the golden set carries RAGSpine expectations, gates, the 
 decision with its causes. Without a gate list, :func:`default_gates_for` picks the defaults of the
 dialects the data carries.
 
-Not applicable: a metric whose denominator is 0 (:attr:`Evaluation.denominators`) keeps its
-empty-denominator value in ``metrics`` for machines, is listed in :attr:`Evaluation.not_applicable`
-and shown as n/a; a gate on it neither passes nor fails (it never blocks).
+Every metric of the run is one :class:`~ragspine_pipeline.metrics.MetricResult` (:attr:`Evaluation.results`):
+its value, numerator and denominator, each metric defined in the registry (``ragspine_pipeline.metrics``).
+Not applicable: a metric whose denominator is 0 has the value None (JSON ``null``), shown as n/a with its
+denominator; a gate on it neither passes nor fails (it never blocks), a baseline skips it.
 """
 
 from __future__ import annotations
@@ -30,36 +31,20 @@ from ragspine_pipeline.decision.golden import GoldenLock
 from ragspine_pipeline.decision.paired import paired_test
 from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.judge.prompts import JUDGED_METRICS
-from ragspine_pipeline.scoring.grounded import METRICS, GroundedScore, score_grounded
+from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, names
+from ragspine_pipeline.scoring.grounded import GroundedScore, score_grounded
 from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
+from ragspine_pipeline.scoring.narrative import ACCURACY as ANSWER_ACCURACY
+from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
 from ragspine_pipeline.scoring.narrative import read_references
-from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
-from ragspine_pipeline.scoring.qa_gates import QAGates, has_qa_cases, score_qa_gates
+from ragspine_pipeline.scoring.qa_gates import FABRICATION, QAGates, has_qa_cases, score_qa_gates
 from ragspine_pipeline.scoring.slices import Slice, slices
 
-LAYERED_METRICS = (*RATIO_METRICS, "admissible_rate", "releasable_rate")
-FABRICATION = "fabrication"  # a count of refusal answers stating a number (target 0), gated like a metric
-# RAGSpine's narrative faithfulness gate shares its name with the layered metric; in a run that has both
-# (an evidence registry and narrative QA cases) the gate is called this, and ``faithfulness`` is the
-# layered metric. RAGSpine runs have no registry, so its baselines' ``faithfulness`` is its gate.
-NARRATIVE_FAITHFULNESS = "narrative_faithfulness"
-CANARIES = ("known_good_released", "known_bad_blocked")  # see :func:`canaries`
-KNOWN_METRICS = tuple(
-    dict.fromkeys(
-        (
-            *METRICS,
-            *LAYERED_METRICS,
-            *QA_GATES,
-            NARRATIVE_FAITHFULNESS,
-            FABRICATION,
-            *JUDGED_METRICS,
-            *CANARIES,
-        )
-    )
-)
-ANSWER_ACCURACY = "answer_accuracy"
+LAYERED_METRICS = names("layered")
+CANARIES = names("canary")  # see :func:`canaries`
+# Every name a golden run can report, gate or baseline (``ragspine_pipeline.metrics``).
+KNOWN_METRICS = names(*GOLDEN_FAMILIES)
 PASSING_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
 PAIRED_REGRESSION = "case_pass_rate (paired)"
 
@@ -71,7 +56,7 @@ class Evaluation:
     grounded: GroundedScore
     gates: list[GateResult]
     release: ReleaseDecision
-    metrics: dict[str, float]
+    results: dict[str, MetricResult]
     layered: LayeredScore | None = None
     slices: list[Slice] = field(default_factory=list)
     comparison: Comparison | None = None
@@ -87,16 +72,21 @@ class Evaluation:
         return None if self.qa is None else self.qa.fabrication.count
 
     @property
+    def metrics(self) -> dict[str, float | None]:
+        """Every metric's unrounded value (None: it does not apply to this run)."""
+        return {name: result.value for name, result in self.results.items()}
+
+    @property
     def baseline_metrics(self) -> dict[str, float]:
         """What a baseline records and compares: every metric that applies to this run (a metric with
         no case to measure is not a measurement), but the fabrication count, kept as its own entry."""
-        skip = {FABRICATION, *CANARIES, *self.not_applicable}  # canaries: always gated at 1.0
-        return {name: value for name, value in self.metrics.items() if name not in skip}
+        skip = {FABRICATION, *CANARIES}  # canaries: always gated at 1.0
+        return {name: value for name, value in self.metrics.items() if name not in skip and value is not None}
 
     def baseline_figures(self, paired: bool) -> BaselineFigures:
         """What the baseline comparison and promotion need of this run (:class:`BaselineFigures`);
         ``paired``: keep the per-case outcomes for the paired test."""
-        narrative = self.qa is not None and "faithfulness" in self.qa.gates
+        narrative = self.qa is not None and NARRATIVE_FAITHFULNESS in self.qa.gates
         return BaselineFigures(
             metrics=self.baseline_metrics,
             fabrication_count=self.fabrication_count,
@@ -111,22 +101,14 @@ class Evaluation:
         return case_outcomes(self.grounded, self.layered)
 
     @property
-    def qa_metric_names(self) -> dict[str, str]:
-        """``{QA gate: the metric name it has in this run}`` (see :func:`qa_metric_name`)."""
-        if self.qa is None:
-            return {}
-        return {gate: qa_metric_name(gate, self.layered is not None) for gate in self.qa.gates}
-
-    @property
     def denominators(self) -> dict[str, int]:
-        """How many cases each rate is over (see :func:`metric_denominators`)."""
-        return metric_denominators(self.grounded, self.layered, self.qa)
+        """How many cases (answers, for the fabrication count) each metric that has one is over."""
+        return {name: r.denominator for name, r in self.results.items() if r.denominator is not None}
 
     @property
     def not_applicable(self) -> list[str]:
-        """The metrics of this run whose denominator is 0, in ``metrics`` order: shown as n/a."""
-        counts = self.denominators
-        return [name for name in self.metrics if counts.get(name) == 0]
+        """The metrics of this run whose value is None (their denominator is 0), in ``results`` order."""
+        return [name for name, result in self.results.items() if not result.applies]
 
 
 @dataclass(frozen=True)
@@ -198,16 +180,16 @@ def canary_rows(
     return list(zip(ids.to_pylist(), expect.take(rows).to_pylist(), flags, strict=True))
 
 
-def canaries(rows: list[tuple[str, str, bool]]) -> dict[str, tuple[float, int]]:
-    """The canary checks (:func:`canary_rows`): ``{check: (rate, n)}`` — ``known_good_released`` (of
-    the cases expected releasable, the share that passed) and ``known_bad_blocked`` (of those expected
-    blocked, the share that did not); only the checks with cases. Each is gated at 1.0: one canary out
-    the wrong way blocks the release."""
+def canaries(rows: list[tuple[str, str, bool]]) -> dict[str, MetricResult]:
+    """The canary checks (:func:`canary_rows`): ``known_good_released`` (of the cases expected
+    releasable, the share that passed) and ``known_bad_blocked`` (of those expected blocked, the share
+    that did not); only the checks with cases. Each is gated at 1.0: one canary out the wrong way blocks
+    the release."""
     out = {}
-    for check, wanted in (("known_good_released", "releasable"), ("known_bad_blocked", "blocked")):
+    for check, wanted in zip(CANARIES, ("releasable", "blocked"), strict=True):
         right = [passed == (wanted == "releasable") for _, expect, passed in rows if expect == wanted]
         if right:
-            out[check] = (sum(right) / len(right), len(right))
+            out[check] = MetricResult(check, sum(right) / len(right), sum(right), len(right))
     return out
 
 
@@ -225,24 +207,24 @@ def _with_wrong_canaries(causes: dict, rows: list[tuple[str, str, bool]]) -> dic
     return {**causes, "wrong_canaries": wrong} if wrong else causes
 
 
-def metric_denominators(
+def run_results(
     grounded: GroundedScore, layered: LayeredScore | None, qa: QAGates | None
-) -> dict[str, int]:
-    """The cases each rate of the run is over: the grounded metrics' denominators, the layered ones (the
-    cases where a ratio applies), and each QA gate's ``total``. Counts (fabrication) and judged scores
-    have none: they always apply."""
-    out = {name: grounded.denominator(name) for name in METRICS}
+) -> dict[str, MetricResult]:
+    """Every metric the scores of a run measured, each with its numerator and denominator: the grounded
+    metrics, the layered ones, and each QA gate with the fabrication count."""
+    out = grounded.results()
     if layered is not None:
-        out.update(layered.denominators)
+        out.update(layered.results())
     if qa is not None:
-        out.update({qa_metric_name(name, layered is not None): gate.total for name, gate in qa.gates.items()})
+        out.update(qa.results())
     return out
 
 
-def qa_metric_name(gate: str, has_layered: bool) -> str:
-    """The metric name of a QA gate in a run: its own, but RAGSpine's ``faithfulness`` gate is
-    ``narrative_faithfulness`` in a run whose layered evaluation has a ``faithfulness`` of its own."""
-    return NARRATIVE_FAITHFULNESS if has_layered and gate == "faithfulness" else gate
+def metric_scope(evidence: object | None) -> Scope:
+    """The scope metric names of a golden run are read in: with or without an evidence registry (an old
+    name such as ``faithfulness`` means the layered claim metric in the one, RAGSpine's narrative gate
+    in the other)."""
+    return Scope.WITH_REGISTRY if evidence is not None else Scope.WITHOUT_REGISTRY
 
 
 def narrative_references(gold: pa.Table, config: EvalConfig, wanted: Iterable[str]) -> dict[str, str] | None:
@@ -324,11 +306,9 @@ def evaluate(
     requested for; traces naming another one, or more than one, block (``mixed_index_versions``).
     """
     grounded = score_grounded(gold, traces, k=k or config.k)
-    metrics = dict(grounded.metrics)
     layered, all_slices = None, []
     if evidence is not None:
         layered = score_layered(gold, traces, evidence, config.required_versions)
-        metrics.update(layered.metrics)
         all_slices = slices(gold.column("tags"), layered.cases, RATIO_METRICS)
     qa = None
     if has_qa_cases(gold):
@@ -336,19 +316,16 @@ def evaluate(
         wanted = [*(gate.metric for gate in gates), *listed]
         references = narrative_references(gold, config, wanted)
         qa = score_qa_gates(gold, traces, config.period_pattern, references)
-        metrics.update({qa_metric_name(name, layered is not None): v for name, v in qa.metrics.items()})
-        metrics[FABRICATION] = float(qa.fabrication.count)
-    metrics.update(judged or {})
-    denominators = metric_denominators(grounded, layered, qa)
+    results = run_results(grounded, layered, qa)
+    results.update({name: MetricResult(name, value) for name, value in (judged or {}).items()})
     canary = canary_rows(gold, grounded, layered)
     checks = canaries(canary)
-    for check, (rate, n) in checks.items():
-        metrics[check], denominators[check] = rate, n
+    results.update(checks)
     gated = {gate.metric for gate in gates}
     gates = [*gates, *(Gate(check, 1.0, "min") for check in checks if check not in gated)]
-    results = evaluate_gates(gates, metrics, denominators)
+    gate_results = evaluate_gates(gates, results)
     release = decide(
-        [result for result in results if result.applicable],  # a gate that does not apply never blocks
+        [result for result in gate_results if result.applicable],  # a gate that does not apply never blocks
         failed_slices(all_slices, config.slice_gate),
         None,
         histogram=None if layered is None else layered.stage_histogram(),
@@ -357,11 +334,11 @@ def evaluate(
         golden_sha256=None if lock is None else lock.sha256,
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
-        unmeasured=unmeasured(gates, metrics),
+        unmeasured=unmeasured(gates, results),
         causes=_with_wrong_canaries(release_causes(gold, grounded.cases, layered), canary),
         expected_index_version=expected_index_version,
     )
-    evaluation = Evaluation(grounded, results, release, metrics, layered, all_slices, None, qa)
+    evaluation = Evaluation(grounded, gate_results, release, results, layered, all_slices, None, qa)
     return with_baseline(evaluation, baseline, config) if compare_baseline else evaluation
 
 

@@ -1,22 +1,25 @@
 """Gates: absolute thresholds on metrics (docs/decisions.md).
 
 A gate list given by the user is the complete gate set for the run (it replaces the defaults).
-Rates of failure pass at or below their threshold; every other metric passes at or above it.
-Gates compare unrounded values; rounding is for display only.
+Rates of failure pass at or below their threshold; every other metric passes at or above it (each
+metric's direction is in the registry, ``ragspine_pipeline.metrics``). Gates compare unrounded values;
+rounding is for display only.
 
 Without a gate list the defaults are those of the dialects the data carries: :data:`DEFAULT_GATES`
-(the grounded WFGY gates) and :data:`DEFAULT_QA_GATES` (RAGSpine's QA gates and the fabrication count);
-``decision.evaluation.default_gates_for`` says which apply to a run.
+(the grounded WFGY gates) and :data:`DEFAULT_QA_GATES` (RAGSpine's QA gates and the fabrication count),
+both read from the registry; ``decision.evaluation.default_gates_for`` says which apply to a run.
 
-A gate on a metric that does not apply to the run (its denominator is 0, e.g. ``claim_containment``
-when no answerable case has a gold claim) is *not applicable*: its result is ``passed=None``, it never
-blocks and reports show it as n/a. A gate on a metric the run did not measure at all fails
-(:func:`unmeasured`).
+A gate on a metric that does not apply to the run (its value is None: its denominator is 0, e.g.
+``claim_containment`` when no answerable case has a gold claim) is *not applicable*: its result is
+``passed=None``, it never blocks and reports show it as n/a. A gate on a metric the run did not measure
+at all fails (:func:`unmeasured`).
 
-The one resolver of metric names: every name a user writes (``--gates``, the gates config, a
-baseline) goes through :func:`canonical_metric`: short names resolve everywhere, an unknown name is an
-error listing the known ones, and two names of one metric in one mapping are an error
-(:func:`canonical_names`).
+The one resolver of metric names: every name a user writes (``--gates``, the gates config, a baseline,
+a stored report or production summary) goes through :func:`canonical_metric`, in the :class:`Scope` it
+is read in. Short names and old names resolve to their metric; an old name whose metric depends on the
+run (``faithfulness``) resolves by the run's evidence registry, and is an error naming both metrics
+where that is not known; an unknown name is an error listing the known ones; two names of one metric in
+one mapping are an error (:func:`canonical_names`).
 """
 
 from __future__ import annotations
@@ -25,24 +28,18 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
-LOWER_IS_BETTER = frozenset({"under_refusal", "over_refusal", "fabrication"})
-SHORT_NAMES = {"under": "under_refusal", "over": "over_refusal", "recall": "recall@k"}
-DEFAULT_GATES: dict[str, float] = {
-    "precision": 0.80,
-    "chr": 0.75,
-    "under_refusal": 0.05,
-    "over_refusal": 0.10,
-    "compliance": 0.98,
-}
+from ragspine_pipeline import metrics as registry
+from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope
+
+V = TypeVar("V")
+_GOLDEN = registry.family(*GOLDEN_FAMILIES)
+LOWER_IS_BETTER = frozenset(m.name for m in _GOLDEN if m.lower_is_better)
+SHORT_NAMES = {short: m.name for m in _GOLDEN for short in m.short_names}
+DEFAULT_GATES: dict[str, float] = registry.default_gates("grounded")
 """The grounded (WFGY) defaults."""
-DEFAULT_QA_GATES: dict[str, float] = {
-    "numeric_accuracy": 0.95,
-    "citation_validity": 0.95,
-    "refusal_appropriateness": 0.95,
-    "clarification_appropriateness": 0.90,
-    "fabrication": 0.0,
-}
+DEFAULT_QA_GATES: dict[str, float] = registry.default_gates("qa")
 """The RAGSpine QA defaults: the four pass rates, and no answer that should refuse may state a number."""
 
 
@@ -87,31 +84,48 @@ class Gate:
 
 @dataclass(frozen=True)
 class GateResult:
-    """A gate against the run's unrounded value.
+    """A gate against the run's unrounded result of its metric.
 
-    ``passed`` is None when the gate's metric does not apply to the run (``applicable`` False, its
-    ``denominator`` 0): such a gate neither passes nor fails, and never blocks. ``denominator`` is the
-    number of cases the metric is over (None for metrics without one, e.g. the fabrication count).
+    ``passed`` is None when the metric does not apply to the run (its value is None, its denominator
+    0): such a gate neither passes nor fails, and never blocks. The value, numerator and denominator a
+    report shows beside the verdict are those of ``result``, the metric the gate judged.
     """
 
     gate: Gate
-    value: float
+    result: MetricResult
     passed: bool | None
-    applicable: bool = True
-    denominator: int | None = None
+
+    @property
+    def value(self) -> float | None:
+        return self.result.value
+
+    @property
+    def applicable(self) -> bool:
+        return self.result.applies
+
+    @property
+    def denominator(self) -> int | None:
+        return self.result.denominator
 
 
-def canonical_metric(name: str, known: Iterable[str] | None = None) -> str:
-    """The metric ``name`` stands for: short names (``under``, ``over``, ``recall``, ``recall@5``)
-    resolve to their metric, surrounding spaces are ignored.
+def canonical_metric(name: str, known: Iterable[str] | None = None, scope: Scope = Scope.GOLDEN) -> str:
+    """The metric ``name`` stands for when read in ``scope``: short names (``under``, ``over``,
+    ``recall``, ``recall@5``) and old names (``faithfulness``, a production summary's ``compliance``)
+    resolve to their metric (``ragspine_pipeline.metrics``); surrounding spaces are ignored.
 
-    With ``known``, a name that resolves to none of them raises :class:`GateSpecError` listing the known
-    names and the short names; without it, unknown names are returned as they are (resolved, not checked).
+    An old name that stands for two metrics in ``scope`` (``faithfulness`` in a golden run whose
+    evidence registry is not known) raises :class:`GateSpecError` naming both. With ``known``, a name
+    that resolves to none of them raises :class:`GateSpecError` listing the known names and the short
+    names; without it, unknown names are returned as they are (resolved, not checked).
     """
     name = name.strip()
-    name = SHORT_NAMES.get(name, name)
-    if name.startswith("recall@"):
-        name = "recall@k"
+    if name.startswith("recall@") and scope in registry.GOLDEN_SCOPES:
+        name = "recall@k"  # the cut-off is the run's k, whatever N a name carries
+    targets = registry.alias_targets(name, scope)
+    if len(targets) > 1:
+        choices = " or ".join(f"{target} ({_where(name, target)})" for target in targets)
+        raise GateSpecError(f"'{name}' is ambiguous: it means {choices}; write the one you mean")
+    name = targets[0] if targets else name
     if known is not None:
         known = set(known)
         if name not in known:
@@ -119,6 +133,12 @@ def canonical_metric(name: str, known: Iterable[str] | None = None) -> str:
             short = f"; short names: {short}" if short else ""
             raise GateSpecError(f"unknown metric '{name}' (known: {', '.join(sorted(known))}{short})")
     return name
+
+
+def _where(alias: str, target: str) -> str:
+    """Where ``alias`` stands for ``target``: its scopes, but the one whose registry is not known."""
+    scopes = registry.metric(target).other_names()[alias] - {Scope.GOLDEN}
+    return "in a " + " or ".join(sorted(scopes))
 
 
 def _short_names(known: set[str]) -> str:
@@ -131,17 +151,20 @@ def _short_names(known: set[str]) -> str:
     )
 
 
-def canonical_names(names: Iterable[str], known: Iterable[str] | None = None) -> dict[str, str]:
+def canonical_names(
+    names: Iterable[str], known: Iterable[str] | None = None, scope: Scope = Scope.GOLDEN
+) -> dict[str, str]:
     """``{name as written: metric}`` for the names of one mapping (a gates block, a baseline entry).
 
-    Each name is resolved by :func:`canonical_metric`; two names that resolve to the same metric (``under``
-    and ``under_refusal``) raise :class:`GateSpecError`: one of the two values would silently win.
+    Each name is resolved by :func:`canonical_metric` in ``scope``; two names that resolve to the same
+    metric (``under`` and ``under_refusal``) raise :class:`GateSpecError`: one of the two values would
+    silently win.
     """
     known = None if known is None else list(known)
     resolved: dict[str, str] = {}
     by_metric: dict[str, str] = {}
     for name in names:
-        metric = canonical_metric(name, known)
+        metric = canonical_metric(name, known, scope)
         if metric in by_metric:
             raise GateSpecError(f"'{by_metric[metric]}' and '{name}' both name the metric '{metric}'")
         by_metric[metric] = name
@@ -149,8 +172,22 @@ def canonical_names(names: Iterable[str], known: Iterable[str] | None = None) ->
     return resolved
 
 
-def parse_gates(spec: str, known: Iterable[str]) -> list[Gate]:
-    """Parse ``name=threshold,name=threshold``; the result is the complete gate set for the run."""
+def canonical_keys(values: Mapping[str, V], scope: Scope) -> dict[str, V]:
+    """``values`` keyed by the metric each name stands for in ``scope``: a stored report, run history or
+    production summary written under old names reads under the current ones. A name the registry does
+    not hold is kept as it is; where an old and a current name of one metric are both present, the
+    current one's value is kept."""
+    out: dict[str, V] = {}
+    for name, value in values.items():
+        metric = canonical_metric(name, scope=scope)
+        if metric == name or metric not in out:
+            out[metric] = value
+    return out
+
+
+def parse_gates(spec: str, known: Iterable[str], scope: Scope = Scope.GOLDEN) -> list[Gate]:
+    """Parse ``name=threshold,name=threshold`` (names read in ``scope``); the result is the complete gate
+    set for the run."""
     known = list(known)
     gates: dict[str, Gate] = {}
     for item in spec.split(","):
@@ -159,7 +196,7 @@ def parse_gates(spec: str, known: Iterable[str]) -> list[Gate]:
         name, sep, raw = item.partition("=")
         if not sep or _COMPARISON.search(item):
             raise GateSpecError(_not_name_value(item.strip()))
-        metric = canonical_metric(name, known)
+        metric = canonical_metric(name, known, scope)
         if not NUMBER.fullmatch(raw.strip()):
             raise GateSpecError(f"gate '{name.strip()}': threshold '{raw.strip()}' is not a number")
         threshold = float(raw)
@@ -195,25 +232,26 @@ def default_gates(*, grounded: bool = True, qa: bool = False) -> list[Gate]:
 
 
 def evaluate_gates(
-    gates: Iterable[Gate], metrics: Mapping[str, float], denominators: Mapping[str, int] | None = None
+    gates: Iterable[Gate], metrics: Mapping[str, MetricResult | float | None]
 ) -> list[GateResult]:
-    """Each gate whose metric the run measured, against the unrounded value (see :func:`unmeasured`).
+    """Each gate whose metric the run measured, against its unrounded result (see :func:`unmeasured`).
 
-    ``denominators``: how many cases each metric is over; a gate on a metric whose denominator is 0
-    does not apply (``passed=None``). Metrics not listed (counts, judged scores) always apply.
+    ``metrics``: the run's result of each metric (a bare number or None stands for a result without
+    numerator and denominator). A gate on a metric whose value is None does not apply (``passed=None``).
     """
-    denominators = denominators or {}
     results = []
     for gate in gates:
         if gate.metric not in metrics:
             continue
-        value, n = metrics[gate.metric], denominators.get(gate.metric)
-        passed = None if n == 0 else gate.passes(value)
-        results.append(GateResult(gate, value, passed, applicable=n != 0, denominator=n))
+        result = metrics[gate.metric]
+        if not isinstance(result, MetricResult):
+            result = MetricResult(gate.metric, result)
+        passed = None if result.value is None else gate.passes(result.value)
+        results.append(GateResult(gate, result, passed))
     return results
 
 
-def unmeasured(gates: Iterable[Gate], metrics: Mapping[str, float]) -> list[Gate]:
+def unmeasured(gates: Iterable[Gate], metrics: Mapping[str, object]) -> list[Gate]:
     """The gates whose metric the run did not measure (e.g. a judged metric when the judge step failed).
     They fail: a gate never passes for want of a number."""
     return [gate for gate in gates if gate.metric not in metrics]

@@ -4,63 +4,178 @@ A release is blocked when any gate fails, any eligible slice falls below the sli
 aggregate passes), or any baselined metric regressed. Gates are kept separate in the decision: each
 failure is listed with its value, threshold and delta so an engineer knows what to repair first; the
 ``causes`` say where the failing cases stop in the pipeline.
+
+:class:`ReleaseDecision` is one pydantic model for every place a decision travels: the ``release`` of
+the JSON report, ``release_decision.json`` and the ``release_decision`` asset (a plain dict at the
+Dagster boundary, :meth:`ReleaseDecision.asset_value`), and whatever reads them back — the gate
+checks, the baseline step, the alerts and the reports parse it with ``ReleaseDecision.model_validate``.
+The decision's own fields come from :func:`decide`; a shell adds the run's figures (``gates``,
+``metrics``, ``warnings``; ``baseline_figures`` in the asset only) with :meth:`with_run_figures`. A
+metric that does not apply to the run has the value ``null``; ``not_applicable`` lists those metrics,
+derived from the values.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Literal
 
-from ragspine_pipeline.decision.baseline import Comparison
-from ragspine_pipeline.decision.config import SliceGate
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+
 from ragspine_pipeline.decision.gates import Gate, GateResult
-from ragspine_pipeline.scoring.slices import Slice, worst_first
+
+if TYPE_CHECKING:  # types only: the alerts read decisions without loading the scoring stack
+    from ragspine_pipeline.decision.baseline import Comparison
+    from ragspine_pipeline.decision.config import SliceGate
+    from ragspine_pipeline.scoring.slices import Slice
+
+# Frozen; unknown keys ignored, so a decision written by a newer version still reads.
+_MODEL = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
-@dataclass(frozen=True)
-class FailedGate:
+def _with_delta(data: Any, value: str, reference: str) -> Any:
+    """``data`` with ``delta`` = value − reference when it does not carry one (the one statement of it)."""
+    if not isinstance(data, Mapping) or data.get("delta") is not None:
+        return data
+    numbers = [data.get(value), data.get(reference)]
+    if all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers):
+        return {**data, "delta": numbers[0] - numbers[1]}
+    return data  # validation names what is missing
+
+
+class FailedGate(BaseModel):
+    """A gate that failed: ``delta`` = value − threshold (worked out here when a writer left it out)."""
+
+    model_config = _MODEL
+
     metric: str
     value: float
     op: str
     threshold: float
-    delta: float  # value - threshold
+    delta: float
     severity: str = "hard"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _delta(cls, data: Any) -> Any:
+        return _with_delta(data, "value", "threshold")
 
-@dataclass(frozen=True)
-class FailedSlice:
+
+class FailedSlice(BaseModel):
+    model_config = _MODEL
+
     dimension: str
     value: str
     n: int
     releasable_rate: float
-    ci95: tuple[float, float]
+    ci95: tuple[float, float] | None = None  # its 95 % Wilson interval
     min_rate: float
 
 
-@dataclass(frozen=True)
-class ReleaseDecision:
-    decision: str  # "ship" or "block"
-    failed_gates: list[FailedGate]
-    failed_slices: list[FailedSlice]
-    regressions: list[dict]
-    first_failed_stage_histogram: dict[str, int] | None
-    index_version: str | None
-    index_versions: list[str]
-    golden_version: str | None
-    golden_sha256: str | None
+class BaselineRegression(BaseModel):
+    """A baselined metric worse than its baseline (``fabrication_count`` for the count)."""
+
+    model_config = _MODEL
+
+    metric: str
+    baseline: float
+    current: float
+    delta: float  # current - baseline (worked out here when a writer left it out)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _delta(cls, data: Any) -> Any:
+        return _with_delta(data, "current", "baseline")
+
+
+class UnmeasuredGate(BaseModel):
+    """A gate whose metric the run did not measure: a hard one blocks."""
+
+    model_config = _MODEL
+
+    metric: str
+    op: str
+    threshold: float
+    severity: str = "hard"
+
+
+class GateRow(BaseModel):
+    """One gate of the run as reports show it: the verdict beside the value, numerator and denominator
+    of the metric it judged (one :class:`~ragspine_pipeline.decision.gates.GateResult`). ``value`` is
+    None and ``pass`` None when the metric does not apply (its denominator is 0): it never blocks."""
+
+    model_config = _MODEL
+
+    metric: str
+    op: str
+    threshold: float
+    value: float | None
+    passed: bool | None = Field(alias="pass")
+    severity: str = "hard"
+    applicable: bool = True
+    denominator: int | None = None
+    numerator: int | None = None
+
+    @classmethod
+    def of(cls, result: GateResult, digits: int | None = None) -> GateRow:
+        """The row of ``result``; ``digits`` rounds its value for display (gates decided unrounded)."""
+        value = result.value
+        return cls(
+            metric=result.gate.metric,
+            op=result.gate.op,
+            threshold=result.gate.threshold,
+            value=value if value is None or digits is None else round(value, digits),
+            passed=result.passed,
+            severity=result.gate.severity,
+            applicable=result.applicable,
+            denominator=result.result.denominator,
+            numerator=result.result.numerator,
+        )
+
+
+RUN_FIGURES = frozenset({"gates", "metrics", "not_applicable", "warnings", "baseline_figures"})
+"""What a shell adds to a decision (:meth:`ReleaseDecision.with_run_figures`): not in the report's
+``release``, which sits beside the report's own gates and figures."""
+
+
+class ReleaseDecision(BaseModel):
+    model_config = _MODEL
+
+    decision: Literal["ship", "block"]
+    failed_gates: list[FailedGate] = Field(default_factory=list)
+    failed_slices: list[FailedSlice] = Field(default_factory=list)
+    regressions: list[BaselineRegression] = Field(default_factory=list)
+    first_failed_stage_histogram: dict[str, int] | None = None
+    index_version: str | None = None
+    index_versions: list[str] = Field(default_factory=list)
+    golden_version: str | None = None
+    golden_sha256: str | None = None
     run_id: str
-    unmeasured_baseline_metrics: list[str] = field(default_factory=list)
-    warned_gates: list[FailedGate] = field(default_factory=list)  # failed soft gates: never block
-    slice_gate: dict | None = None  # {min_rate, min_n} the slices were judged by (None: no slices)
-    # Gates whose metric was not measured ({metric, op, threshold, severity}): a hard one blocks.
-    unmeasured_gates: list[dict] = field(default_factory=list)
+    unmeasured_baseline_metrics: list[str] = Field(default_factory=list)
+    warned_gates: list[FailedGate] = Field(default_factory=list)  # failed soft gates: never block
+    slice_gate: dict[str, Any] | None = None  # {min_rate, min_n} the slices were judged by (None: no slices)
+    unmeasured_gates: list[UnmeasuredGate] = Field(default_factory=list)
     # Where the failing cases stop and the worst of them (``decision.causes.release_causes``).
-    causes: dict | None = None
+    causes: dict[str, Any] | None = None
     # Why the traces cannot stand for one index ({reason: "mixed_index_versions", detail, ...}): blocks.
-    integrity: list[dict] = field(default_factory=list)
+    integrity: list[dict[str, Any]] = Field(default_factory=list)
     # The paired baseline test (``decision.paired``) when the config asks for it: flips, p-values.
-    paired: dict | None = None
+    paired: dict[str, Any] | None = None
+    # -- the run's figures, added by the shell that stores the decision (RUN_FIGURES) ---------------------
+    gates: list[GateRow] | None = None  # every gate of the run
+    metrics: dict[str, float | None] | None = None  # every metric, rounded; null: does not apply
+    warnings: list[str] | None = None
+    baseline_figures: dict[str, Any] | None = None  # what the baseline step ratchets with (asset only)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def not_applicable(self) -> list[str] | None:
+        """The metrics whose value is null (their denominator is 0): derived, never kept apart."""
+        if self.metrics is None:
+            return None
+        return [name for name, value in self.metrics.items() if value is None]
 
     @property
     def ships(self) -> bool:
@@ -69,14 +184,32 @@ class ReleaseDecision:
     def with_comparison(self, comparison: Comparison | None) -> ReleaseDecision:
         """The same decision judged against another baseline comparison (the one read under the
         baseline's lock): regressions and unmeasured baseline metrics replaced, ship/block redone."""
-        regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
-        decided = replace(
-            self,
-            regressions=regressions,
-            unmeasured_baseline_metrics=[] if comparison is None else list(comparison.unmeasured),
-            paired=None if comparison is None else comparison.paired,
+        decided = self.model_copy(
+            update={
+                "regressions": [] if comparison is None else _regressions(comparison),
+                "unmeasured_baseline_metrics": [] if comparison is None else list(comparison.unmeasured),
+                "paired": None if comparison is None else comparison.paired,
+            }
         )
-        return replace(decided, decision="block" if decided.blocks() else "ship")
+        return decided.model_copy(update={"decision": "block" if decided.blocks() else "ship"})
+
+    def with_run_figures(
+        self,
+        gates: Sequence[GateRow],
+        metrics: Mapping[str, float | None],
+        warnings: Sequence[str],
+        baseline_figures: Mapping[str, Any] | None = None,
+    ) -> ReleaseDecision:
+        """The decision with the run's gate rows, metric values and warnings: what
+        ``release_decision.json`` holds (and, with ``baseline_figures``, the asset)."""
+        return self.model_copy(
+            update={
+                "gates": list(gates),
+                "metrics": dict(metrics),
+                "warnings": list(warnings),
+                "baseline_figures": None if baseline_figures is None else dict(baseline_figures),
+            }
+        )
 
     def blocks(self) -> bool:
         """Any failed hard gate (an unmeasured one included), failed slice, regression or index problem."""
@@ -84,19 +217,41 @@ class ReleaseDecision:
             self.failed_gates
             or self.failed_slices
             or self.regressions
-            or any(gate["severity"] == "hard" for gate in self.unmeasured_gates)
+            or any(gate.severity == "hard" for gate in self.unmeasured_gates)
             or self.integrity
         )
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The decision alone, as JSON data (the report's ``release``)."""
+        return self.model_dump(mode="json", by_alias=True, exclude=set(RUN_FIGURES))
+
+    def asset_value(self) -> dict:
+        """The ``release_decision`` asset: plain data a notebook loads without this package."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def record(self) -> dict:
+        """``release_decision.json``: the asset value without the baseline step's working figures."""
+        return self.model_dump(mode="json", by_alias=True, exclude={"baseline_figures"})
+
+
+def _regressions(comparison: Comparison) -> list[BaselineRegression]:
+    return [BaselineRegression(**asdict(r)) for r in comparison.regressions]
 
 
 def failed_slices(all_slices: list[Slice], gate: SliceGate) -> list[FailedSlice]:
     """Slices with at least ``min_n`` cases whose releasable rate is below ``min_rate``, worst first."""
+    from ragspine_pipeline.scoring.slices import worst_first  # the scoring stack, only where slices are
+
     failing = worst_first([s for s in all_slices if s.n >= gate.min_n and s.releasable_rate < gate.min_rate])
     return [
-        FailedSlice(s.dimension, s.value, s.n, s.releasable_rate, (s.ci_low, s.ci_high), gate.min_rate)
+        FailedSlice(
+            dimension=s.dimension,
+            value=s.value,
+            n=s.n,
+            releasable_rate=s.releasable_rate,
+            ci95=(s.ci_low, s.ci_high),
+            min_rate=gate.min_rate,
+        )
         for s in failing
     ]
 
@@ -124,13 +279,13 @@ def decide(
     stored as given: it explains the decision, it never changes it.
     """
     failing = [
-        FailedGate(r.gate.metric, r.value, r.gate.op, r.gate.threshold, r.value - r.gate.threshold,
-                   r.gate.severity)
+        FailedGate(metric=r.gate.metric, value=r.value, op=r.gate.op, threshold=r.gate.threshold,
+                   severity=r.gate.severity)
         for r in gates
-        if not r.passed
+        if r.passed is False
     ]  # fmt: skip
     failed = [f for f in failing if f.severity == "hard"]
-    regressions = [] if comparison is None else [asdict(r) for r in comparison.regressions]
+    regressions = [] if comparison is None else _regressions(comparison)
     seen = Counter(index_versions)
     decision = ReleaseDecision(
         decision="ship",
@@ -148,13 +303,13 @@ def decide(
         warned_gates=[f for f in failing if f.severity != "hard"],
         slice_gate=None if slice_gate is None else slice_gate.model_dump(),
         unmeasured_gates=[
-            {"metric": g.metric, "op": g.op, "threshold": g.threshold, "severity": g.severity}
+            UnmeasuredGate(metric=g.metric, op=g.op, threshold=g.threshold, severity=g.severity)
             for g in unmeasured
         ],
         causes=causes,
         integrity=index_integrity(seen, expected_index_version),
     )
-    return replace(decision, decision="block" if decision.blocks() else "ship")
+    return decision.model_copy(update={"decision": "block" if decision.blocks() else "ship"})
 
 
 def index_integrity(index_versions: Mapping[str, int], expected: str | None = None) -> list[dict]:

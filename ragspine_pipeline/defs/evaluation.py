@@ -9,6 +9,7 @@ and its aggregates can be gated; a judge that fails fails only the ``judge_compl
 """
 
 import io
+import math
 from collections.abc import Iterator
 
 import dagster as dg
@@ -38,7 +39,7 @@ from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.judge import JUDGE_POOL, JudgeResource, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.release import decision_metadata, decision_value
-from ragspine_pipeline.defs.resources import EvalFiles, gates_config_path
+from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles, gates_config_path
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
 from ragspine_pipeline.reports.metric_table import means_by_metric, metric_table
@@ -78,15 +79,15 @@ def golden_evaluation(
     gold, lock = gold_of(golden_set)
     traces, *replays = replays_of(golden_traces)
     with user_errors():
-        config = load_config(gates_config_path(), KNOWN_METRICS)
+        config = load_config(gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)
         evidence = eval_files.evidence()
         store = open_versioned(eval_files.baseline_path, "baseline", endpoint_url=s3_endpoint())
-        entries = baselines.read_baseline(store, KNOWN_METRICS)
+        entries = baselines.read_baseline(store, KNOWN_METRICS, METRIC_SCOPE)
     judged = judge_step(judge, judge_items(traces, gold, evidence), case_tags(traces, gold), context.log)
     evaluation = evaluate(
         gold,
         traces,
-        gates=config.gate_list(KNOWN_METRICS) or default_gates_for(gold, traces),
+        gates=config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates_for(gold, traces),
         config=config,
         run_id=context.run.run_id,
         evidence=evidence,
@@ -123,12 +124,10 @@ def golden_evaluation(
         write_json(evaluation, inputs, report)
         report_uri = eval_files.publish(run_id, "evaluation.json", report.getvalue(), "evaluation report")
         decision = decision_value(evaluation, summary(evaluation, inputs), config)
-        record = {key: value for key, value in decision.items() if key != "baseline_figures"}
         decision_uri = eval_files.publish(
-            run_id, "release_decision.json", json_document(record), "release decision"
+            run_id, "release_decision.json", json_document(decision.record()), "release decision"
         )
     means = means_by_metric(table)
-    not_applicable = evaluation.not_applicable
     yield dg.Output(
         to_frame(table),
         output_name="metric_table",
@@ -137,14 +136,9 @@ def golden_evaluation(
             "decision": evaluation.release.decision,
             "index_version": evaluation.release.index_version or "unknown",
             # The trend chart of the slice report reads these back from the instance; a metric that does
-            # not apply to this run (denominator 0) is null, never its placeholder value.
-            "metrics": dg.MetadataValue.json(
-                {
-                    name: None if name in not_applicable else _finite(v)
-                    for name, v in evaluation.metrics.items()
-                }
-            ),
-            "not_applicable": ", ".join(not_applicable) or "none",
+            # not apply to this run (denominator 0) is null.
+            "metrics": dg.MetadataValue.json({name: _finite(v) for name, v in evaluation.metrics.items()}),
+            "not_applicable": ", ".join(evaluation.not_applicable) or "none",
             "means_by_metric": dg.MetadataValue.md(
                 markdown_table(
                     ["metric", "mean", "applicable cases"],
@@ -161,10 +155,12 @@ def golden_evaluation(
         },
     )
     yield dg.Output(
-        decision, output_name="release_decision", metadata=decision_metadata(decision, decision_uri)
+        decision.asset_value(),  # plain data at the Dagster boundary: a dict a notebook loads
+        output_name="release_decision",
+        metadata=decision_metadata(decision, decision_uri),
     )
     yield judge_check(judged, "metric_table")
 
 
-def _finite(value: float) -> float | None:
-    return value if value == value and abs(value) != float("inf") else None
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

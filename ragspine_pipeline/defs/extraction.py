@@ -98,13 +98,22 @@ def extraction_scores(
     }
     limits = listed or {}
     rows = [
-        (name, f"{c.accuracy:.4f}", f"{c.correct} / {c.total}", limits.get(name, "—"))
+        (
+            name,
+            "n/a" if c.accuracy is None else f"{c.accuracy:.4f}",
+            f"{c.correct} / {c.total}",
+            limits.get(name, "—"),
+        )
         for name, c in score.channels.items()
     ]
     return dg.Output(
         value,
         metadata={
-            **{f"{name}_accuracy": c.accuracy for name, c in score.channels.items()},
+            # A channel with nothing to measure has no accuracy: "n/a" (never a placeholder value).
+            **{
+                f"{name}_accuracy": "n/a" if c.accuracy is None else c.accuracy
+                for name, c in score.channels.items()
+            },
             "aligned": score.aligned,
             "invalid_facts": len(facts.invalid),
             "duplicates": facts.duplicates,

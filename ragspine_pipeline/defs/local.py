@@ -29,6 +29,7 @@ import dagster as dg
 
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.alerts import finish_failed_run, regression_alert
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
 from ragspine_pipeline.defs.extraction import extraction_alert, extraction_scores
@@ -216,35 +217,36 @@ def reeval_as_sensor_requests(
     return f"sensor requested {run.run_key}", result
 
 
-def print_decision(eval_files: EvalFiles, run_id: str) -> dict | None:
+def print_decision(eval_files: EvalFiles, run_id: str) -> ReleaseDecision | None:
     """Print the run's decision with every failed gate and slice; return it (None when there is none)."""
     run_reports = eval_files.reports().child("runs", run_id)
     if not run_reports.exists("release_decision.json"):
         return None
-    decision = run_reports.read_json("release_decision.json", "release decision")
-    print(
-        f"release decision: {decision['decision'].upper()}  (index {decision['index_version']}, "
-        f"golden {decision['golden_version']}, run {run_id})"
+    decision = ReleaseDecision.model_validate(
+        run_reports.read_json("release_decision.json", "release decision")
     )
-    for problem in decision.get("integrity", []):
+    print(
+        f"release decision: {decision.decision.upper()}  (index {decision.index_version}, "
+        f"golden {decision.golden_version}, run {run_id})"
+    )
+    for problem in decision.integrity:
         print(f"  blocked      {problem['reason']}: {problem['detail']}")
-    for gate in decision["failed_gates"]:
+    for gate in decision.failed_gates:
+        print(f"  failed gate  {gate.metric} = {gate.value:.4f}, needs {gate.op} {gate.threshold}")
+    for unmeasured in decision.unmeasured_gates:
         print(
-            f"  failed gate  {gate['metric']} = {gate['value']:.4f}, needs {gate['op']} {gate['threshold']}"
+            f"  unmeasured   {unmeasured.metric} ({unmeasured.severity}), needs {unmeasured.op} "
+            f"{unmeasured.threshold}"
         )
-    for gate in decision.get("unmeasured_gates", []):
-        print(f"  unmeasured   {gate['metric']} ({gate['severity']}), needs {gate['op']} {gate['threshold']}")
-    for gate in decision.get("warned_gates", []):
+    for gate in decision.warned_gates:
+        print(f"  soft gate    {gate.metric} = {gate.value:.4f}, wants {gate.op} {gate.threshold}")
+    for s in decision.failed_slices:
         print(
-            f"  soft gate    {gate['metric']} = {gate['value']:.4f}, wants {gate['op']} {gate['threshold']}"
+            f"  failed slice {s.dimension}={s.value}: releasable {s.releasable_rate:.3f} "
+            f"of {s.n}, needs >= {s.min_rate}"
         )
-    for s in decision["failed_slices"]:
-        print(
-            f"  failed slice {s['dimension']}={s['value']}: releasable {s['releasable_rate']:.3f} "
-            f"of {s['n']}, needs >= {s['min_rate']}"
-        )
-    for r in decision["regressions"]:
-        print(f"  regression   {r['metric']}: {r['current']:.4f}, worse than baseline {r['baseline']:.4f}")
+    for r in decision.regressions:
+        print(f"  regression   {r.metric}: {r.current:.4f}, worse than baseline {r.baseline:.4f}")
     latest = eval_files.reports().join("latest")
     print(f"reports: {latest}/ (release_decision.json, slice_report.md/.html, metric_table.parquet)")
     return decision
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         print_delivery(finish(defs, instance, result), outbox)
         for failure in _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)
-        return 0 if decision is not None and decision["decision"] == "ship" and result.success else 1
+        return 0 if decision is not None and decision.ships and result.success else 1
     message, result = reeval_as_sensor_requests(defs, instance)
     print(message)
     if result is None:
@@ -360,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         for failure in _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)
         return 1
-    return 0 if args.expect in (None, decision["decision"]) else 1
+    return 0 if args.expect in (None, decision.decision) else 1
 
 
 if __name__ == "__main__":

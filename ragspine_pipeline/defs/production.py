@@ -20,6 +20,7 @@ import pyarrow as pa
 from ragspine_pipeline.alerts.model import Drop, drop_alert
 from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
+from ragspine_pipeline.decision.gates import canonical_keys
 from ragspine_pipeline.defs.io import to_frame, to_table
 from ragspine_pipeline.defs.judge import (
     JUDGE_POOL,
@@ -40,6 +41,7 @@ from ragspine_pipeline.defs.resources import (
 )
 from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.judge.items import case_tags, judge_items
+from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.significance import NightTests, drop_tests
@@ -324,7 +326,21 @@ def recent_production_days(eval_files: EvalFiles, days: int = 14, before: str | 
     names = [name for name in folder.names(".json") if _DAY_FILE.fullmatch(name)]
     names = [name for name in names if before is None or name[:10] < before][-days:]
     with user_errors():
-        return [folder.read_json(name, "production summary") for name in names]
+        return [current_names(folder.read_json(name, "production summary")) for name in names]
+
+
+def current_names(summary: dict) -> dict:
+    """A daily summary with its metrics under their current names: a night written before a metric was
+    renamed (``compliance``, ``citation_validity``, …) still counts as a trailing night of its metric."""
+    slices = {
+        dimension: {
+            value: {**entry, "metrics": canonical_keys(entry.get("metrics") or {}, Scope.PRODUCTION)}
+            for value, entry in values.items()
+        }
+        for dimension, values in (summary.get("slices") or {}).items()
+    }
+    metrics = canonical_keys(summary.get("metrics") or {}, Scope.PRODUCTION)
+    return {**summary, "metrics": metrics, **({"slices": slices} if "slices" in summary else {})}
 
 
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")

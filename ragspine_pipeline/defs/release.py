@@ -23,9 +23,10 @@ from ragspine_pipeline.decision.evaluation import (
     ratchet_entry,
 )
 from ragspine_pipeline.decision.gates import Gate, default_gates
+from ragspine_pipeline.decision.release import FailedSlice, GateRow, ReleaseDecision
 from ragspine_pipeline.defs.golden import GROUP, RELEASE_DECISION
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
-from ragspine_pipeline.defs.resources import EvalFiles, committed_config, gates_config_path
+from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles, committed_config, gates_config_path
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.reports.markdown import md_text
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
@@ -48,38 +49,39 @@ def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
     run applies depends on its data (``decision.evaluation.default_gates_for``); the others report
     "not gated" for that run.
     """
-    config = load_config(path or gates_config_path(), KNOWN_METRICS)
-    return config, config.gate_list(KNOWN_METRICS) or default_gates(grounded=True, qa=True)
+    config = load_config(path or gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)
+    return config, config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates(grounded=True, qa=True)
 
 
-def decision_value(evaluation: Evaluation, report: dict, config: EvalConfig) -> dict:
-    """The ``release_decision`` value: the decision with the gates, metrics and warnings of the run
-    (what ``release_decision.json`` holds), and ``baseline_figures`` — what the baseline step needs to
-    compare and ratchet under the baseline's lock (``decision.evaluation.BaselineFigures``)."""
+def decision_value(evaluation: Evaluation, report: dict, config: EvalConfig) -> ReleaseDecision:
+    """The ``release_decision`` of a run: the decision (as the report rounds it) with the gates, metrics
+    and warnings of the run — what ``release_decision.json`` holds (:meth:`ReleaseDecision.record`) —
+    and ``baseline_figures``, what the baseline step needs to compare and ratchet under the baseline's
+    lock (``decision.evaluation.BaselineFigures``). The asset stores
+    :meth:`ReleaseDecision.asset_value`, plain data."""
     figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
-    return {
-        **report["release"],
-        "gates": report["gates"],
-        "metrics": {name: round(value, 4) for name, value in evaluation.metrics.items()},
-        "not_applicable": report["not_applicable"],
-        "warnings": report["warnings"],
-        "baseline_figures": figures.to_dict(),
-    }
+    metrics = {name: None if v is None else round(v, 4) for name, v in evaluation.metrics.items()}
+    release = ReleaseDecision.model_validate(report["release"]).with_run_figures(
+        [GateRow.model_validate(row) for row in report["gates"]],
+        metrics,
+        report["warnings"],
+        figures.to_dict(),
+    )
+    return release
 
 
-def decision_metadata(decision: dict, decision_uri: str) -> dict:
+def decision_metadata(decision: ReleaseDecision, decision_uri: str) -> dict:
     """What the UI shows of a decision: the verdict, its cause, and a table of every reason."""
     failed = [
-        (g["metric"], f"{g['value']:.4f}", f"{g['op']} {g['threshold']}", f"{g['delta']:+.4f}", g["severity"])
-        for g in [*decision["failed_gates"], *decision["warned_gates"]]
+        (g.metric, f"{g.value:.4f}", f"{g.op} {g.threshold}", f"{g.delta:+.4f}", g.severity)
+        for g in [*decision.failed_gates, *decision.warned_gates]
     ]
     failed += [
-        (g["metric"], "not measured", f"{g['op']} {g['threshold']}", "", g["severity"])
-        for g in decision["unmeasured_gates"]
+        (g.metric, "not measured", f"{g.op} {g.threshold}", "", g.severity) for g in decision.unmeasured_gates
     ]
     regressions = [
-        (r["metric"], f"{r['current']:.4f}", f"{r['baseline']:.4f}", f"{r['current'] - r['baseline']:+.4f}")
-        for r in decision["regressions"]
+        (r.metric, f"{r.current:.4f}", f"{r.baseline:.4f}", f"{r.current - r.baseline:+.4f}")
+        for r in decision.regressions
     ]
     reasons = [
         markdown_table(header, rows)
@@ -89,20 +91,20 @@ def decision_metadata(decision: dict, decision_uri: str) -> dict:
         )
         if rows
     ]
-    if decision["failed_slices"]:
-        reasons.append(failed_slices_table(decision["failed_slices"]))
-    reasons += [f"Integrity: {md_text(problem['detail'])}" for problem in decision.get("integrity", [])]
-    why = cause_sentence(decision["causes"]) if decision["decision"] != "ship" else None
+    if decision.failed_slices:
+        reasons.append(failed_slices_table(decision.failed_slices))
+    reasons += [f"Integrity: {md_text(problem['detail'])}" for problem in decision.integrity]
+    why = cause_sentence(decision.causes) if not decision.ships else None
     return {
-        "decision": decision["decision"],
+        "decision": decision.decision,
         **({"why": why} if why else {}),
-        "index_version": decision["index_version"] or "unknown",
-        "golden_version": decision["golden_version"] or "unfrozen",
-        "failed_gates": len(decision["failed_gates"]),
-        "warned_gates": len(decision["warned_gates"]),
-        "failed_slices": len(decision["failed_slices"]),
-        "regressions": len(decision["regressions"]),
-        "not_applicable_gates": ", ".join(g["metric"] for g in decision["gates"] if not g["applicable"])
+        "index_version": decision.index_version or "unknown",
+        "golden_version": decision.golden_version or "unfrozen",
+        "failed_gates": len(decision.failed_gates),
+        "warned_gates": len(decision.warned_gates),
+        "failed_slices": len(decision.failed_slices),
+        "regressions": len(decision.regressions),
+        "not_applicable_gates": ", ".join(g.metric for g in decision.gates or () if not g.applicable)
         or "none",
         "reasons": dg.MetadataValue.md(
             "\n\n".join(reasons) or "None: every gate, slice and baselined metric holds."
@@ -111,16 +113,16 @@ def decision_metadata(decision: dict, decision_uri: str) -> dict:
     }
 
 
-def failed_slices_table(failed_slices: list[dict]) -> str:
+def failed_slices_table(failed_slices: list[FailedSlice]) -> str:
     """The slices that failed the slice gate, worst first: n, releasable rate, its 95 % interval and
     the rate they needed (Markdown)."""
     rows = [
         (
-            f"{s['dimension']}={s['value']}",
-            s["n"],
-            f"{s['releasable_rate']:.3f}",
-            f"{s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}",
-            f"≥ {s['min_rate']}",
+            f"{s.dimension}={s.value}",
+            s.n,
+            f"{s.releasable_rate:.3f}",
+            "n/a" if s.ci95 is None else f"{s.ci95[0]:.3f}–{s.ci95[1]:.3f}",
+            f"≥ {s.min_rate}",
         )
         for s in failed_slices
     ]
@@ -167,26 +169,27 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
 
     @dg.multi_asset_check(specs=specs, name="release_gates")
     def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
+        decision = ReleaseDecision.model_validate(release_decision)
         checked = set()
-        for gate in release_decision["gates"]:
-            checked.add(check_name(gate["metric"]))
+        for gate in decision.gates or ():
+            checked.add(check_name(gate.metric))
             yield _gate_check(gate)
-        for gate in release_decision["unmeasured_gates"]:  # e.g. a judged metric when the judge failed
-            checked.add(check_name(gate["metric"]))
+        for unmeasured in decision.unmeasured_gates:  # e.g. a judged metric when the judge failed
+            checked.add(check_name(unmeasured.metric))
             yield dg.AssetCheckResult(
-                check_name=check_name(gate["metric"]),
+                check_name=check_name(unmeasured.metric),
                 asset_key=ASSET_KEY,
                 passed=False,
-                severity=_severity(gate["severity"]),
-                metadata={"value": "not measured", "threshold": gate["threshold"], "op": gate["op"]},
+                severity=_severity(unmeasured.severity),
+                metadata={"value": "not measured", "threshold": unmeasured.threshold, "op": unmeasured.op},
             )
         for name in check_names:  # a default gate of another dialect than this run's data
             if name not in checked:
                 yield dg.AssetCheckResult(
                     check_name=name, asset_key=ASSET_KEY, passed=True, metadata={"value": "not gated"}
                 )
-        failed_slices = release_decision["failed_slices"]
-        gate = release_decision.get("slice_gate")
+        failed_slices = decision.failed_slices
+        gate = decision.slice_gate
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
             asset_key=ASSET_KEY,
@@ -204,16 +207,20 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
         yield dg.AssetCheckResult(
             check_name=BASELINE_CHECK,
             asset_key=ASSET_KEY,
-            passed=not release_decision["regressions"],
-            metadata={"regressions": dg.MetadataValue.json(release_decision["regressions"])},
+            passed=not decision.regressions,
+            metadata={
+                "regressions": dg.MetadataValue.json(
+                    [r.model_dump(mode="json") for r in decision.regressions]
+                )
+            },
         )
-        integrity = release_decision["integrity"]
+        integrity = decision.integrity
         yield dg.AssetCheckResult(
             check_name=INDEX_CHECK,
             asset_key=ASSET_KEY,
             passed=not integrity,
             description="; ".join(problem["detail"] for problem in integrity) or None,
-            metadata={"index_versions": dg.MetadataValue.json(release_decision["index_versions"])},
+            metadata={"index_versions": dg.MetadataValue.json(decision.index_versions)},
         )
 
     return release_gates
@@ -223,15 +230,15 @@ def _severity(severity: str) -> dg.AssetCheckSeverity:
     return dg.AssetCheckSeverity.ERROR if severity == "hard" else dg.AssetCheckSeverity.WARN
 
 
-def _gate_check(gate: dict) -> dg.AssetCheckResult:
+def _gate_check(gate: GateRow) -> dg.AssetCheckResult:
     """A gate's check; a gate whose metric does not apply to the run (denominator 0) passes as "n/a"."""
-    value = gate["value"] if gate["applicable"] else "n/a (applies to no case: does not block)"
+    value = gate.value if gate.applicable else "n/a (applies to no case: does not block)"
     return dg.AssetCheckResult(
-        check_name=check_name(gate["metric"]),
+        check_name=check_name(gate.metric),
         asset_key=ASSET_KEY,
-        passed=gate["pass"] is not False,
-        severity=_severity(gate["severity"]),
-        metadata={"value": value, "threshold": gate["threshold"], "op": gate["op"]},
+        passed=gate.passed is not False,
+        severity=_severity(gate.severity),
+        metadata={"value": value, "threshold": gate.threshold, "op": gate.op},
     )
 
 
@@ -249,9 +256,10 @@ def baseline(
     was (`baseline_test: paired`: unless it is a significant improvement); no code path lowers one.
     """
     path, mode = eval_files.baseline_path, eval_files.baseline_mode
-    if release_decision["decision"] != "ship":  # defensive: the checks already stop a blocked run
+    decision = ReleaseDecision.model_validate(release_decision)
+    if not decision.ships or decision.baseline_figures is None:  # defensive: the checks stop a blocked run
         return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
-    figures = BaselineFigures.from_dict(release_decision["baseline_figures"])
+    figures = BaselineFigures.from_dict(decision.baseline_figures)
     seen: dict[str, baselines.BaselineEntry | None] = {}
 
     def judge(old: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
@@ -270,7 +278,7 @@ def baseline(
     with user_errors():
         config = committed_config()
         store = open_versioned(path, "baseline", endpoint_url=s3_endpoint())
-        entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge)
+        entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge, METRIC_SCOPE)
     before = seen.get("before")
     if entry is None or entry is before:
         return dg.MaterializeResult(metadata={"promoted": False, "reason": "no significant improvement"})

@@ -14,12 +14,13 @@ import dagster as dg
 import pandas as pd
 import pyarrow as pa
 
+from ragspine_pipeline.decision.gates import canonical_keys
 from ragspine_pipeline.defs.extraction import extraction_scores
 from ragspine_pipeline.defs.golden import METRIC_TABLE
 from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.production import production_metrics, recent_production_days
-from ragspine_pipeline.defs.resources import EvalFiles
+from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles
 from ragspine_pipeline.reports.html import render_html
 from ragspine_pipeline.reports.slice_report import slice_markdown
 from ragspine_pipeline.sources.objects import ObjectFolder
@@ -145,7 +146,8 @@ def golden_history(instance: dg.DagsterInstance, limit: int = HISTORY_RUNS) -> l
                 "timestamp": record.timestamp,
                 "index_version": _text(metadata.get("index_version")),
                 "decision": _text(metadata.get("decision")),
-                "metrics": metadata["metrics"].value,
+                # Runs recorded before a metric was renamed read under its current name.
+                "metrics": canonical_keys(metadata["metrics"].value, METRIC_SCOPE),
             }
         )
     return history

@@ -29,12 +29,17 @@ from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS
+from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.replay import Answer
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
 
 PACKAGED_GATES = "demo/gates.yaml"
+# The code location evaluates its golden set with an evidence registry (``EvalFiles.evidence_path``), so
+# the gates config, the baseline and past runs read old metric names as such a run means them
+# (``faithfulness`` is claim_faithfulness), when the definitions load and in every run alike.
+METRIC_SCOPE = Scope.WITH_REGISTRY
 
 
 def gates_config_path() -> Path:
@@ -52,7 +57,7 @@ def committed_config() -> EvalConfig:
     """The committed gates config (gates, the nightly drop tests' settings, alert runbooks)."""
     from ragspine_pipeline.decision.evaluation import KNOWN_METRICS  # the scoring stack, loaded on use
 
-    return load_config(gates_config_path(), KNOWN_METRICS)
+    return load_config(gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)
 
 
 class EvalFiles(dg.ConfigurableResource):

@@ -18,6 +18,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from ragspine_pipeline.metrics import names
+
 __all__ = [
     "ANCHORS",
     "JUDGED_METRICS",
@@ -35,10 +37,9 @@ __all__ = [
 
 PROMPT_VERSION = "ragspine-judge-v1"
 METRICS = ("faithfulness", "answer_relevancy", "context_recall")
-# The gateable aggregates of a judging run: the mean combined score and the pass rate of each metric.
-JUDGED_METRICS = tuple(
-    name for metric in METRICS for name in (f"judge_{metric}", f"judge_{metric}_pass_rate")
-)
+# The gateable aggregates of a judging run: the mean combined score and the pass rate of each metric
+# (``judge_<metric>``, ``judge_<metric>_pass_rate``), as the registry defines them.
+JUDGED_METRICS = names("judge")
 
 ANCHORS: dict[str, dict[int, str]] = {
     "faithfulness": {

@@ -2,12 +2,14 @@
 
 Figures are rounded to 4 decimals here, for display; gates were decided on unrounded values.
 
-Not applicable: a metric whose denominator is 0 keeps its empty-denominator value in the JSON
-(machines may rely on it) and is listed in ``not_applicable``; its denominator is in ``denominators``,
-``layered_denominators`` or the QA gate's ``total``. A gate row carries ``applicable`` and
-``denominator`` (null for a metric without one: the fabrication count, judged scores); a gate on a
-metric that does not apply has ``"pass": null`` and does not block. Markdown shows such a metric as
-``n/a`` with its denominator 0.
+Not applicable: a metric whose denominator is 0 is ``null`` in the JSON, never a placeholder; its
+denominator is in ``denominators``, ``layered_denominators`` or the QA gate's ``total``, and
+``not_applicable`` names the null ones (derived from the values, for machines that want the list). A
+gate row is one :class:`~ragspine_pipeline.decision.release.GateRow`: the value, ``numerator`` and
+``denominator`` of the metric it judged (null where the metric has none: means, judged scores; the
+fabrication count's denominator is the answers it checked) beside its verdict; a gate on a metric that
+does not apply has ``"value": null``, ``"pass": null``, ``"applicable": false`` and does not block.
+Markdown shows such a metric as ``n/a`` with its denominator 0.
 
 Per-case rows are rendered on whole columns (``reports.columns``) so that a million-case report costs
 a handful of kernel calls, not a million ``json.dumps``.
@@ -22,10 +24,10 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.decision.evaluation import Evaluation
+from ragspine_pipeline.decision.evaluation import LAYERED_METRICS, Evaluation
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.gates import GateResult
-from ragspine_pipeline.decision.release import ReleaseDecision
+from ragspine_pipeline.decision.release import GateRow, ReleaseDecision
 from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
     WriteBehind,
@@ -36,13 +38,13 @@ from ragspine_pipeline.reports.columns import (
 from ragspine_pipeline.reports.markdown import code_span, md_text, md_text_column
 from ragspine_pipeline.reports.why import why_markdown
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
-from ragspine_pipeline.scoring.layered import RATIO_METRICS, STAGES
+from ragspine_pipeline.scoring.layered import STAGES
 from ragspine_pipeline.scoring.slices import Slice, worst_first
 
 DECIMALS = 4
 _CASE_FLAGS = ("answerable", "answered", "missing", "contained", "citation_hit", "recall_hit")
 _COUNTS = ("answered", "refused", "answerable", "unanswerable", "missing", "unmatched")
-_SLICE_METRICS = ("context_recall", "faithfulness", "citation_support")
+_SLICE_METRICS = ("context_recall", "claim_faithfulness", "citation_support")
 
 
 @dataclass(frozen=True)
@@ -88,17 +90,7 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
         out["qa_gates"] = ev.qa.to_dict()
         out["fabrication"] = ev.qa.fabrication.to_dict()
     out["gates"] = [
-        {
-            "metric": result.gate.metric,
-            "op": result.gate.op,
-            "threshold": result.gate.threshold,
-            "value": figure(result.value),
-            "pass": result.passed,
-            "severity": result.gate.severity,
-            "applicable": result.applicable,
-            "denominator": result.denominator,
-        }
-        for result in ev.gates
+        GateRow.of(result, DECIMALS).model_dump(mode="json", by_alias=True) for result in ev.gates
     ]
     if ev.flakiness is not None:
         out["flakiness"] = _rounded(ev.flakiness)
@@ -222,7 +214,7 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
 
     out.write("\n## Grounded QA figures\n\n| metric | value | over |\n|---|---|---|\n")
     score = ev.grounded
-    for name, (numerator, denominator, _) in METRICS.items():
+    for name, (numerator, denominator) in METRICS.items():
         if score.counts[denominator] == 0:
             out.write(f"| {name} | n/a | 0 {denominator}: not applicable |\n")
             continue
@@ -294,8 +286,8 @@ def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], o
         )
     for gate in release.unmeasured_gates:
         out.write(
-            f"- {gate['severity']} gate **{gate['metric']}** was not measured (needs {gate['op']} "
-            f"{gate['threshold']:.4f}): it fails\n"
+            f"- {gate.severity} gate **{gate.metric}** was not measured (needs {gate.op} "
+            f"{gate.threshold:.4f}): it fails\n"
         )
     for result in not_applicable:
         out.write(
@@ -319,8 +311,8 @@ def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], o
         )
     for regression in release.regressions:
         out.write(
-            f"- regression **{regression['metric']}**: {regression['current']:.4f} vs baseline "
-            f"{regression['baseline']:.4f} (Δ {regression['delta']:+.4f})\n"
+            f"- regression **{regression.metric}**: {regression.current:.4f} vs baseline "
+            f"{regression.baseline:.4f} (Δ {regression.delta:+.4f})\n"
         )
     out.write("\n")
 
@@ -328,9 +320,9 @@ def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], o
 def _write_layered(ev: Evaluation, out: TextIO) -> None:
     layered = ev.layered
     out.write("\n## Layered figures\n\n| metric | value | over |\n|---|---|---|\n")
-    for name in (*RATIO_METRICS, "admissible_rate", "releasable_rate"):
+    for name in LAYERED_METRICS:
         n = layered.denominators[name]
-        value = f"{layered.metrics[name]:.4f}" if n else "n/a"
+        value = "n/a" if layered.metrics[name] is None else f"{layered.metrics[name]:.4f}"
         out.write(f"| {name} | {value} | {n} cases{'' if n else ': not applicable'} |\n")
     out.write("\n## First failed stage\n\n| stage | cases |\n|---|---|\n")
     for stage, count in layered.stage_histogram().items():

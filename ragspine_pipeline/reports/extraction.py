@@ -87,8 +87,8 @@ class ExtractionResult:
         }
 
 
-def figure(value: float) -> float:
-    return round(value, DECIMALS)
+def figure(value: float | None) -> float | None:
+    return None if value is None else round(value, DECIMALS)
 
 
 def _channel_json(channel: ChannelScore) -> dict[str, Any]:
@@ -131,7 +131,8 @@ def render_markdown(result: ExtractionResult) -> str:
     ]
     for name, channel in result.score.channels.items():
         threshold, outcome = _threshold_outcome(result.baseline, name)
-        figures = f"{channel.accuracy:.4f} | {channel.correct} | {channel.total}"
+        accuracy = "n/a" if channel.accuracy is None else f"{channel.accuracy:.4f}"
+        figures = f"{accuracy} | {channel.correct} | {channel.total}"
         lines.append(f"| {name} | {figures} | {threshold} | {outcome} |")
     for name, channel in result.score.channels.items():
         if not channel.mismatches:

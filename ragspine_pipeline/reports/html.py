@@ -25,7 +25,6 @@ from ragspine_pipeline.reports.charts_lines import Series, small_multiples
 from ragspine_pipeline.reports.html_gates import gate_delta, gates_section
 from ragspine_pipeline.reports.html_judge import judge_section
 from ragspine_pipeline.reports.html_parts import (
-    applies,
     count,
     day,
     document,
@@ -52,7 +51,7 @@ from ragspine_pipeline.reports.html_slices import slices_section
 from ragspine_pipeline.reports.slice_gate import SliceGate, slice_gate_of, ungated_slices
 from ragspine_pipeline.reports.why import why_html
 
-KEY_METRICS = ("releasable_rate", "precision", "admissible_rate", "context_recall", "faithfulness")
+KEY_METRICS = ("releasable_rate", "precision", "admissible_rate", "context_recall", "claim_faithfulness")
 TREND_TABLE_RUNS = 10
 UNGATED_NAMED = 12  # slices named in the note on slices too small to gate; the slice tables list them all
 # The slice gate's usual min_rate; drawn only when the report does not carry its own slice gate.
@@ -108,7 +107,7 @@ def history_entry(report: Mapping, *, timestamp: float) -> dict:
         "timestamp": timestamp,
         "index_version": release.get("index_version"),
         "decision": release.get("decision"),
-        "metrics": {name: value if applies(report, name) else None for name, value in figures.items()},
+        "metrics": dict(figures),  # a metric that does not apply is null already
     }
 
 

@@ -134,8 +134,7 @@ def _gates_table(gates: list[Mapping]) -> str:
             [
                 esc(g.get("metric")),
                 f"{op(g.get('op'))} {gate_figure(g.get('metric'), g.get('threshold'))}",
-                gate_figure(g.get("metric"), _gate_value(g))
-                + (small("(0 cases)") if g.get("applicable") is False else ""),
+                gate_figure(g.get("metric"), _gate_value(g)) + _over(g),
                 delta(g),
                 esc(g.get("severity") or "hard"),
                 pill(gate_status(g), warn="warns", na="n/a: does not block"),
@@ -144,6 +143,17 @@ def _gates_table(gates: list[Mapping]) -> str:
         for g in gates
     ]
     return table(("metric", "gate", "value", "Δ (value − threshold)", "severity", "result"), rows)
+
+
+def _over(gate: Mapping) -> str:
+    """What the gate's value is over, from the same gate row: ``(14 / 15)`` for a rate with its numerator,
+    ``(0 cases)`` for a metric that does not apply."""
+    if gate.get("applicable") is False:
+        return small("(0 cases)")
+    numerator, denominator = finite(gate.get("numerator")), finite(gate.get("denominator"))
+    if numerator is None or denominator is None:
+        return ""
+    return small(f"({count(numerator)} / {count(denominator)})")
 
 
 def _regressions(release: Mapping) -> str:

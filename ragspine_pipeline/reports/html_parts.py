@@ -179,19 +179,13 @@ def run_label(entry: Mapping) -> str:
 # -- applicability ---------------------------------------------------------------------------------
 
 
-def applies(report: Mapping, metric: object) -> bool:
-    """False when the report lists ``metric`` as not applicable (its denominator is 0): its value is a
-    placeholder, shown as n/a and never plotted."""
-    return metric not in (report.get("not_applicable") or [])
-
-
 def headline_figures(report: Mapping) -> list[tuple[str, float | None, int | None]]:
     """``(metric, value, denominator)`` of every grounded figure of the report, in its order; the value
-    is None where the metric does not apply (denominator 0) or is missing."""
+    is None where the metric does not apply (its value is null, its denominator 0) or is missing."""
     out = []
     for name, n in mapping(report.get("denominators")).items():
         cases = finite(n)
-        value = finite(report.get(name)) if applies(report, name) and cases != 0 else None
+        value = finite(report.get(name)) if cases != 0 else None
         out.append((str(name), value, None if cases is None else int(cases)))
     return out
 

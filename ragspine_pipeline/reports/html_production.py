@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ragspine_pipeline.metrics import family
 from ragspine_pipeline.reports.charts import PALETTE, Key, esc, finite, plain
 from ragspine_pipeline.reports.charts_lines import Series, line_chart, small_multiples
 from ragspine_pipeline.reports.html_parts import (
@@ -24,14 +25,10 @@ from ragspine_pipeline.reports.html_parts import (
     table,
 )
 
-PRODUCTION_RATES = (
-    "refusal_rate",
-    "compliance",
-    "citation_validity",
-    "admissible_rate",
-    "lexical_faithfulness",
-    "fabrication",
-)
+RATES = tuple(m.name for m in family("production") if m.kind == "rate")
+# The count of fabricating refusals: plotted by its rate, shown as a count with its rate.
+(FABRICATION,) = (m.name for m in family("production") if m.kind == "count")
+PRODUCTION_RATES = (*RATES, FABRICATION)
 LATENCIES = ("latency_p50_ms", "latency_p95_ms")
 LATENCY = "latency p50 / p95"  # the two percentiles share one column of the latest day's table
 
@@ -57,12 +54,12 @@ def _production_rates(days: list[Mapping], labels: list[str], subs: list[str]) -
     the answers checked), never its count."""
     series = []
     for name in PRODUCTION_RATES:
-        key = "rate" if name == "fabrication" else "value"
+        key = "rate" if name == FABRICATION else "value"
         values = [finite(_metric(d, name).get(key)) for d in days]
         if any(v is not None for v in values):
             lows = [finite(_metric(d, name).get("low")) for d in days]
             highs = [finite(_metric(d, name).get("high")) for d in days]
-            label = "fabrication rate" if name == "fabrication" else name
+            label = f"{name} rate" if name == FABRICATION else name
             series.append(Series(label, values, PALETTE[0], lows, highs))  # the panel names the rate
     if not series:
         return note("No production rates in the daily summaries.", "production-trend")
@@ -115,9 +112,9 @@ def _production_names(day: Mapping) -> tuple[list[str], list[str]]:
     for values in mapping(day.get("slices")).values():
         for entry in mapping(values).values():
             seen |= set(mapping(mapping(entry).get("metrics")))
-    rates = [n for n in PRODUCTION_RATES if n in seen and n != "fabrication"]
-    rest = sorted(str(n) for n in seen - set(rates) - set(LATENCIES) - {"fabrication"})
-    others = (["fabrication"] if "fabrication" in seen else []) + rest
+    rates = [n for n in RATES if n in seen]
+    rest = sorted(str(n) for n in seen - set(rates) - set(LATENCIES) - {FABRICATION})
+    others = ([FABRICATION] if FABRICATION in seen else []) + rest
     return rates, others + ([LATENCY] if seen & set(LATENCIES) else [])
 
 
@@ -133,7 +130,7 @@ def _production_cell(name: str, figures: Mapping, traces: object) -> str:
     metric = _metric(figures, name)
     value, n = metric.get("value"), finite(metric.get("n"))
     cases = f"({count(n)})" if n is not None and n != finite(traces) else ""
-    if name == "fabrication":  # a count of fabricating answers; its rate is the comparable figure
+    if name == FABRICATION:  # a count of fabricating answers; its rate is the comparable figure
         if finite(value) is None and finite(metric.get("rate")) is None:
             return "n/a"
         checked = f" of {count(n)}" if n is not None else ""

@@ -7,9 +7,12 @@ drawn as a tick and whose result colours the row). :func:`extraction_section` re
 (``reports.extraction.ExtractionResult.to_dict``); a channel's threshold is known when its baseline lists
 it (``thresholds``, or the ``failed`` entry).
 
-Charts: ``qa-gates`` and ``extraction``; with nothing to plot, a note of the same name. A gate or channel
-with no case to measure prints ``n/a`` (the JSON reports 1.0 there) and is not plotted. Values of any
-JSON shape (failures, mismatches) are shown on one line with :func:`html_parts.compact`, escaped.
+Charts: ``qa-gates`` and ``extraction``; with nothing to plot, a note of the same name. A gate with no
+case to measure (its pass rate null) or a channel with nothing to measure prints ``n/a`` and is not
+plotted. A QA gate the run gates shows the gate row's value, numerator, denominator and verdict together
+(:func:`shown`): they are one metric result, never the rate of one metric beside the verdict of another.
+Values of any JSON shape (failures, mismatches) are shown on one line with :func:`html_parts.compact`,
+escaped.
 """
 
 from __future__ import annotations
@@ -47,10 +50,13 @@ NO_THRESHOLD = "—"
 
 def qa_section(report: Mapping) -> str:
     """Pass rate per gate (chart and table, fabrication last), the failing cases, pass rates per tag."""
-    gates = {str(name): mapping(gate) for name, gate in mapping(report.get("qa_gates")).items()}
-    names = {*gates, FABRICATION}
+    names = {str(name) for name in mapping(report.get("qa_gates"))} | {FABRICATION}
     decided = {
         str(g.get("metric")): g for g in map(mapping, report.get("gates") or []) if g.get("metric") in names
+    }
+    gates = {
+        str(name): shown(mapping(gate), decided.get(str(name)))
+        for name, gate in mapping(report.get("qa_gates")).items()
     }
     statuses = {name: _qa_status(gate, decided.get(name)) for name, gate in gates.items()}
     fabrication = mapping(report.get(FABRICATION))
@@ -64,9 +70,19 @@ def qa_section(report: Mapping) -> str:
     )
 
 
+def shown(gate: Mapping, decided: Mapping | None) -> Mapping:
+    """What a QA gate's row shows. When the run gates the metric, its pass rate, passed and total are
+    the gate row's value, numerator and denominator — the one result the verdict beside them judged;
+    otherwise (or for a report written before gate rows carried a numerator) the QA entry's own."""
+    if decided is None or decided.get("numerator") is None or decided.get("denominator") is None:
+        return gate
+    row = {"pass_rate": decided.get("value"), "passed": decided.get("numerator")}
+    return {**gate, **row, "total": decided.get("denominator")}
+
+
 def _applies(gate: Mapping) -> bool:
-    """False when the gate applies to no case (``total`` 0): its pass rate is not a measurement."""
-    return finite(gate.get("total")) != 0
+    """False when the gate applies to no case (``total`` 0): its pass rate is null, not a measurement."""
+    return finite(gate.get("total")) != 0 and finite(gate.get("pass_rate")) is not None
 
 
 def _qa_status(gate: Mapping, decided: Mapping | None) -> str:

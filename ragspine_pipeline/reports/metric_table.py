@@ -48,12 +48,12 @@ def metric_table(evaluation: Evaluation, judgments: Sequence[Judgment] = ()) -> 
     if evaluation.layered is not None:
         sources.append((evaluation.layered.cases, (*RATIO_METRICS, *LAYERED_FLAGS)))
     if evaluation.qa is not None:
-        sources.append((evaluation.qa.cases, tuple(evaluation.qa_metric_names.items())))
+        sources.append((evaluation.qa.cases, tuple(evaluation.qa.gates)))
     parts = []
     for cases, names in sources:
         qid = cases.column("qid").combine_chunks()
-        for column, name in ((n, n) if isinstance(n, str) else n for n in names):
-            value = cases.column(column).combine_chunks().cast(pa.float64())
+        for name in names:
+            value = cases.column(name).combine_chunks().cast(pa.float64())
             parts.append(
                 pa.table(
                     {

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragspine_pipeline.decision.baseline import COUNT_METRICS
+from ragspine_pipeline.decision.release import FailedGate, ReleaseDecision, UnmeasuredGate
 from ragspine_pipeline.reports.html import DEFAULT_SLICE_GATE, TREND_TABLE_RUNS, trend_points
 from ragspine_pipeline.reports.html_parts import (
     compact,
@@ -21,8 +22,11 @@ from ragspine_pipeline.reports.html_parts import (
     day,
     fixed,
     headline_figures,
+    interval,
     share,
 )
+from ragspine_pipeline.reports.html_production import FABRICATION as PRODUCTION_FABRICATION
+from ragspine_pipeline.reports.html_production import RATES as PRODUCTION_METRICS
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
 from ragspine_pipeline.reports.markdown import code_span, md_text
 from ragspine_pipeline.reports.slice_gate import (
@@ -34,13 +38,12 @@ from ragspine_pipeline.reports.slice_gate import (
 )
 from ragspine_pipeline.reports.why import why_markdown
 
-SLICE_METRICS = ("candidate_recall", "context_recall", "faithfulness", "citation_support", "point_coverage")
-PRODUCTION_METRICS = (
-    "refusal_rate",
-    "compliance",
-    "citation_validity",
-    "admissible_rate",
-    "lexical_faithfulness",
+SLICE_METRICS = (
+    "candidate_recall",
+    "context_recall",
+    "claim_faithfulness",
+    "citation_support",
+    "point_coverage",
 )
 QA_FAILURES = 20
 LATENCIES = ("latency_p50_ms", "latency_p95_ms")
@@ -85,55 +88,51 @@ def slice_markdown(
 
 
 def _decision(report: dict, gate: SliceGate) -> str:
-    release = report["release"]
+    release = ReleaseDecision.model_validate(report["release"])
     lines = [
-        f"## Release decision: **{release['decision'].upper()}**\n",
-        f"index {code_span(release.get('index_version'))} · "
-        f"golden {code_span(release.get('golden_version'))} · run {code_span(release.get('run_id'))}\n",
+        f"## Release decision: **{release.decision.upper()}**\n",
+        f"index {code_span(release.index_version)} · "
+        f"golden {code_span(release.golden_version)} · run {code_span(release.run_id)}\n",
     ]
-    for problem in release.get("integrity") or []:
+    for problem in release.integrity:
         lines.append(f"- **blocked: {md_text(problem.get('reason'))}**: {md_text(problem.get('detail'))}")
-    why = why_markdown(release.get("causes")) if release["decision"] == "block" else ""
+    why = why_markdown(release.causes) if not release.ships else ""
     if why:
         lines.append(why)
-    for failed in release["failed_gates"]:
-        delta = f"{failed['delta']:+g}" if failed["metric"] in COUNT_METRICS else f"{failed['delta']:+.4f}"
+    for failed in release.failed_gates:
+        delta = f"{failed.delta:+g}" if failed.metric in COUNT_METRICS else f"{failed.delta:+.4f}"
         lines.append(
-            f"- failed gate **{failed['metric']}** = {_gate_value(failed)}, needs {failed['op']} "
+            f"- failed gate **{failed.metric}** = {_gate_value(failed)}, needs {failed.op} "
             f"{_threshold(failed)} (Δ {delta})"
         )
-    for unmeasured in release.get("unmeasured_gates", []):
+    for unmeasured in release.unmeasured_gates:
         lines.append(
-            f"- {unmeasured['severity']} gate **{unmeasured['metric']}** was not measured (needs "
-            f"{unmeasured['op']} {_threshold(unmeasured)}): it fails"
+            f"- {unmeasured.severity} gate **{unmeasured.metric}** was not measured (needs "
+            f"{unmeasured.op} {_threshold(unmeasured)}): it fails"
         )
-    for warned in release.get("warned_gates", []):
+    for warned in release.warned_gates:
         lines.append(
-            f"- soft gate **{warned['metric']}** = {_gate_value(warned)}, wants {warned['op']} "
+            f"- soft gate **{warned.metric}** = {_gate_value(warned)}, wants {warned.op} "
             f"{_threshold(warned)} (warning)"
         )
-    for failed in release["failed_slices"]:
-        low, high = failed["ci95"]
+    for failed in release.failed_slices:
+        low, high = failed.ci95 or (None, None)
         lines.append(
-            f"- failed slice **{md_text(failed['dimension'])}={md_text(failed['value'])}**: releasable "
-            f"{failed['releasable_rate']:.1%} of {failed['n']} (95% CI {low:.1%}–{high:.1%}), "
-            f"needs ≥ {failed['min_rate']:.0%}"
+            f"- failed slice **{md_text(failed.dimension)}={md_text(failed.value)}**: releasable "
+            f"{failed.releasable_rate:.1%} of {failed.n} (95% CI {interval(low, high)}), "
+            f"needs ≥ {failed.min_rate:.0%}"
         )
-    for regression in release["regressions"]:
+    for regression in release.regressions:
         lines.append(
-            f"- regression **{regression['metric']}**: {regression['current']:.4f} vs baseline "
-            f"{regression['baseline']:.4f}"
+            f"- regression **{regression.metric}**: {regression.current:.4f} vs baseline "
+            f"{regression.baseline:.4f}"
         )
-    blocked = any(release.get(key) for key in _BLOCKING)
-    if release["decision"] == "ship" and not blocked:
+    if release.ships and not (release.blocks() or release.unmeasured_gates):  # a soft one says nothing held
         ungated = ungated_slices(report, gate)
         slices = "every gated slice" if ungated else "every slice"
         lines.append(f"Every gate, {slices} and every baselined metric holds.")
     lines.append(_ungated_line(report, gate))
     return "\n".join(line for line in lines if line) + "\n"
-
-
-_BLOCKING = ("integrity", "failed_gates", "unmeasured_gates", "failed_slices", "regressions")
 
 
 def _ungated_line(report: dict, gate: SliceGate) -> str:
@@ -147,14 +146,20 @@ def _ungated_line(report: dict, gate: SliceGate) -> str:
     )
 
 
-def _gate_value(gate: Mapping) -> str:
+def _gate_value(gate: Mapping | FailedGate) -> str:
     """A gate's value: a count as a whole number, a rate with four decimals."""
-    return count(gate["value"]) if gate["metric"] in COUNT_METRICS else _num(gate["value"])
+    metric, value = _field(gate, "metric"), _field(gate, "value")
+    return count(value) if metric in COUNT_METRICS else _num(value)
 
 
-def _threshold(gate: Mapping) -> str:
+def _threshold(gate: Mapping | FailedGate | UnmeasuredGate) -> str:
     """A gate's threshold as configured (``0.8``); a count's as a whole number."""
-    return count(gate["threshold"]) if gate["metric"] in COUNT_METRICS else str(gate["threshold"])
+    metric, threshold = _field(gate, "metric"), _field(gate, "threshold")
+    return count(threshold) if metric in COUNT_METRICS else str(threshold)
+
+
+def _field(row: Mapping | FailedGate | UnmeasuredGate, name: str) -> object:
+    return row[name] if isinstance(row, Mapping) else getattr(row, name)
 
 
 def _gates(report: dict) -> str:
@@ -314,7 +319,7 @@ def _judged_row(metric: str, name: str, s: dict) -> str:
 
 def _production_days(days: Sequence[dict]) -> str:
     """One row per day given, oldest first: the key rates, the fabrication count and the latency."""
-    head = ["day", "n", *PRODUCTION_METRICS, "fabrication", "latency p50 / p95 (ms)"]
+    head = ["day", "n", *PRODUCTION_METRICS, PRODUCTION_FABRICATION, "latency p50 / p95 (ms)"]
     rows = [f"## Production, {len(days)} day(s)\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for summary in days:
         metrics = summary.get("metrics") or {}
@@ -322,7 +327,7 @@ def _production_days(days: Sequence[dict]) -> str:
         latency = [(metrics.get(m) or {}).get("value") for m in LATENCIES]
         shown = "n/a" if all(v is None for v in latency) else " / ".join(_ms(v) for v in latency)
         cells = [_escape(summary.get("day")), count(summary.get("n")), *figures]
-        cells += [_fabrication(metrics.get("fabrication")), shown]
+        cells += [_fabrication(metrics.get(PRODUCTION_FABRICATION)), shown]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 

@@ -12,8 +12,9 @@ For each channel::
 
     total    = |{aligned cells}|            (every cell present on both sides, in every channel)
     correct  = |{those cells whose fact and truth have equal fields}|
-    accuracy = correct / total,  and 1.0 when total = 0 (no NaN; total 0 is reported, and a
-               baseline treats the channel as unmeasured, see ``decision.extraction_baseline``)
+    accuracy = correct / total,  and None (JSON null) when total = 0: not applicable, never a
+               placeholder or NaN; total 0 is reported, and a baseline treats the channel as
+               unmeasured (``decision.extraction_baseline``)
 
 A field that is absent counts as null: null against null is a match (the parser rightly found no
 merge span, no tags), null against a value is a mismatch either way round. This is how RAGSpine counts
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine_pipeline.contracts.extraction import ExtractionCell
+from ragspine_pipeline.metrics import ratio
 
 CHANNEL_FIELDS: dict[str, str] = {
     "cell_value": "value",
@@ -61,9 +63,9 @@ class ChannelScore:
     mismatches: tuple[Mismatch, ...]  # sorted by cell
 
     @property
-    def accuracy(self) -> float:
-        """``correct / total``; 1.0 when nothing was measured (``total == 0``)."""
-        return self.correct / self.total if self.total else 1.0
+    def accuracy(self) -> float | None:
+        """``correct / total``; None when nothing was measured (``total == 0``)."""
+        return ratio(self.correct, self.total)
 
     @property
     def measured(self) -> bool:
@@ -79,7 +81,7 @@ class ExtractionScore:
 
     def accuracies(self) -> dict[str, float | None]:
         """Every channel's accuracy, None for a channel with nothing to measure (total 0)."""
-        return {name: score.accuracy if score.measured else None for name, score in self.channels.items()}
+        return {name: score.accuracy for name, score in self.channels.items()}
 
 
 def canonical(value: Any) -> str | None:

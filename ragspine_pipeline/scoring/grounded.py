@@ -15,6 +15,11 @@ Joining: traces join gold on ``qid``; a trace without one joins on its exact que
 When a qid has several traces the last one wins and the extras are counted in ``duplicates``. A gold
 case without a trace is answered with an empty claim and no citation list (so it fails) and is counted
 in ``missing``; distinct trace keys not in the gold set are counted in ``unmatched``.
+
+The metrics themselves — ``precision``, ``chr``, ``under_refusal``, ``over_refusal``, ``recall@k``,
+``compliance``, ``chr_answerable``, ``claim_containment`` — are defined in the registry
+(``ragspine_pipeline.metrics``): each is its numerator count over its denominator count, and None (not
+applicable, reported with its denominator 0) when that denominator is empty.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE, WHITESPACE
+from ragspine_pipeline.metrics import MetricResult, family, ratio
 from ragspine_pipeline.scoring import rowwise
 from ragspine_pipeline.scoring.join import join_traces
 
@@ -40,45 +46,29 @@ PHRASE_LEAD = "-" + WHITESPACE
 LABELS = ("OK", "REFUSAL_OK", "OVER_REFUSAL", "HALLUCINATION", "ANS_NO_HIT")
 _LABEL_DICTIONARY = pa.array(LABELS, pa.string())
 
-# Metric name -> (numerator key, denominator key, value when the denominator is empty).
-# The empty-denominator values are placeholders, reported with the denominator (0), never as NaN.
-METRICS: dict[str, tuple[str, str, float]] = {
-    "precision": ("shipped_answerable_correct", "answered", 1.0),
-    "chr": ("shipped_answerable_hit", "answered", 1.0),
-    "under_refusal": ("shipped_unanswerable", "unanswerable", 0.0),
-    "over_refusal": ("refused_answerable", "answerable", 0.0),
-    "recall@k": ("answerable_recalled", "answerable", 0.0),
-    "compliance": ("compliant", "matched", 0.0),
-    "chr_answerable": ("answerable_cites_gold", "answerable", 0.0),
-    "claim_containment": ("answerable_phrase_contained", "answerable_with_gold_claim", 0.0),
-}
-"""Each metric as numerator / denominator.
-
-* ``precision`` = |{x ∈ S ∩ A : C ∧ H}| / |S| (1.0 when S is empty)
-* ``chr`` = |{x ∈ S ∩ A : H}| / |S| (1.0 when S is empty)
-* ``under_refusal`` = |S ∩ U| / |U| (0.0 when U is empty)
-* ``over_refusal`` = |R ∩ A| / |A| (0.0 when A is empty)
-* ``recall@k`` = |{x ∈ A : gold_citations ⊆ top-k(retrieved)}| / |A| (0.0 when A is empty)
-* ``compliance`` = matched traces whose answer carries a citation list or is a refusal / matched traces
-  (0.0 when no trace matched: nothing shows compliance)
-* ``chr_answerable`` = |{x ∈ A : shipped ∧ citations ∩ gold_citations ≠ ∅}| / |A| (0.0 when A is empty)
-* ``claim_containment`` = |{x ∈ A : shipped ∧ a ≥5-char phrase of gold_claim occurs in the answer}| / |A|,
-  over the answerable cases that have a ``gold_claim`` (the metric does not apply to the others, so
-  they are excluded from the denominator; 0.0 when none has one)
-"""
+# Metric name -> (numerator key, denominator key) of ``GroundedScore.counts``, from the registry
+# (``ragspine_pipeline.metrics``, where each formula is stated).
+METRICS: dict[str, tuple[str, str]] = {m.name: (m.numerator, m.denominator) for m in family("grounded")}
 
 
 @dataclass(frozen=True)
 class GroundedScore:
-    """Unrounded figures, their counts, and one row per gold case (gold order)."""
+    """Unrounded figures (None: not applicable), their counts, and one row per gold case (gold order)."""
 
     k: int
     counts: dict[str, int]
-    metrics: dict[str, float]
+    metrics: dict[str, float | None]
     cases: pa.Table
 
     def denominator(self, metric: str) -> int:
         return self.counts[METRICS[metric][1]]
+
+    def results(self) -> dict[str, MetricResult]:
+        """Every grounded metric with the counts it is the ratio of."""
+        return {
+            name: MetricResult(name, self.metrics[name], self.counts[num], self.counts[den])
+            for name, (num, den) in METRICS.items()
+        }
 
     def label_counts(self) -> dict[str, int]:
         """Cases per label, every label listed (zero included)."""
@@ -140,10 +130,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
             parts.append(cases)
             for name, value in part_counts.items():
                 counts[name] = counts.get(name, 0) + value
-    metrics = {
-        name: (counts[num] / counts[den]) if counts[den] else empty
-        for name, (num, den, empty) in METRICS.items()
-    }
+    metrics = {name: ratio(counts[num], counts[den]) for name, (num, den) in METRICS.items()}
     return GroundedScore(k=k, counts=counts, metrics=metrics, cases=pa.concat_tables(parts))
 
 

@@ -3,7 +3,8 @@
 Every case walks the pipeline in order and stops at its **first failed stage**:
 
 ``admissibility`` → ``candidate retrieval`` (candidate_recall < 1) → ``context selection``
-(context_recall < 1) → ``answer completeness`` (no claims) → ``answer faithfulness`` (faithfulness < 1)
+(context_recall < 1) → ``answer completeness`` (no claims) → ``answer faithfulness``
+(claim_faithfulness < 1)
 → ``citation support`` (< 1) → ``answer completeness`` (point_coverage < 1) → ``pass``.
 For an unanswerable case the answer stages are replaced by one, ``refusal``: a refusal passes, a shipped
 answer fails there. An answerable case that was refused reaches ``refusal`` as its first answer stage
@@ -17,7 +18,8 @@ first-stage ``retrieved_ids``):
 * ``context_precision`` = |selected ∩ required| / |selected| (0 when selected is empty);
 * a claim is **supported** by a chunk when every one of its ``support_phrases`` occurs in the chunk text
   (case-insensitive), or, without support phrases, when ≥ 60 % of its word tokens are word tokens of the
-  chunk text; ``faithfulness`` = claims supported by some selected chunk / claims (0 with no claims);
+  chunk text; ``claim_faithfulness`` = claims supported by some selected chunk / claims (0 with no
+  claims);
   ``citation_coverage`` = claims with a citation / claims; ``citation_support`` = claims whose cited chunk
   is selected and supports them / claims; ``point_coverage`` = |answer points of supported claims ∩
   required_points| / |required_points| (not applicable when no point is required).
@@ -46,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import empty_lists, lists_from_rows
+from ragspine_pipeline.metrics import MetricResult, family, ratio
 from ragspine_pipeline.scoring import means, rowwise
 from ragspine_pipeline.scoring.admissibility import (
     ChunkIds,
@@ -72,25 +75,13 @@ STAGES = (
     "refusal",
     "pass",
 )
-RATIO_METRICS = (
-    "candidate_recall",
-    "context_recall",
-    "context_precision",
-    "faithfulness",
-    "citation_coverage",
-    "citation_support",
-    "point_coverage",
-)
-# The per-case denominator of each ratio metric: a column of ``LayeredScore.cases``.
-RATIO_DENOMINATORS = {
-    "candidate_recall": "n_required",
-    "context_recall": "n_required",
-    "context_precision": "n_selected",
-    "faithfulness": "n_claims",
-    "citation_coverage": "n_claims",
-    "citation_support": "n_claims",
-    "point_coverage": "n_points",
-}
+# The means of per-case ratios, and the per-case denominator of each (a column of
+# ``LayeredScore.cases``), from the registry (``ragspine_pipeline.metrics``).
+RATIO_METRICS = tuple(m.name for m in family("layered") if m.case_denominator)
+RATIO_DENOMINATORS = {m.name: m.case_denominator for m in family("layered") if m.case_denominator}
+# The two rates over every case, and the per-case flag each counts.
+RATE_COLUMNS = {m.name: m.numerator for m in family("layered") if m.numerator}
+FAITHFULNESS = "claim_faithfulness"
 _STAGE_DICTIONARY = pa.array(STAGES, pa.string())
 
 
@@ -106,8 +97,21 @@ class LayeredScore:
     """
 
     cases: pa.Table
-    metrics: dict[str, float]
+    metrics: dict[str, float | None]
     denominators: dict[str, int]
+
+    def results(self) -> dict[str, MetricResult]:
+        """Every layered metric with the number of cases it is over; the two rates also with the cases
+        they count (a mean of per-case ratios has no single numerator)."""
+        return {
+            name: MetricResult(
+                name,
+                value,
+                _count(self.cases.column(RATE_COLUMNS[name])) if name in RATE_COLUMNS else None,
+                self.denominators[name],
+            )
+            for name, value in self.metrics.items()
+        }
 
     def stage_histogram(self) -> dict[str, int]:
         counts = np.bincount(
@@ -164,8 +168,8 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.divide(numerator, denominator, out=np.zeros(len(denominator)), where=denominator > 0)
 
 
-def _aggregates(cases: pa.Table) -> dict[str, float]:
-    """Means over the cases where each metric applies (non-null); 0.0 where none does.
+def _aggregates(cases: pa.Table) -> dict[str, float | None]:
+    """Means over the cases where each metric applies (non-null); None where none does.
 
     Each mean is the exact mean of the per-case ratios (numerator over :data:`RATIO_DENOMINATORS`),
     rounded once (``scoring.means``), and the two rates are integer counts over the number of cases:
@@ -174,16 +178,18 @@ def _aggregates(cases: pa.Table) -> dict[str, float]:
     metrics = {
         name: means.mean(cases.column(name), cases.column(RATIO_DENOMINATORS[name])) for name in RATIO_METRICS
     }
-    metrics = {name: 0.0 if value is None else value for name, value in metrics.items()}
-    for name, column in (("admissible_rate", "admissible"), ("releasable_rate", "releasable")):
-        count = pc.sum(cases.column(column).cast(pa.int64())).as_py() or 0
-        metrics[name] = count / cases.num_rows if cases.num_rows else 0.0
+    for name, column in RATE_COLUMNS.items():
+        metrics[name] = ratio(_count(cases.column(column)), cases.num_rows)
     return metrics
+
+
+def _count(flags: pa.ChunkedArray) -> int:
+    return pc.sum(flags.cast(pa.int64())).as_py() or 0
 
 
 def _denominators(cases: pa.Table) -> dict[str, int]:
     counts = {name: cases.num_rows - cases.column(name).null_count for name in RATIO_METRICS}
-    counts["admissible_rate"] = counts["releasable_rate"] = cases.num_rows
+    counts.update({name: cases.num_rows for name in RATE_COLUMNS})
     return counts
 
 
@@ -224,7 +230,7 @@ def _score_cases(
     support = claim_support(claims, ids["selected"], registry)
     n_claims = np.bincount(claims.rows, minlength=n)
     per_claim = {
-        "faithfulness": support.by_selected,
+        FAITHFULNESS: support.by_selected,
         "citation_coverage": claims.citation_valid,
         "citation_support": support.by_citation,
     }
@@ -246,7 +252,7 @@ def _score_cases(
             (n_required > 0) & (context_recall < 1),
             refused | ~answerable,
             n_claims == 0,
-            claim_ratios["faithfulness"] < 1,
+            claim_ratios[FAITHFULNESS] < 1,
             claim_ratios["citation_support"] < 1,
             (n_points > 0) & (point_coverage < 1),
         ],
@@ -269,7 +275,7 @@ def _score_cases(
         "candidate_recall": first_applicable & (n_required > 0),
         "context_recall": n_required > 0,
         "context_precision": ~missing,
-        "faithfulness": answerable & ~refused & ~missing,
+        FAITHFULNESS: answerable & ~refused & ~missing,
         "citation_coverage": answerable & ~refused & ~missing,
         "citation_support": answerable & ~refused & ~missing,
         "point_coverage": answerable & ~refused & ~missing & (n_points > 0),

@@ -11,7 +11,7 @@ separate tokens.
 or a full stop followed by whitespace or the end (so ``3.5`` stays whole). A claim without a token is
 dropped.
 
-* ``faithfulness`` — every claim is entailed by the trace's retrieved context
+* ``narrative_faithfulness`` — every claim is entailed by the trace's retrieved context
   (``outcome.retrieved_context``: its strings, or the ``text`` of its objects, joined): a claim is
   entailed when at least :data:`THRESHOLD` (0.6) of its tokens, counted with repetition, occur among the
   context's tokens. A case without claims (no narrative answer, a refusal) fails; so does a case whose
@@ -39,9 +39,11 @@ import pyarrow as pa
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.metrics import names
 
 THRESHOLD = 0.6
-GATES = ("faithfulness", "answer_accuracy")
+GATES = names("narrative")  # narrative_faithfulness, answer_accuracy (``ragspine_pipeline.metrics``)
+FAITHFULNESS, ACCURACY = GATES
 REFERENCE_SUFFIXES = (".txt", ".md")
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -105,13 +107,13 @@ def score_narrative(
     for row in rows:
         text = told[row] if told[row] is not None else (answers[row] or "")
         found = claims(text)
-        applies["faithfulness"][row] = True
+        applies[FAITHFULNESS][row] = True
         context_tokens = set(tokens("\n".join(contexts[row] or [])))
         covered = [coverage(claim, context_tokens) for claim in found]
-        ok["faithfulness"][row] = bool(found) and min(covered) >= THRESHOLD
-        if not ok["faithfulness"][row]:
+        ok[FAITHFULNESS][row] = bool(found) and min(covered) >= THRESHOLD
+        if not ok[FAITHFULNESS][row]:
             weakest = int(np.argmin(covered)) if covered else None
-            details["faithfulness"][row] = {
+            details[FAITHFULNESS][row] = {
                 "expected": {"min_coverage": THRESHOLD},
                 "actual": {
                     "claims": len(found),
@@ -122,11 +124,11 @@ def score_narrative(
             }
         if references is None:
             continue
-        applies["answer_accuracy"][row] = True
+        applies[ACCURACY][row] = True
         recall = token_recall(tokens(text), reference_tokens[docs[row]])
-        ok["answer_accuracy"][row] = recall >= THRESHOLD
-        if not ok["answer_accuracy"][row]:
-            details["answer_accuracy"][row] = {
+        ok[ACCURACY][row] = recall >= THRESHOLD
+        if not ok[ACCURACY][row]:
+            details[ACCURACY][row] = {
                 "expected": {"narrative_doc": docs[row], "min_recall": THRESHOLD},
                 "actual": {"recall": round(recall, 4)},
             }

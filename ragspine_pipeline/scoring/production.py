@@ -11,31 +11,29 @@ R = refusals (``outcome.refused`` when the trace carries it, else the claim stri
 whitespace is ``not in context`` in any case: ``scoring.grounded.refusals``), S = T \ R the shipped
 answers.
 
-Each metric as value; denominator n; value when n = 0:
+Each metric as value; denominator n (the registry, ``ragspine_pipeline.metrics``, holds them all):
 
-* ``refusal_rate`` = |R| / |T|; n = |T|; 0.0.
-* ``compliance`` = |{t ∈ T : t carries a citation list, or t ∈ R}| / |T| (the grounded rule,
-  ``grounded.compliant``); n = |T|; 0.0.
-* ``citation_validity`` = |{t ∈ S : citations non-empty and ⊆ retrieved ids}| / |S|; n = |S|; 1.0.
-* ``admissible_rate`` (with a registry) = |{t ∈ T : admissible}| / |T|; n = |T|; 0.0.
-* ``fabrication`` = the count |{t ∈ R : a number remains}|, with ``rate`` = count / |R|; n = |R|;
-  count 0 and rate 0.0.
+* ``refusal_rate`` = |R| / |T|; n = |T|.
+* ``production_compliance`` = |{t ∈ T : t carries a citation list, or t ∈ R}| / |T| (the grounded
+  rule, ``grounded.compliant``, over the sampled traces); n = |T|.
+* ``retrieved_citation_rate`` = |{t ∈ S : citations non-empty and ⊆ retrieved ids}| / |S|; n = |S|.
+* ``production_admissible_rate`` (with a registry) = |{t ∈ T : admissible}| / |T|; n = |T|.
+* ``production_fabrication`` = the count |{t ∈ R : a number remains}|, with ``rate`` = count / |R|;
+  n = |R|.
 * ``lexical_faithfulness`` (with a registry) = claims of S supported by a selected chunk / claims of S;
-  n = claims of S; 0.0. The claims of one answer are not independent, so the entry also carries an
+  n = claims of S. The claims of one answer are not independent, so the entry also carries an
   ``effective_n`` (cluster-robust: the number of independent observations the claims are worth), which
   the nightly drop test uses instead of n.
 * ``latency_p50_ms``, ``latency_p95_ms`` = the 50th / 95th percentile of ``latency_ms``; n = traces with
-  a latency; None.
-* ``prompt_tokens_mean``, ``completion_tokens_mean`` = the mean count; n = traces with that count; None.
-* ``tokens_total`` = Σ prompt tokens + Σ completion tokens; n = traces with either count; 0.
+  a latency.
+* ``prompt_tokens_mean``, ``completion_tokens_mean`` = the mean count; n = traces with that count.
+* ``tokens_total`` = Σ prompt tokens + Σ completion tokens; n = traces with either count (0 without).
 
 Edge cases and readings, stated once:
 
-* An empty denominator gives the value stated last above, reported with n = 0 and the whole [0, 1] as
-  its interval — never NaN. The 1.0 of ``citation_validity`` follows the grounded ``precision`` and
-  ``chr``, which are 1.0 when nothing shipped (nothing shipped, nothing mis-cited); the 0.0 of
-  ``compliance``, ``admissible_rate`` and ``lexical_faithfulness`` follows the grounded and layered
-  metrics (nothing shows compliance, admissibility or support).
+* An empty denominator makes the figure not applicable: its value (a count's ``rate``) is None — JSON
+  ``null`` — reported with n = 0 and the whole [0, 1] as its interval; never a placeholder, never NaN.
+  A count is 0 when nothing was counted.
 * Retrieved ids are the first stage (``retrieved_ids``); a trace without them has retrieved nothing, so
   any citation it makes is invalid.
 * **Admissible**: every admissibility rule that needs no gold (``scoring.admissibility``; a trace without
@@ -66,6 +64,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.metrics import family, is_count, names, ratio
 from ragspine_pipeline.scoring import fabrication, rowwise
 from ragspine_pipeline.scoring.admissibility import ADMISSIBILITY_RULES, Registry, admissibility
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
@@ -76,31 +75,12 @@ from ragspine_pipeline.scoring.stats import wilson_interval
 # Rules that need no gold: production traces have no case id to match.
 GOLD_FREE_RULES = tuple(rule for rule in ADMISSIBILITY_RULES if rule != "missing_trace")
 
-METRIC_NAMES = (
-    "refusal_rate",
-    "compliance",
-    "citation_validity",
-    "admissible_rate",
-    "fabrication",
-    "lexical_faithfulness",
-    "latency_p50_ms",
-    "latency_p95_ms",
-    "prompt_tokens_mean",
-    "completion_tokens_mean",
-    "tokens_total",
-)
-REGISTRY_METRICS = ("admissible_rate", "lexical_faithfulness")
+METRIC_NAMES = names("production")  # every production metric, in report order (``ragspine_pipeline.metrics``)
+REGISTRY_METRICS = tuple(m.name for m in family("production") if m.requires_registry)
 """Reported only when an evidence registry is given."""
-
-EMPTY_RATE = {
-    "refusal_rate": 0.0,
-    "compliance": 0.0,
-    "citation_validity": 1.0,
-    "admissible_rate": 0.0,
-    "lexical_faithfulness": 0.0,
-    "fabrication": 0.0,
-}
-"""The value of each rate when its denominator is empty (module docstring)."""
+# The proportions: each a rate of its numerator over its denominator (``traces``: every sampled trace),
+# and the count of fabricating refusals, reported with its rate.
+PROPORTIONS = tuple(m for m in family("production") if m.kind in ("rate", "count"))
 
 CHUNK_ROWS = 1 << 14
 """Traces scored per step: bounds the claim × chunk × token pairs of claim support, as in ``layered``."""
@@ -108,8 +88,8 @@ CHUNK_ROWS = 1 << 14
 _DIGITS = 4
 
 
-def _rounded(value: float) -> float:
-    return round(float(value), _DIGITS)
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(float(value), _DIGITS)
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -118,9 +98,9 @@ def _rounded(value: float) -> float:
 @dataclass(frozen=True)
 class Rate:
     """A proportion with its denominator and 95 % Wilson interval; ``effective_n`` when the n
-    observations are not independent (claims clustered in answers)."""
+    observations are not independent (claims clustered in answers). ``value`` is None when n = 0."""
 
-    value: float
+    value: float | None
     n: int
     low: float
     high: float
@@ -128,7 +108,7 @@ class Rate:
 
     @property
     def successes(self) -> int:
-        return round(self.value * self.n)
+        return 0 if self.value is None else round(self.value * self.n)
 
     def to_dict(self) -> dict:
         out = {
@@ -145,11 +125,12 @@ class Rate:
 
 @dataclass(frozen=True)
 class Count:
-    """A count of events among n (fabricated numbers among refusals), its rate and 95 % Wilson interval."""
+    """A count of events among n (fabricated numbers among refusals), its rate (None when n = 0) and 95 %
+    Wilson interval."""
 
     value: int
     n: int
-    rate: float
+    rate: float | None
     low: float
     high: float
 
@@ -202,8 +183,8 @@ class ProductionMetrics:
         """The JSON-ready report (figures rounded to 4 decimals)::
 
         {"n": int,
-         "metrics": {"refusal_rate": {"value", "n", "low", "high"}, ...,
-                     "fabrication": {"value": count, "n": refusals, "rate", "low", "high"},
+         "metrics": {"refusal_rate": {"value", "n", "successes", "low", "high"}, ...,
+                     "production_fabrication": {"value": count, "n": refusals, "rate", "low", "high"},
                      "latency_p50_ms": {"value": float | None, "n"}, ...},
          "admissibility_failures": {rule: count},     # {} without a registry
          "slices": {dimension: {value: {"n": int, "metrics": {...same shape...}}}}}
@@ -236,8 +217,8 @@ def production_metrics(
     Parameters
     ----------
     traces : the canonical trace table (``TRACE_SCHEMA``).
-    evidence : the evidence registry (``EVIDENCE_SCHEMA``); without it ``admissible_rate`` and
-        ``lexical_faithfulness`` are not reported and ``admissibility_failures`` is empty.
+    evidence : the evidence registry (``EVIDENCE_SCHEMA``); without it ``production_admissible_rate``
+        and ``lexical_faithfulness`` are not reported and ``admissibility_failures`` is empty.
     dimensions : tag dimensions to slice by; None slices by every tag key found.
     required_versions : version keys every trace must carry (admissibility).
     period_pattern : the regular expression (RE2 syntax) of period tokens removed before looking for
@@ -331,17 +312,11 @@ def _metric_sets(
         return np.bincount(groups, weights=per_trace[name][rows], minlength=n_groups).astype(np.int64)
 
     n = np.bincount(groups, minlength=n_groups)
-    refused = total("refused")
-    rates = {
-        "refusal_rate": (refused, n),
-        "compliance": (total("compliant"), n),
-        "citation_validity": (total("citation_valid"), total("shipped")),
+    figures = {
+        m.name: _rates(m.name, total(m.numerator), n if m.denominator == "traces" else total(m.denominator))
+        for m in PROPORTIONS
+        if with_registry or not m.requires_registry
     }
-    if with_registry:  # REGISTRY_METRICS
-        rates["admissible_rate"] = (total("admissible"), n)
-        rates["lexical_faithfulness"] = (total("supported"), total("claims"))
-    rates["fabrication"] = (total("fabricated"), refused)
-    figures = {name: _rates(name, k, m) for name, (k, m) in rates.items()}
     if with_registry:
         effective = _clustered_effective_n(per_trace, rows, groups, n_groups)
         figures["lexical_faithfulness"] = [
@@ -405,16 +380,14 @@ def _clustered_effective_n(
 
 
 def _rates(name: str, successes: np.ndarray, n: np.ndarray) -> list[Metric]:
-    value = np.divide(successes, n, out=np.full(len(n), EMPTY_RATE[name]), where=n > 0)
+    value = [ratio(k, m) for k, m in zip(successes.tolist(), n.tolist(), strict=True)]  # one per slice
     low, high = wilson_interval(successes, n)
-    if name == "fabrication":
+    if is_count(name):
         return [
-            Count(int(k), int(m), float(v), float(lo), float(hi))
+            Count(int(k), int(m), v, float(lo), float(hi))
             for k, m, v, lo, hi in zip(successes, n, value, low, high, strict=True)
         ]
-    return [
-        Rate(float(v), int(m), float(lo), float(hi)) for m, v, lo, hi in zip(n, value, low, high, strict=True)
-    ]
+    return [Rate(v, int(m), float(lo), float(hi)) for m, v, lo, hi in zip(n, value, low, high, strict=True)]
 
 
 def _or_none(value: float, n: int) -> float | None:

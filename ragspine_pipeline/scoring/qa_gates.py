@@ -1,8 +1,9 @@
 """RAGSpine's QA gates and the fabrication count, over canonical gold and trace columns.
 
 The gates are kept separate, each with ``total`` (cases it applies to), ``passed``, ``pass_rate``
-(1.0 when it applies to no case), ``failures`` (``{id, expected, actual}``) and ``by_tag``
-(``{dimension: {value: {total, passed, pass_rate}}}``). They apply to the cases that carry ``expected``
+(None — JSON ``null``, not applicable — when it applies to no case), ``failures``
+(``{id, expected, actual}``) and ``by_tag`` (``{dimension: {value: {total, passed, pass_rate}}}``).
+They apply to the cases that carry ``expected``
 (a golden set may mix RAGSpine cases with other dialects; the others are not QA-gate cases). A case with
 no trace is answered with an empty claim and no outcome, so it fails what applies to it.
 
@@ -18,7 +19,7 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
   the claim, stripped of Unicode whitespace, is the refusal token (``scoring.grounded.refusals``).
 * ``clarification_appropriateness`` — every QA-gate case: ``outcome.clarification_mode`` equals
   ``expected.clarification`` (either one absent reads as ``none``).
-* ``faithfulness`` and ``answer_accuracy`` — RAGSpine's groundedness gates on the cases that name an
+* ``narrative_faithfulness`` and ``answer_accuracy`` — RAGSpine's groundedness gates on the cases that name an
   ``expected.narrative_doc``: every claim of the narrative answer lexically entailed by the trace's
   retrieved context, and the answer's token recall of the doc's reference text (given as
   ``references``), both at 0.6 (``scoring.narrative``).
@@ -39,21 +40,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import lists_from_rows
+from ragspine_pipeline.metrics import MetricResult, family, ratio
 from ragspine_pipeline.scoring import fabrication
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
+from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
 from ragspine_pipeline.scoring.narrative import GATES as NARRATIVE_GATES
 from ragspine_pipeline.scoring.narrative import score_narrative
 from ragspine_pipeline.scoring.rowwise import any_per_row, member_of_row
 
-GATES = (
-    "numeric_accuracy",
-    "citation_validity",
-    "refusal_appropriateness",
-    "clarification_appropriateness",
-    *NARRATIVE_GATES,
-)
+# The four pass rates and the count of fabricating refusals (the registry, ``ragspine_pipeline.metrics``),
+# then the narrative gates.
+FABRICATION = next(m.name for m in family("qa") if m.kind == "count")
+GATES = (*(m.name for m in family("qa") if m.kind == "rate"), *NARRATIVE_GATES)
 RELATIVE_TOLERANCE = 1e-9
 
 _CONTAINS = np.frompyfunc(operator.contains, 2, 1)
@@ -82,14 +82,18 @@ class QAGate:
     by_tag: dict[str, dict[str, dict]]
 
     @property
-    def pass_rate(self) -> float:
-        return self.passed / self.total if self.total else 1.0
+    def pass_rate(self) -> float | None:
+        return ratio(self.passed, self.total)
+
+    @property
+    def result(self) -> MetricResult:
+        return MetricResult(self.name, self.pass_rate, self.passed, self.total)
 
     def to_dict(self) -> dict:
         return {
             "total": self.total,
             "passed": self.passed,
-            "pass_rate": round(self.pass_rate, 4),
+            "pass_rate": None if self.pass_rate is None else round(self.pass_rate, 4),
             "failures": self.failures,
             "by_tag": self.by_tag,
         }
@@ -102,6 +106,11 @@ class Fabrication:
     count: int
     checked: int  # answers checked: the cases expecting a refusal
     cases: list[dict] = field(default_factory=list)  # {id, numbers, answer}
+
+    @property
+    def result(self) -> MetricResult:
+        """The count as a metric: it always applies (nothing checked, nothing fabricated)."""
+        return MetricResult(FABRICATION, float(self.count), None, self.checked)
 
     def to_dict(self) -> dict:
         return {"count": self.count, "checked": self.checked, "cases": self.cases}
@@ -116,8 +125,15 @@ class QAGates:
     cases: pa.Table  # qid and one nullable bool column per gate, gold order
 
     @property
-    def metrics(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, float | None]:
         return {name: gate.pass_rate for name, gate in self.gates.items()}
+
+    def results(self) -> dict[str, MetricResult]:
+        """Every gate's pass rate over the cases it applies to, then the fabrication count."""
+        return {
+            **{name: gate.result for name, gate in self.gates.items()},
+            FABRICATION: self.fabrication.result,
+        }
 
     def to_dict(self) -> dict:
         return {name: gate.to_dict() for name, gate in self.gates.items()}
@@ -200,8 +216,8 @@ def score_qa_gates(
         "refusal_appropriateness": (qa_case, refusal_ok),
         "clarification_appropriateness": (qa_case, clarification_ok),
     }
-    if narrative.applies["faithfulness"].any():  # a golden set without narrative cases reports the four
-        kept = NARRATIVE_GATES if references is not None else ("faithfulness",)
+    if narrative.applies[NARRATIVE_FAITHFULNESS].any():  # without narrative cases: the four gates
+        kept = NARRATIVE_GATES if references is not None else (NARRATIVE_FAITHFULNESS,)
         outcomes.update({gate: (narrative.applies[gate], narrative.ok[gate]) for gate in kept})
     ids = g["qid"].to_pylist()
     tags = g["tags"]

@@ -1,6 +1,6 @@
 r"""Nightly drop tests of the production rates: which changes are real, and which are noise.
 
-Every night each production rate (compliance, citation validity, admissibility, lexical faithfulness,
+Every night each production rate (compliance, retrieved citations, admissibility, lexical faithfulness,
 refusal rate, fabrication) is compared, in every slice and in all traffic, with its own recent past. Three
 things make a naive per-rate test page people on most quiet nights, and each is handled here:
 
@@ -53,13 +53,14 @@ from datetime import date, timedelta
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragspine_pipeline.metrics import family
+
+# Every production proportion, and which way it worsens (the count of fabricating refusals by its rate
+# among refusals), from the registry (``ragspine_pipeline.metrics``).
 WORSE_WHEN = {
-    "compliance": "lower",
-    "citation_validity": "lower",
-    "admissible_rate": "lower",
-    "lexical_faithfulness": "lower",
-    "refusal_rate": "higher",
-    "fabrication": "higher",  # its rate: fabricating refusals among refusals
+    m.name: "higher" if m.lower_is_better else "lower"
+    for m in family("production")
+    if m.kind in ("rate", "count")
 }
 ALL_TRAFFIC = "all traffic"
 METHOD = (

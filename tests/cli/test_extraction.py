@@ -159,7 +159,7 @@ def test_unmeasured_channel_in_the_baseline_passes_and_is_reported(capsys, files
     assert report["channels"]["header_attribution"] == {
         "total": 0,
         "correct": 0,
-        "accuracy": 1.0,
+        "accuracy": None,  # nothing to measure: null with its total, never a placeholder
         "mismatches": [],
     }
     assert "nothing to measure: header_attribution" in err

@@ -213,10 +213,11 @@ def test_a_metric_with_no_applicable_case_is_n_a_and_its_gate_does_not_block(tmp
     code, out = score_by_default(tmp_path, capsys, traces(), "--gates", "claim_containment=0.5")
     report = json.loads(out)
     assert code == 0 and report["release"]["decision"] == "ship"
-    assert report["denominators"]["claim_containment"] == 0 and report["claim_containment"] == 0.0
-    assert report["not_applicable"] == ["claim_containment"]
+    assert report["denominators"]["claim_containment"] == 0 and report["claim_containment"] is None
+    assert report["not_applicable"] == ["claim_containment"]  # derived from the null value
     (gate,) = report["gates"]
     assert (gate["pass"], gate["applicable"], gate["denominator"]) == (None, False, 0)
+    assert gate["value"] is None  # null with its denominator, never a placeholder
     assert report["release"]["failed_gates"] == [] and report["release"]["unmeasured_gates"] == []
 
 

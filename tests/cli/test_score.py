@@ -59,6 +59,7 @@ def test_a_failing_gate_exits_1(capsys):
             "severity": "hard",
             "applicable": True,
             "denominator": 15,
+            "numerator": 14,  # the value, numerator and denominator of the metric the verdict judged
         }
     ]
 

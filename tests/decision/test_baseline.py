@@ -24,6 +24,7 @@ from ragspine_pipeline.decision.baseline import (
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER
 from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.metrics import Scope
 
 SHARED_EXAMPLE = Path(__file__).resolve().parents[3] / "shared" / "examples" / "ragspine" / "qa_baseline.json"
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -128,13 +129,28 @@ def test_missing_optional_keys_are_allowed(tmp_path):
 
 @pytest.mark.skipif(not SHARED_EXAMPLE.exists(), reason=f"shared example not present at {SHARED_EXAMPLE}")
 def test_shared_example_loads_tool_and_agent():
-    baseline = load_baseline(SHARED_EXAMPLE, KNOWN_METRICS)
+    # A RAGSpine run has no evidence registry: its baseline's ``faithfulness`` is the narrative gate.
+    baseline = load_baseline(SHARED_EXAMPLE, KNOWN_METRICS, Scope.WITHOUT_REGISTRY)
     assert set(baseline) == {"tool", "agent"}
     for entry in baseline.values():
         assert entry.fabrication_count == 0 and entry.n_cases == 41
         assert entry.updated_at is None and entry.run is None
         assert entry.metrics["answer_accuracy"] == 1.0
+        assert entry.metrics["narrative_faithfulness"] == 1.0 and "faithfulness" not in entry.metrics
         assert compare(entry, entry.metrics, fabrication_count=0).passed
+
+
+def test_an_old_name_whose_metric_depends_on_the_registry_needs_to_know_the_run():
+    path = SHARED_EXAMPLE
+    with pytest.raises(InputError) as caught:
+        load_baseline(path, KNOWN_METRICS)  # the run's evidence registry is not known
+    assert str(caught.value) == (
+        f"{path}: mode 'tool': 'faithfulness' is ambiguous: it means claim_faithfulness (in a golden run "
+        "with an evidence registry) or narrative_faithfulness (in a golden run without an evidence "
+        "registry); write the one you mean"
+    )
+    layered = load_baseline(path, KNOWN_METRICS, Scope.WITH_REGISTRY)["tool"]
+    assert layered.metrics["claim_faithfulness"] == 1.0 and "narrative_faithfulness" not in layered.metrics
 
 
 INVALID = [
@@ -283,9 +299,12 @@ def test_promote_tightens_and_never_loosens(tmp_path):
 
 def test_promote_adds_new_metrics_and_keeps_unmeasured(tmp_path):
     path = write_json(tmp_path / "b.json", {"golden": {"metrics": {"precision": 0.8, "faithfulness": 0.95}}})
-    entry = promote(path, "golden", {"precision": 0.8, "compliance": 0.99}, passed=True, now=NOW)
-    assert entry.metrics == {"precision": 0.8, "faithfulness": 0.95, "compliance": 0.99}
-    assert list(entry.metrics) == ["precision", "faithfulness", "compliance"]  # baseline order kept
+    metrics = {"precision": 0.8, "compliance": 0.99}
+    entry = promote(path, "golden", metrics, passed=True, now=NOW, scope=Scope.WITH_REGISTRY)
+    # The old name of a layered run's baseline is written back under its metric's current name.
+    assert entry.metrics == {"precision": 0.8, "claim_faithfulness": 0.95, "compliance": 0.99}
+    assert list(entry.metrics) == ["precision", "claim_faithfulness", "compliance"]  # baseline order kept
+    assert json.loads(path.read_text())["golden"]["metrics"] == entry.metrics
 
 
 def test_promote_fabrication_count_is_the_lower_known_count(tmp_path):
@@ -396,11 +415,13 @@ def test_promoted_shared_example_round_trips(tmp_path):
         pytest.skip(f"shared example not present at {SHARED_EXAMPLE}")
     path = tmp_path / "b.json"
     path.write_bytes(SHARED_EXAMPLE.read_bytes())
-    before = load_baseline(path, KNOWN_METRICS)
-    metrics = dict(before["tool"].metrics, faithfulness=0.5)
-    entry = promote(path, "tool", metrics, passed=True, fabrication_count=2, now=NOW)
+    before = load_baseline(path, KNOWN_METRICS, Scope.WITHOUT_REGISTRY)
+    metrics = dict(before["tool"].metrics, narrative_faithfulness=0.5)
+    entry = promote(
+        path, "tool", metrics, passed=True, fabrication_count=2, now=NOW, scope=Scope.WITHOUT_REGISTRY
+    )
     assert entry.metrics == before["tool"].metrics and entry.fabrication_count == 0
-    assert load_baseline(path, KNOWN_METRICS)["agent"] == before["agent"]
+    assert load_baseline(path, KNOWN_METRICS, Scope.WITHOUT_REGISTRY)["agent"] == before["agent"]
 
 
 # --- property: promotion never loosens ------------------------------------------------------------

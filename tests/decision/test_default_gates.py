@@ -12,6 +12,7 @@ from ragspine_pipeline.contracts.columns import load_gold, load_traces
 from ragspine_pipeline.decision.config import EvalConfig
 from ragspine_pipeline.decision.evaluation import default_gates_for, evaluate
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES, Gate, evaluate_gates
+from ragspine_pipeline.metrics import MetricResult
 
 WFGY_GOLD = {"qid": "w1", "question": "Who approves leave?", "answerable": True,
              "gold_claim_substr": ["line manager"], "gold_citations": ["hr#1"]}  # fmt: skip
@@ -70,13 +71,16 @@ def test_a_gate_on_a_metric_that_applies_to_no_case_is_n_a():
     gates = [Gate("claim_containment", 0.5), Gate("precision", 0.5), Gate("fabrication", 0.0)]
     results = evaluate_gates(
         gates,
-        {"claim_containment": 0.0, "precision": 1.0, "fabrication": 0.0},
-        {"claim_containment": 0, "precision": 3},
+        {
+            "claim_containment": MetricResult("claim_containment", None, 0, 0),  # no gold claim: null
+            "precision": MetricResult("precision", 1.0, 3, 3),
+            "fabrication": MetricResult("fabrication", 0.0, None, 0),
+        },
     )
     assert [(r.passed, r.applicable, r.denominator) for r in results] == [
         (None, False, 0),
         (True, True, 3),
-        (True, True, None),  # a count has no denominator: it always applies
+        (True, True, 0),  # a count always applies: nothing checked, nothing fabricated
     ]
 
 

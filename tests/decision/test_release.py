@@ -52,7 +52,7 @@ def test_a_gate_on_a_metric_nobody_measured_fails_and_blocks_when_hard():
     ]
     release = _decide(gates, {"precision": 0.9})
     assert release.decision == "block" and release.failed_gates == []
-    assert [(g["metric"], g["severity"]) for g in release.unmeasured_gates] == [
+    assert [(g.metric, g.severity) for g in release.unmeasured_gates] == [
         ("judge_faithfulness", "hard"),
         ("judge_answer_relevancy", "soft"),
     ]

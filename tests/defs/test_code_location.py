@@ -106,7 +106,7 @@ def test_the_healthy_demo_ships_and_writes_every_report(healthy_run):
     assert decision["failed_gates"] == [] and decision["failed_slices"] == []
     table = pq.read_table(latest / "metric_table.parquet")
     metrics = set(table.column("metric").to_pylist())
-    assert {"releasable", "admissible", "context_recall", "faithfulness", "citation_hit"} <= metrics
+    assert {"releasable", "admissible", "context_recall", "claim_faithfulness", "citation_hit"} <= metrics
     assert table.num_rows == len(set(table.column("qid").to_pylist())) * len(metrics)  # long: case x metric
     assert "Slice report" in (latest / "slice_report.md").read_text()
     html = (latest / "slice_report.html").read_text()

@@ -66,16 +66,65 @@ def test_a_significant_drop_warns_and_alerts_once_steady_nights_do_not(tmp_path,
     assert [c.passed for c in checks] == [True] * 8 + [False]
     assert checks[-1].severity == dg.AssetCheckSeverity.WARN
     drops = {(d["metric"], d["slice"]): d for d in checks[-1].metadata["drops"].value}
-    drop = drops[("compliance", "all traffic")]
+    drop = drops[("production_compliance", "all traffic")]
     assert drop["nights"] == 1 and drop["trailing_days"] == 8 and drop["trailing_n"] == 8 * TRACES
     assert drop["current"] == 0.85 and drop["p_value"] < 0.001 and drop["q_value"] < 0.02
-    assert ("compliance", "channel=slack") in drops  # the one slice, tested on its own
+    assert ("production_compliance", "channel=slack") in drops  # the one slice, tested on its own
     [post] = fake_slack.posts
     assert post["text"].startswith(
         f"Production metrics of {days[8]}: 4 significant drops"
     )  # compliance and citation validity, overall and in the slice
-    assert "compliance @ all traffic 0.8500 (tonight, n=400) vs 0.9500 over 8 trailing nights" in post["text"]
+    assert (
+        "production_compliance @ all traffic 0.8500 (tonight, n=400) vs 0.9500 over 8 trailing nights"
+        in post["text"]
+    )
     summary = json.loads((tmp_path / "reports" / "production" / f"{days[8]}.json").read_text())
     tests = summary["drop_tests"]["tests"]
     assert summary["drop_tests"]["tested"] == sum(t["p_value"] is not None for t in tests) >= 4
     assert all(t["reason"] for t in tests if t["p_value"] is None)  # an untested rate says why
+
+
+def _old_night(day: date, rate: float) -> dict:
+    """A night's summary as written before the production metrics were renamed: ``compliance``,
+    ``citation_validity``, ``admissible_rate`` and ``fabrication`` were their names."""
+    k = round(rate * TRACES)
+    entry = {"value": rate, "n": TRACES, "successes": k, "low": rate - 0.02, "high": rate + 0.02}
+    metrics = {
+        "refusal_rate": {"value": 0.0, "n": TRACES, "successes": 0, "low": 0.0, "high": 0.01},
+        "compliance": entry,
+        "citation_validity": entry,
+        "fabrication": {"value": 0, "n": 0, "rate": 0.0, "low": 0.0, "high": 1.0},
+    }
+    return {"day": day.isoformat(), "n": TRACES, "metrics": metrics,
+            "slices": {"channel": {"slack": {"n": TRACES, "metrics": metrics}}}}  # fmt: skip
+
+
+def test_nights_written_under_the_old_metric_names_are_still_trailing_nights(tmp_path):
+    days = [FIRST + timedelta(days=i) for i in range(9)]
+    folder = tmp_path / "reports" / "production"
+    folder.mkdir(parents=True)
+    for day in days[:8]:
+        (folder / f"{day}.json").write_text(json.dumps(_old_night(day, 0.95)))
+    write_day(tmp_path / "traces", days[8], 0.85, np.random.default_rng(3))  # ten points down
+    defs = build_definitions(
+        default_resources(
+            {
+                "RAGSPINE_HOME": str(tmp_path / "no-demo"),
+                "RAGSPINE_TRACE_STORE": str(tmp_path / "traces"),
+                "RAGSPINE_REPORTS": str(tmp_path / "reports"),
+                "RAGSPINE_WORK": str(tmp_path / "work"),
+                "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
+                "RAGSPINE_SAMPLE_SIZE": str(TRACES),
+            }
+        )
+    )
+    with dg.instance_for_test() as instance:
+        (run,) = backfill_production(defs, instance, [days[8].isoformat()])
+    assert run.success
+    summary = json.loads((folder / f"{days[8]}.json").read_text())
+    assert "production_compliance" in summary["metrics"] and "compliance" not in summary["metrics"]
+    tests = {(t["metric"], t["slice"], t["nights"]): t for t in summary["drop_tests"]["tests"]}
+    for metric in ("production_compliance", "retrieved_citation_rate"):
+        test = tests[(metric, "all traffic", 1)]
+        assert test["trailing_days"] == 8 and test["trailing_n"] == 8 * TRACES, metric
+        assert test["alert"], metric  # the old nights count: a ten-point drop against them

@@ -167,9 +167,10 @@ def test_healthy_index_ships_with_realistic_imperfection(demo, tmp_path):
         "citation_validity": 1.0,
         "refusal_appropriateness": 1.0,
         "clarification_appropriateness": 1.0,
-        "faithfulness": 1.0,  # RAGSpine's narrative gate: every claim within the retrieved context
+        # RAGSpine's narrative gate: every claim within the retrieved context
+        "narrative_faithfulness": 1.0,
     }
-    assert result.metrics["narrative_faithfulness"] == 1.0  # beside the layered faithfulness
+    assert result.metrics["narrative_faithfulness"] == 1.0  # beside the layered claim_faithfulness
     assert result.qa.gates["refusal_appropriateness"].total == len(FINANCE_CASES)
     assert result.qa.fabrication.count == 0
     finance = next(s for s in result.slices if (s.dimension, s.value) == ("workflow", WORKFLOW))

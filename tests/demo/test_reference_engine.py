@@ -181,7 +181,7 @@ def test_traces_load_and_are_admissible(tmp_path):
     cases = result.layered.cases.to_pydict()
     assert cases["admissible"] == [True, True, True]
     assert cases["releasable"] == [True, True, True]
-    assert result.metrics["faithfulness"] == 1.0
+    assert result.metrics["claim_faithfulness"] == 1.0
     assert result.metrics["citation_support"] == 1.0
     assert result.release.index_version == "ix-test"
 

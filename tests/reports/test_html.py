@@ -80,7 +80,11 @@ def _history(n: int, report: dict | None = None) -> list[dict]:
             "timestamp": 1_763_000_000.0 + 86_400 * i,
             "index_version": f"ix-2026-11-{10 + i:02d}",
             "decision": "block" if i % 3 == 0 else "ship",
-            "metrics": {"releasable_rate": 0.8 + 0.02 * i, "precision": 0.9, "faithfulness": 0.95 - 0.01 * i},
+            "metrics": {
+                "releasable_rate": 0.8 + 0.02 * i,
+                "precision": 0.9,
+                "claim_faithfulness": 0.95 - 0.01 * i,
+            },
         }
         for i in range(n)
     ]
@@ -100,8 +104,14 @@ def _production(days: int) -> list[dict]:
             "n": 400 + d,
             "metrics": {
                 "refusal_rate": _rate(0.06, 400),
-                "compliance": _rate(0.98, 400),
-                "fabrication": {"value": d % 2, "n": 30, "rate": (d % 2) / 30, "low": 0.0, "high": 0.1},
+                "production_compliance": _rate(0.98, 400),
+                "production_fabrication": {
+                    "value": d % 2,
+                    "n": 30,
+                    "rate": (d % 2) / 30,
+                    "low": 0.0,
+                    "high": 0.1,
+                },
                 "latency_p50_ms": {"value": 400.0 + d, "n": 400},
                 "latency_p95_ms": {"value": 1200.0, "n": 400},
             },
@@ -309,7 +319,7 @@ def test_trend_needs_two_runs_otherwise_a_note(shipped):
     trend = figures(root)["trend"].all("svg")[0]
     assert "trend" not in notes(root)
     polylines = trend.all("polyline")
-    assert len(polylines) == 3  # releasable_rate, precision, faithfulness: only the metrics present
+    assert len(polylines) == 3  # releasable_rate, precision, claim_faithfulness: only the metrics present
     assert len(polylines[0].attrs["points"].split()) == 2
     assert {c.attrs["fill"] for c in trend.all("circle")} >= {"#1a7f37", "#cf222e"}  # decision colours
 
@@ -345,7 +355,11 @@ def test_production_section_only_when_given(shipped):
 
 
 def test_production_with_one_day_and_missing_metrics_skips_what_is_absent(shipped):
-    day = {"day": "2026-11-20", "n": 10, "metrics": {"refusal_rate": _rate(0.1, 10), "compliance": None}}
+    day = {
+        "day": "2026-11-20",
+        "n": 10,
+        "metrics": {"refusal_rate": _rate(0.1, 10), "production_compliance": None},
+    }
     root = parse(render_html(shipped, production=[day]))
     trend = figures(root)["production-trend"].all("svg")[0]
     assert [c.content().split(" at ")[0] for c in trend.all("circle")] == ["refusal_rate"]

@@ -111,7 +111,8 @@ def test_production_rates_get_one_panel_each_on_a_shared_day_axis():
     production = _production(7)
     svg = figures(parse(render_html(_report(), production=production)))["production-trend"].all("svg")[0]
     panels = [t.content() for t in svg.all("text", **{"class": "panel"})]
-    assert panels == ["refusal_rate", "compliance", "fabrication rate"]  # one per rate the days carry
+    # one per rate the days carry
+    assert panels == ["refusal_rate", "production_compliance", "production_fabrication rate"]
     assert len(svg.all("polyline")) == 3  # one line per panel, none drawn over another
     days = [t.content() for t in svg.all("text") if t.content().startswith("2026-11-")]
     assert days == [d["day"] for d in production]  # the x labels once, under the last panel
@@ -124,9 +125,9 @@ def test_the_latest_production_day_fits_in_two_tables_with_one_latency_column():
     root = parse(render_html(_report(), production=_production(3)))
     (section,) = root.all("section", id="production")
     rates, others = section.all("table")
-    assert [th.content() for th in rates.all("th")] == ["slice", "n", "refusal_rate", "compliance"]
+    assert [th.content() for th in rates.all("th")] == ["slice", "n", "refusal_rate", "production_compliance"]
     head = [th.content() for th in others.all("th")]
-    assert head == ["slice", "n", "fabrication", "latency p50 / p95"]
+    assert head == ["slice", "n", "production_fabrication", "latency p50 / p95"]
     first = [td.content() for td in others.all("tr")[1].all("td")]
     assert first == ["all traffic", "402", "0 (0.0% of 30)", "402 / 1200 ms"]
 
@@ -141,9 +142,9 @@ def test_an_x_label_at_the_edge_stays_inside_the_chart():
 
 def test_the_key_metric_trend_gets_one_panel_per_metric_with_decision_fills():
     history = _history(4)
-    history[-1]["metrics"]["faithfulness"] = history[-1]["metrics"]["precision"] = 1.0  # would overlap
+    history[-1]["metrics"]["claim_faithfulness"] = history[-1]["metrics"]["precision"] = 1.0  # would overlap
     svg = figures(parse(render_html(_report(), history=history)))["trend"].all("svg")[0]
     panels = [t.content() for t in svg.all("text", **{"class": "panel"})]
-    assert panels == ["releasable_rate", "precision", "faithfulness"]
+    assert panels == ["releasable_rate", "precision", "claim_faithfulness"]
     fills = [c.attrs["fill"] for c in svg.all("circle") if c.content().startswith("precision")]
     assert fills == ["#cf222e", "#1a7f37", "#1a7f37", "#cf222e"]  # runs 0 and 3 blocked

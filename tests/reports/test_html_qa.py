@@ -122,7 +122,7 @@ def test_qa_section_and_chart_only_when_the_report_has_qa_gates(qa_report):
 
 def test_a_gate_that_applies_to_no_case_reads_n_a_and_is_not_plotted(qa_report):
     report = copy.deepcopy(qa_report)
-    report["qa_gates"]["citation_validity"].update(total=0, passed=0, pass_rate=1.0, failures=[], by_tag={})
+    report["qa_gates"]["citation_validity"].update(total=0, passed=0, pass_rate=None, failures=[], by_tag={})
     root = parse(render_html(report))
     rows = _chart_rows(root, "qa-gates")
     assert not rows["citation_validity"].all("rect")  # no bar

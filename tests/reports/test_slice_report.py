@@ -37,7 +37,12 @@ REPORT = {
     ],
     "slices": {
         "workflow": {
-            "access": {"n": 4, "releasable_rate": 0.75, "releasable_ci95": [0.3, 0.95], "faithfulness": 0.9},
+            "access": {
+                "n": 4,
+                "releasable_rate": 0.75,
+                "releasable_ci95": [0.3, 0.95],
+                "claim_faithfulness": 0.9,
+            },
             "a|b": {"n": 2, "releasable_rate": 1.0, "releasable_ci95": [0.34, 1.0]},
         }
     },
@@ -47,7 +52,7 @@ PRODUCTION = [
         "day": "2026-11-20",
         "n": 10,
         "metrics": {"refusal_rate": {"value": 0.1}},
-        "slices": {"workflow": {"access": {"n": 4, "metrics": {"compliance": {"value": 1.0}}}}},
+        "slices": {"workflow": {"access": {"n": 4, "metrics": {"production_compliance": {"value": 1.0}}}}},
     }
 ]
 # A plain golden run (no QA gates, no extraction, no layered stages, no history), pinned whole.
@@ -73,20 +78,20 @@ index `ix-7` · golden `g-3` · run `r-1`
 
 A slice with at least 1 case(s) below 95% blocks the release.
 
-| slice | n | releasable | 95% CI | slice gate | candidate_recall | context_recall | faithfulness | citation_support | point_coverage |
+| slice | n | releasable | 95% CI | slice gate | candidate_recall | context_recall | claim_faithfulness | citation_support | point_coverage |
 |---|---|---|---|---|---|---|---|---|---|
 | workflow=access | 4 | 0.7500 | 0.300–0.950 | **FAIL** | n/a | n/a | 0.9000 | n/a | n/a |
 | workflow=a\\|b | 2 | 1.0000 | 0.340–1.000 | holds | n/a | n/a | n/a | n/a | n/a |
 
 ## Production, 1 day(s)
 
-| day | n | refusal_rate | compliance | citation_validity | admissible_rate | lexical_faithfulness | fabrication | latency p50 / p95 (ms) |
+| day | n | refusal_rate | production_compliance | retrieved_citation_rate | production_admissible_rate | lexical_faithfulness | production_fabrication | latency p50 / p95 (ms) |
 |---|---|---|---|---|---|---|---|---|
 | 2026-11-20 | 10 | 0.1000 | n/a | n/a | n/a | n/a | n/a | n/a |
 
 ### Latest day 2026-11-20 per slice (sample of 10)
 
-| slice | n | refusal_rate | compliance | citation_validity | admissible_rate | lexical_faithfulness |
+| slice | n | refusal_rate | production_compliance | retrieved_citation_rate | production_admissible_rate | lexical_faithfulness |
 |---|---|---|---|---|---|---|
 | all | 10 | 0.1000 | n/a | n/a | n/a | n/a |
 | workflow=access | 4 | n/a | 1.0000 | n/a | n/a | n/a |
@@ -321,7 +326,7 @@ def _day(day: str, refusal: float, fabricated: int) -> dict:
         "n": 200,
         "metrics": {
             "refusal_rate": {"value": refusal, "n": 200, "low": 0.1, "high": 0.2},
-            "fabrication": {"value": fabricated, "n": 30, "rate": fabricated / 30},
+            "production_fabrication": {"value": fabricated, "n": 30, "rate": fabricated / 30},
             "latency_p50_ms": {"value": 551.7, "n": 200},
             "latency_p95_ms": {"value": 1240.0, "n": 200},
         },

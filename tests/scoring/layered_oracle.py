@@ -165,7 +165,7 @@ def score_case(
         "candidate_recall": None,
         "context_recall": None,
         "context_precision": None,
-        "faithfulness": None,
+        "claim_faithfulness": None,
         "citation_coverage": None,
         "citation_support": None,
         "point_coverage": None,
@@ -185,7 +185,7 @@ def score_case(
         for claim in claims
     ]
     if answerable and answered:
-        row["faithfulness"] = share(sum(supported), len(claims))
+        row["claim_faithfulness"] = share(sum(supported), len(claims))
         row["citation_coverage"] = share(sum(c["citation"] is not None for c in claims), len(claims))
         row["citation_support"] = share(sum(cited_ok), len(claims))
         if points:
@@ -210,7 +210,7 @@ def first_failed_stage(row: dict, answerable: bool, refused: bool, claims: list,
         return "refusal"
     if not claims:
         return "answer completeness"
-    if row["faithfulness"] < 1:
+    if row["claim_faithfulness"] < 1:
         return "answer faithfulness"
     if row["citation_support"] < 1:
         return "citation support"

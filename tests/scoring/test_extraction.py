@@ -126,10 +126,10 @@ def test_only_a_channel_without_aligned_cells_has_nothing_to_measure():
     assert nothing.accuracies() == {"cell_value": None, "color_mapping": None, "header_attribution": None}
 
 
-def test_empty_inputs_score_nothing_without_nan():
+def test_empty_inputs_score_nothing_without_nan_or_placeholder():
     score = score_extraction({}, {})
     assert (score.aligned, score.facts_only, score.truth_only) == (0, 0, 0)
-    assert [score.channels[name].accuracy for name in CHANNELS] == [1.0, 1.0, 1.0]
+    assert [score.channels[name].accuracy for name in CHANNELS] == [None, None, None]  # null, total 0
 
 
 def test_mismatches_are_in_cell_order():

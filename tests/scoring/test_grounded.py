@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragspine_pipeline.metrics import MetricResult
 from ragspine_pipeline.scoring.grounded import gold_claim_phrases, score_grounded
 from tests.scoring.conftest import gold_table, trace_table
 
@@ -97,23 +98,24 @@ def test_every_label():
     assert result.metrics["over_refusal"] == pytest.approx(1 / 3)  # over of {ok, over, nohit}
 
 
-def test_empty_shipped_set_gives_precision_and_chr_one():
+def test_empty_shipped_set_makes_precision_and_chr_not_applicable():
     result = run([answerable("a"), unanswerable("u")], [refusal("a"), refusal("u")])
     assert result.counts["answered"] == 0
-    assert result.metrics["precision"] == 1.0 and result.metrics["chr"] == 1.0
+    assert result.metrics["precision"] is None and result.metrics["chr"] is None  # null, no placeholder
     assert result.denominator("precision") == 0
+    assert result.results()["precision"] == MetricResult("precision", None, 0, 0)
 
 
-def test_no_unanswerable_gives_under_refusal_zero_and_no_answerable_gives_zero_rates():
+def test_no_unanswerable_or_no_answerable_case_makes_their_rates_not_applicable():
     result = run([answerable("a")], [shipped("a")])
-    assert result.counts["unanswerable"] == 0 and result.metrics["under_refusal"] == 0.0
+    assert result.counts["unanswerable"] == 0 and result.metrics["under_refusal"] is None
     result = run([unanswerable("u")], [shipped("u")])
     assert (
         result.counts["answerable"] == 0
-        and result.metrics["over_refusal"] == 0.0
-        and result.metrics["recall@k"] == 0.0
+        and result.metrics["over_refusal"] is None
+        and result.metrics["recall@k"] is None
     )
-    assert result.metrics["chr_answerable"] == 0.0 and result.metrics["under_refusal"] == 1.0
+    assert result.metrics["chr_answerable"] is None and result.metrics["under_refusal"] == 1.0
 
 
 def test_missing_trace_is_an_empty_answer_that_fails():
@@ -238,7 +240,7 @@ def test_claim_containment_uses_phrases_of_the_gold_claim():
 
 def test_claim_containment_without_any_gold_claim_is_not_applicable():
     result = run([answerable("a")], [shipped("a")])
-    assert result.denominator("claim_containment") == 0 and result.metrics["claim_containment"] == 0.0
+    assert result.denominator("claim_containment") == 0 and result.metrics["claim_containment"] is None
 
 
 def test_case_flags_are_null_where_they_do_not_apply():

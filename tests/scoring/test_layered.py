@@ -71,7 +71,7 @@ def stage_of(trace_row, gold_row=None):
 def test_a_correct_answer_passes():
     stage, row = stage_of(trace("ok"))
     assert stage == "pass" and row["releasable"] and row["admissible"]
-    assert row["faithfulness"] == row["citation_support"] == row["point_coverage"] == 1.0
+    assert row["claim_faithfulness"] == row["citation_support"] == row["point_coverage"] == 1.0
     assert row["context_precision"] == 0.5  # one of the two selected chunks is required
 
 
@@ -82,13 +82,13 @@ def test_an_invented_bypass_claim_stops_at_faithfulness():
         "support_phrases": [],
     }
     stage, row = stage_of(trace("bypass", claims=[GOOD_CLAIM, bypass]))
-    assert stage == "answer faithfulness" and row["faithfulness"] == 0.5
+    assert stage == "answer faithfulness" and row["claim_faithfulness"] == 0.5
 
 
 def test_a_correct_looking_claim_citing_the_wrong_selected_chunk_stops_at_citation_support():
     stage, row = stage_of(trace("wrongcite", claims=[{**GOOD_CLAIM, "citation_id": "pol-1#1"}]))
     assert stage == "citation support"
-    assert row["faithfulness"] == 1.0 and row["citation_support"] == 0.0
+    assert row["claim_faithfulness"] == 1.0 and row["citation_support"] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,9 @@ def test_an_empty_answer_stops_at_answer_completeness(changes):
 
 def test_a_missing_answer_point_stops_at_answer_completeness():
     stage, row = stage_of(trace("nopoint", claims=[{**GOOD_CLAIM, "answer_point": None}]))
-    assert stage == "answer completeness" and row["point_coverage"] == 0.0 and row["faithfulness"] == 1.0
+    assert (
+        stage == "answer completeness" and row["point_coverage"] == 0.0 and row["claim_faithfulness"] == 1.0
+    )
 
 
 def test_a_dropped_source_stops_at_context_selection():
@@ -209,7 +211,7 @@ def test_aggregates_exclude_not_applicable_cases():
     traces = [trace("a"), trace("u", claims=None, claim="not in context", citations=[])]
     result = score_layered(gold_table(gold), trace_table(traces), EVIDENCE)
     assert result.denominators["context_recall"] == 1  # the unanswerable case requires nothing
-    assert result.denominators["faithfulness"] == 1  # the refusal has no claims to judge
+    assert result.denominators["claim_faithfulness"] == 1  # the refusal has no claims to judge
     assert result.metrics["releasable_rate"] == 1.0
 
 

@@ -43,9 +43,9 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def rate(k: int, n: int, empty: float) -> dict:
+def rate(k: int, n: int) -> dict:
     low, high = wilson(k, n)
-    return {"value": k / n if n else empty, "n": n, "low": low, "high": high, "effective_n": None}
+    return {"value": k / n if n else None, "n": n, "low": low, "high": high, "effective_n": None}
 
 
 def clustered_effective_n(answers: list[tuple[int, int]]) -> float:
@@ -125,23 +125,23 @@ def oracle_metrics(
         with_tokens += trace.get("prompt_tokens") is not None or trace.get("completion_tokens") is not None
 
     metrics = {
-        "refusal_rate": rate(refused, n, 0.0),
-        "compliance": rate(compliant, n, 0.0),
-        "citation_validity": rate(valid, shipped, 1.0),
+        "refusal_rate": rate(refused, n),
+        "production_compliance": rate(compliant, n),
+        "retrieved_citation_rate": rate(valid, shipped),
     }
     if registry is not None:
-        metrics["admissible_rate"] = rate(admissible, n, 0.0)
+        metrics["production_admissible_rate"] = rate(admissible, n)
     low, high = wilson(fabricated, refused)
-    metrics["fabrication"] = {
+    metrics["production_fabrication"] = {
         "value": fabricated,
         "n": refused,
-        "rate": fabricated / refused if refused else 0.0,
+        "rate": fabricated / refused if refused else None,
         "low": low,
         "high": high,
     }
     if registry is not None:
         metrics["lexical_faithfulness"] = {
-            **rate(supported, claims, 0.0),
+            **rate(supported, claims),
             "effective_n": clustered_effective_n(per_answer),
         }
     metrics["latency_p50_ms"] = {"value": percentile(latencies, 0.5), "n": len(latencies)}
@@ -368,18 +368,23 @@ def test_fabrication_counts_numbers_left_in_refusals():
         {"qid": "c", "claim": "not in context"},
         {"qid": "d", "claim": "Revenue was 9999", "citations": []},  # shipped: not a fabrication
     ]
-    metric = production_metrics(trace_table(rows)).metrics["fabrication"]
+    metric = production_metrics(trace_table(rows)).metrics["production_fabrication"]
     assert (metric.value, metric.n, metric.rate) == (1, 3, pytest.approx(1 / 3))
 
 
 def test_a_configured_period_pattern_replaces_the_spec_one():
     rows = [{"qid": "a", "claim": "see 2025H1", "outcome_refused": True}]
-    assert production_metrics(trace_table(rows), period_pattern=r"20\d{2}").metrics["fabrication"].value == 1
+    assert (
+        production_metrics(trace_table(rows), period_pattern=r"20\d{2}")
+        .metrics["production_fabrication"]
+        .value
+        == 1
+    )
     with pytest.raises(ValueError, match="RE2"):
         production_metrics(trace_table(rows), period_pattern=r"(?<=FY)\d+")
 
 
-def test_citation_validity_and_compliance():
+def test_retrieved_citation_rate_and_compliance():
     rows = [
         {"qid": "a", "claim": "x", "citations": ["p1"], "retrieved_ids": ["p1", "p2"]},  # valid
         {"qid": "b", "claim": "x", "citations": ["p3"], "retrieved_ids": ["p1"]},  # not retrieved
@@ -388,8 +393,8 @@ def test_citation_validity_and_compliance():
         {"qid": "e", "claim": "not in context", "citations": None},  # a refusal is compliant
     ]
     metrics = production_metrics(trace_table(rows)).metrics
-    assert (metrics["citation_validity"].value, metrics["citation_validity"].n) == (0.25, 4)
-    assert (metrics["compliance"].value, metrics["compliance"].n) == (0.8, 5)
+    assert (metrics["retrieved_citation_rate"].value, metrics["retrieved_citation_rate"].n) == (0.25, 4)
+    assert (metrics["production_compliance"].value, metrics["production_compliance"].n) == (0.8, 5)
     assert (metrics["refusal_rate"].value, metrics["refusal_rate"].n) == (0.2, 5)
 
 
@@ -410,15 +415,15 @@ def test_latency_percentiles_and_tokens():
     assert (metrics["tokens_total"].value, metrics["tokens_total"].n) == (41, 2)
 
 
-def test_empty_input_has_no_nan_and_documented_values():
+def test_empty_input_has_no_nan_and_no_placeholder_only_nulls_with_their_denominator():
     report = production_metrics(trace_table([]), dimensions=["topic"]).to_dict()
     assert report == {
         "n": 0,
         "metrics": {
-            "refusal_rate": {"value": 0.0, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
-            "compliance": {"value": 0.0, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
-            "citation_validity": {"value": 1.0, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
-            "fabrication": {"value": 0, "n": 0, "rate": 0.0, "low": 0.0, "high": 1.0},
+            "refusal_rate": {"value": None, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
+            "production_compliance": {"value": None, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
+            "retrieved_citation_rate": {"value": None, "n": 0, "successes": 0, "low": 0.0, "high": 1.0},
+            "production_fabrication": {"value": 0, "n": 0, "rate": None, "low": 0.0, "high": 1.0},
             "latency_p50_ms": {"value": None, "n": 0},
             "latency_p95_ms": {"value": None, "n": 0},
             "prompt_tokens_mean": {"value": None, "n": 0},
@@ -449,7 +454,10 @@ def test_registry_metrics_and_failures():
          "version_keys": ["index"]},
     ]  # fmt: skip
     result = production_metrics(trace_table(rows), evidence)
-    admissible, faithful = result.metrics["admissible_rate"], result.metrics["lexical_faithfulness"]
+    admissible, faithful = (
+        result.metrics["production_admissible_rate"],
+        result.metrics["lexical_faithfulness"],
+    )
     assert (admissible.value, admissible.n) == (pytest.approx(1 / 3), 3)
     assert (faithful.value, faithful.n) == (0.5, 2)  # the refusal has no claims to judge
     failures = result.admissibility_failures
@@ -464,7 +472,7 @@ def test_registry_metrics_and_failures():
 
 def test_without_a_registry_the_registry_metrics_are_not_reported():
     result = production_metrics(trace_table([{"qid": "a", "claim": "x"}]))
-    assert production.REGISTRY_METRICS == ("admissible_rate", "lexical_faithfulness")
+    assert production.REGISTRY_METRICS == ("production_admissible_rate", "lexical_faithfulness")
     assert not set(production.REGISTRY_METRICS) & set(result.metrics)
     assert result.admissibility_failures == {}
 
@@ -479,8 +487,8 @@ def test_to_dict_shape_and_rounding():
     report = production_metrics(trace_table(rows)).to_dict()
     assert list(report) == ["n", "metrics", "admissibility_failures", "slices"]
     assert list(report["metrics"]) == [
-        "refusal_rate", "compliance", "citation_validity", "fabrication", "latency_p50_ms", "latency_p95_ms",
-        "prompt_tokens_mean", "completion_tokens_mean", "tokens_total",
+        "refusal_rate", "production_compliance", "retrieved_citation_rate", "production_fabrication",
+        "latency_p50_ms", "latency_p95_ms", "prompt_tokens_mean", "completion_tokens_mean", "tokens_total",
     ]  # fmt: skip
     assert report["metrics"]["refusal_rate"] == {
         "value": 0.3333,

@@ -222,10 +222,11 @@ def test_pass_rates_by_tag_missing_traces_and_not_applicable(tmp_path):
     assert result.cases.column("numeric_accuracy").to_pylist() == [True, False, None, None]
 
 
-def test_a_gate_that_applies_to_nothing_passes_with_total_zero(tmp_path):
+def test_a_gate_that_applies_to_nothing_is_null_with_total_zero(tmp_path):
     result = score(tmp_path, [case("r1", "refusal", REFUSE)], [answer("r1", "not in context")])
     gate = result.gates["numeric_accuracy"]
-    assert (gate.total, gate.pass_rate, gate.to_dict()["failures"]) == (0, 1.0, [])
+    assert (gate.total, gate.pass_rate, gate.to_dict()["failures"]) == (0, None, [])
+    assert gate.to_dict()["pass_rate"] is None  # JSON null, never a placeholder 1.0
 
 
 def test_only_golden_sets_with_expectations_have_qa_cases(tmp_path):

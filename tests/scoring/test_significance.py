@@ -24,9 +24,9 @@ from ragspine_pipeline.scoring.significance import (
 FIRST = date(2026, 1, 1)
 # (metric, rate, share of traces it is measured on): the production rates at typical levels.
 RATES = (
-    ("compliance", 0.95, 1.0),
-    ("citation_validity", 0.90, 0.93),
-    ("admissible_rate", 0.97, 1.0),
+    ("production_compliance", 0.95, 1.0),
+    ("retrieved_citation_rate", 0.90, 0.93),
+    ("production_admissible_rate", 0.97, 1.0),
     ("lexical_faithfulness", 0.85, 1.8),
     ("refusal_rate", 0.07, 1.0),
 )
@@ -90,9 +90,9 @@ def test_a_five_point_drop_of_a_ninety_percent_rate_in_all_traffic_alerts_the_sa
     rng = np.random.default_rng(7)
     detected = 0
     for _ in range(40):
-        days = simulate(rng, WARMUP + 1, per_slice=125, drop=("citation_validity", WARMUP, None, 0.05))
+        days = simulate(rng, WARMUP + 1, per_slice=125, drop=("retrieved_citation_rate", WARMUP, None, 0.05))
         alerts = drop_tests(days[-1], days[:-1]).alerts
-        detected += any(t.metric == "citation_validity" and t.slice == ALL_TRAFFIC for t in alerts)
+        detected += any(t.metric == "retrieved_citation_rate" and t.slice == ALL_TRAFFIC for t in alerts)
     assert detected >= 32, detected  # ≥ 0.8
 
 
@@ -100,7 +100,7 @@ def test_a_ten_point_drop_in_one_small_slice_alerts_within_three_nights():
     rng = np.random.default_rng(11)
     detected = 0
     for _ in range(40):
-        days = simulate(rng, WARMUP + 3, per_slice=125, drop=("citation_validity", WARMUP, 3, 0.10))
+        days = simulate(rng, WARMUP + 3, per_slice=125, drop=("retrieved_citation_rate", WARMUP, 3, 0.10))
         detected += any(
             any(t.slice == "slice=s3" for t in drop_tests(days[i], days[:i]).alerts)
             for i in (WARMUP, WARMUP + 1, WARMUP + 2)
@@ -127,7 +127,7 @@ def test_the_between_day_variance_is_recovered_from_jittered_days():
     rng = np.random.default_rng(5)
     days = simulate(rng, 200, per_slice=2000, jitter=0.3)
     night = drop_tests(days[-1], days[:-1], DropSettings(window=100, variance_window=199, min_days=5))
-    tau2 = {t.slice: t.tau2 for t in night.tests if t.metric == "compliance" and t.nights == 1}
+    tau2 = {t.slice: t.tau2 for t in night.tests if t.metric == "production_compliance" and t.nights == 1}
     # A log-odds jitter σ is σ·sqrt(p(1 − p))/2 on the arcsine scale (delta method): 0.0327² at p = 0.95,
     # estimated from the eight slices pooled.
     assert 0.0007 <= tau2["slice=s0"] <= 0.0015
@@ -155,9 +155,9 @@ def summary(day: date, compliance: tuple[int, int], slice_compliance: tuple[int,
     def rate(x: int, n: int) -> dict:
         return {"value": x / n, "n": n, "successes": x}
 
-    out = {"day": day.isoformat(), "metrics": {"compliance": rate(*compliance)}, "slices": {}}
+    out = {"day": day.isoformat(), "metrics": {"production_compliance": rate(*compliance)}, "slices": {}}
     if slice_compliance:
-        out["slices"] = {"channel": {"api": {"metrics": {"compliance": rate(*slice_compliance)}}}}
+        out["slices"] = {"channel": {"api": {"metrics": {"production_compliance": rate(*slice_compliance)}}}}
     return out
 
 
@@ -168,7 +168,7 @@ HISTORY = [summary(TODAY - timedelta(days=d), (1800 + d % 3, 2000), (360, 400)) 
 def test_a_significant_drop_alerts_for_its_slice_only_with_every_figure_a_reader_needs():
     night = drop_tests(summary(TODAY, (1790, 2000), (320, 400)), HISTORY)  # api from 90 % to 80 %
     [alert] = night.alerts
-    assert (alert.metric, alert.slice, alert.nights) == ("compliance", "channel=api", 1)
+    assert (alert.metric, alert.slice, alert.nights) == ("production_compliance", "channel=api", 1)
     assert alert.current == 0.8 and alert.current_n == 400
     assert alert.trailing == 0.9 and alert.trailing_n == 14 * 400 and alert.trailing_days == 14
     assert alert.worse_by == pytest.approx(0.1) and alert.p_value < 1e-6 and alert.q_value < 1e-5

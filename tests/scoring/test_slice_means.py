@@ -27,7 +27,7 @@ def random_cases(n: int, seed: int) -> tuple[pa.Array, pa.Table, list[dict]]:
             {
                 "releasable": bool(rng.random() < 0.6),
                 "n_claims": claims,
-                "faithfulness": None if rng.random() < 0.2 else faithfulness,
+                "claim_faithfulness": None if rng.random() < 0.2 else faithfulness,
                 "score": None if rng.random() < 0.2 else float(rng.random()),  # no denominator column
             }
         )
@@ -42,9 +42,9 @@ def expected_slices(tags: pa.Array, rows: list[dict]) -> dict:
     out = {}
     for key, group in sorted(members.items()):
         faithfulness = [
-            Fraction(round(r["faithfulness"] * max(r["n_claims"], 1)), max(r["n_claims"], 1))
+            Fraction(round(r["claim_faithfulness"] * max(r["n_claims"], 1)), max(r["n_claims"], 1))
             for r in group
-            if r["faithfulness"] is not None
+            if r["claim_faithfulness"] is not None
         ]
         score = [Fraction(r["score"]) for r in group if r["score"] is not None]
         out[key] = (
@@ -58,14 +58,14 @@ def expected_slices(tags: pa.Array, rows: list[dict]) -> dict:
 
 def as_dict(result) -> dict:
     return {
-        (s.dimension, s.value): (s.n, s.releasable, s.metrics["faithfulness"], s.metrics["score"])
+        (s.dimension, s.value): (s.n, s.releasable, s.metrics["claim_faithfulness"], s.metrics["score"])
         for s in result
     }
 
 
 def test_slice_means_are_exact_and_sorted_by_dimension_then_value():
     tags, cases, rows = random_cases(400, seed=1)
-    result = slices(tags, cases, ["faithfulness", "score"])
+    result = slices(tags, cases, ["claim_faithfulness", "score"])
     assert as_dict(result) == expected_slices(tags, rows)
     assert [(s.dimension, s.value) for s in result] == sorted((s.dimension, s.value) for s in result)
 
@@ -73,10 +73,12 @@ def test_slice_means_are_exact_and_sorted_by_dimension_then_value():
 def test_slices_of_shuffled_cases_are_identical():
     tags, cases, _ = random_cases(400, seed=2)
     order = np.random.default_rng(3).permutation(400)
-    shuffled = slices(tags.take(pa.array(order)), cases.take(pa.array(order)), ["faithfulness", "score"])
-    assert shuffled == slices(tags, cases, ["faithfulness", "score"])
+    shuffled = slices(
+        tags.take(pa.array(order)), cases.take(pa.array(order)), ["claim_faithfulness", "score"]
+    )
+    assert shuffled == slices(tags, cases, ["claim_faithfulness", "score"])
 
 
 def test_cases_without_tags_have_no_slice():
-    cases = pa.table({"releasable": [True, False], "faithfulness": pa.array([0.5, None])})
-    assert slices(pa.array([[], []], TAGS), cases, ["faithfulness"]) == []
+    cases = pa.table({"releasable": [True, False], "claim_faithfulness": pa.array([0.5, None])})
+    assert slices(pa.array([[], []], TAGS), cases, ["claim_faithfulness"]) == []

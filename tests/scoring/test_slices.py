@@ -30,14 +30,16 @@ def test_slices_per_tag_value_with_not_applicable_metrics_excluded():
     cases = pa.table(
         {
             "releasable": [True, False, True, True],
-            "faithfulness": pa.array([1.0, 0.5, None, 0.25]),
+            "claim_faithfulness": pa.array([1.0, 0.5, None, 0.25]),
         }
     )
-    result = {(s.dimension, s.value): s for s in slices(tags, cases, ["faithfulness"])}
+    result = {(s.dimension, s.value): s for s in slices(tags, cases, ["claim_faithfulness"])}
     assert set(result) == {("topic", "x"), ("workflow", "a"), ("workflow", "b")}
     a = result[("workflow", "a")]
     assert (a.n, a.releasable, a.releasable_rate) == (2, 1, 0.5)
-    assert a.metrics["faithfulness"] == 0.75 and a.metric_n["faithfulness"] == 2
+    assert a.metrics["claim_faithfulness"] == 0.75 and a.metric_n["claim_faithfulness"] == 2
     b = result[("workflow", "b")]
-    assert b.metrics["faithfulness"] is None and b.metric_n["faithfulness"] == 0  # not applicable, not NaN
+    assert (
+        b.metrics["claim_faithfulness"] is None and b.metric_n["claim_faithfulness"] == 0
+    )  # not applicable, not NaN
     assert (b.ci_low, b.ci_high) == pytest.approx(wilson(1, 1))
