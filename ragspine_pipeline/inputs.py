@@ -248,8 +248,10 @@ def plain_json_lines(path: str | Path) -> bool:
     silently (the record reader refuses all three, naming the line). Read a block at a time; a False
     sends the file to the record reader."""
     carried, carried_length = b"", 0  # what the last block's unfinished line kept, and its length
+    buffer = bytearray(_GUARD_BLOCK)  # reused: each block lands in memory already touched
     with open_regular(path) as fh:
-        while block := fh.read(_GUARD_BLOCK):
+        while read := fh.readinto(buffer):
+            block = buffer if read == len(buffer) else buffer[:read]
             first, last = block.find(b"\n"), block.rfind(b"\n")
             if first < 0:
                 carried_length += len(block)
@@ -301,9 +303,9 @@ def _suspects(kept: bytes) -> np.ndarray:
         return np.zeros(n_lines, dtype=bool)
     buf = np.frombuffer(kept, dtype=np.uint8)
     ends = np.flatnonzero(buf == ord("\n"))
-    opens = np.concatenate(([0], np.cumsum(buf == ord("["))))
-    bounds = np.concatenate(([0], ends + 1, [len(buf) + 1]))
-    suspect = np.diff(opens[np.minimum(bounds, len(buf))]) > MAX_DEPTH
+    opens = np.flatnonzero(buf == ord("["))
+    # Between consecutive newlines (and the text's ends) lies one line each: its opening brackets.
+    suspect = np.diff(np.searchsorted(opens, np.concatenate(([0], ends, [len(buf)])))) > MAX_DEPTH
     at = kept.find(_LONGEST_NUMBER)
     while at >= 0:
         line = int(np.searchsorted(ends, at))

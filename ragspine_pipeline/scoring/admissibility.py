@@ -327,7 +327,7 @@ def admissibility(
     keys, key_rows = flat(t["version_keys"])
     has_all = np.ones(n, dtype=bool)
     for key in dict.fromkeys(required_versions):
-        has_all &= _any_per_row(np.asarray(pc.fill_null(pc.equal(keys, key), False)), key_rows, n)
+        has_all &= rowwise.any_per_row(np.asarray(pc.fill_null(pc.equal(keys, key), False)), key_rows, n)
     violations["missing_version"] = present & ~has_all
     violations["repeated_version"] = present & coded_strings([t["version_keys"]])[0].repeats
 
@@ -340,7 +340,7 @@ def admissibility(
         problem_rows.append(stage.rows[at])
     problems, problem_rows = np.concatenate(problems), np.concatenate(problem_rows)
     for rule, flag in (("unknown_chunk", UNKNOWN), ("restricted", RESTRICTED), ("stale", STALE)):
-        violations[rule] = _any_per_row((problems & flag) != 0, problem_rows, n)
+        violations[rule] = rowwise.any_per_row((problems & flag) != 0, problem_rows, n)
 
     first_ids, rerank_ids, reranked_ids, selected_ids = stages
     both = np.asarray(rerank_in.is_valid()) & np.asarray(first.is_valid())
@@ -358,15 +358,8 @@ def admissibility(
     at = ids.positions["selected"][paired]
     registry_version = registry.version.take(pa.array(at, mask=at < 0))  # null where unknown
     wrong = (at >= 0) & ~np.asarray(pc.fill_null(pc.equal(registry_version, given_versions), False))
-    violations["wrong_version"] = _any_per_row(wrong, selected_ids.rows[paired], n)
+    violations["wrong_version"] = rowwise.any_per_row(wrong, selected_ids.rows[paired], n)
     return violations
-
-
-def _any_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
-    """Per row: at least one flag is true (false for a row with no values)."""
-    out = np.zeros(n, dtype=bool)
-    out[rows[flags]] = True
-    return out
 
 
 def rule_names(violations: dict[str, np.ndarray], n: int) -> pa.Array:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline import duck
 from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE, WHITESPACE
 from ragspine_pipeline.metrics import MetricResult, family, ratio
@@ -102,45 +103,28 @@ def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:
     return np.asarray(citations.is_valid()) | refused
 
 
-CHUNK_ROWS = 1 << 15
-"""Cases scored per step: bounds the memory of the pairwise intermediates, whatever the set's size."""
-
-
 def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScore:
     """Score canonical trace columns against canonical gold columns (``contracts.columns``)."""
     if k < 1:
         raise ValueError("k must be at least 1")
-    # Each gold case reads its trace through the join (row -1: no trace), so no trace column is gathered
-    # into gold order: what a trace says on its own is worked out once per trace, in file order, on a
-    # second core while the join hashes the ids (both run outside the GIL).
+    # What a trace says on its own is worked out once per trace, in file order, while the join hashes
+    # the ids (DuckDB runs outside the GIL).
     with ThreadPoolExecutor(max_workers=1) as pool:
         joined = pool.submit(join_traces, gold, traces)
         answers = _Answers.of(traces)
         trace_rows, counts = joined.result()
     counts = {**counts, "cases": gold.num_rows, "traces": traces.num_rows}
-    at = np.arange(gold.num_rows) if trace_rows is None else np.asarray(trace_rows.fill_null(-1))
-    parts = []
-
-    def score(start: int) -> tuple[pa.Table, dict]:
-        return _score_cases(gold.slice(start, CHUNK_ROWS), answers, at[start:][:CHUNK_ROWS], k)
-
-    # Two steps at a time: most of a step runs in Arrow, numpy and the row-wise kernels, outside the GIL.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for cases, part_counts in pool.map(score, range(0, gold.num_rows, CHUNK_ROWS)):
-            parts.append(cases)
-            for name, value in part_counts.items():
-                counts[name] = counts.get(name, 0) + value
+    cases, case_counts = _score_cases(gold, answers, trace_rows, k)
+    counts.update(case_counts)
     metrics = {name: ratio(counts[num], counts[den]) for name, (num, den) in METRICS.items()}
-    return GroundedScore(k=k, counts=counts, metrics=metrics, cases=pa.concat_tables(parts))
+    return GroundedScore(k=k, counts=counts, metrics=metrics, cases=cases)
 
 
 @dataclass(frozen=True)
 class _Answers:
-    """The traces as the metrics read them, in file order (a chunked column stays in its chunks)."""
+    """The traces as the metrics read them, in file order."""
 
-    claim_lower: pa.ChunkedArray
-    citations: pa.ChunkedArray
-    retrieved: pa.ChunkedArray
+    table: pa.Table  # claim_lower, citations, retrieved_ids
     refused: np.ndarray
     compliant: np.ndarray
     has_citation_list: np.ndarray
@@ -153,25 +137,26 @@ class _Answers:
         # Tables built before `outcome_refused` existed simply have no outcome to honour.
         outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
         citations = traces.column("citations")
-        retrieved = traces.column("retrieved_ids")
-        n = traces.num_rows
-        n_cited, cited_retrieved = np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
-        for start in range(0, n, CHUNK_ROWS):  # a step at a time: the pairs' memory stays bounded
-            part = citations.slice(start, CHUNK_ROWS)
-            end = start + len(part)
-            cited, cited_rows = rowwise.member_of_row(part, retrieved, haystack_rows=np.arange(start, end))
-            n_cited[start:end] = rowwise.count_per_row(cited_rows, len(part))
-            cited_retrieved[start:end] = rowwise.all_per_row(cited, cited_rows, len(part))
         refused = refusals(claim_lower, outcome)
+        table = pa.table(
+            {
+                "claim_lower": claim_lower,
+                "citations": citations,
+                "retrieved_ids": traces.column("retrieved_ids"),
+            }
+        )
+        cited = duck.query(
+            f"SELECT coalesce(len(citations), 0) AS n, {rowwise.ALL_IN.format('citations', 'retrieved_ids')} "
+            "AS within FROM answers",
+            answers=table,
+        )
         return cls(
-            claim_lower=claim_lower,
-            citations=citations,
-            retrieved=retrieved,
+            table=table,
             refused=refused,
             compliant=compliant(citations, refused),
             has_citation_list=np.asarray(citations.is_valid(), dtype=bool),
-            n_cited=n_cited,
-            cited_retrieved=cited_retrieved,
+            n_cited=np.asarray(cited.column("n"), dtype=np.int64),
+            cited_retrieved=np.asarray(cited.column("within"), dtype=bool),
         )
 
     def per_case(self, values: np.ndarray, at: np.ndarray, missing) -> np.ndarray:
@@ -179,14 +164,14 @@ class _Answers:
         return np.where(at >= 0, values[at], missing) if len(values) else np.full(len(at), missing)
 
 
-def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> tuple[pa.Table, dict]:
-    """Per-case flags and metric counts for gold rows and the row of each one's trace (-1: missing; it
-    answers with an empty claim and no citation list).
-
-    Pairwise work is restricted to the rows whose answer counts: containment and citation checks to
-    shipped answers, recall to answerable cases, phrase containment to shipped answerable cases.
-    """
+def _score_cases(
+    gold: pa.Table, answers: _Answers, trace_rows: pa.Array | None, k: int
+) -> tuple[pa.Table, dict]:
+    """Per-case flags and metric counts for gold rows and the row of each one's trace (``trace_rows``:
+    null where missing; None: the traces are in gold order). A missing trace answers with an empty claim
+    and no citation list."""
     n = gold.num_rows
+    at = np.arange(n) if trace_rows is None else np.asarray(trace_rows.fill_null(-1))
     missing = at < 0
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
     refused = answers.per_case(answers.refused, at, False)
@@ -195,18 +180,36 @@ def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> t
     gold_citations = gold.column("gold_citations").combine_chunks()
     gold_claim = gold.column("gold_claim").combine_chunks()
     has_gold_claim = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(gold_claim), 0), False))
-
-    contained, phrase_contained = _containment(
-        answers.claim_lower,
-        at,
-        gold.column("gold_claim_substr").combine_chunks(),
-        gold_claim,
-        substr_rows=shipped,
-        phrase_rows=shipped & answerable & has_gold_claim,
+    phrase_rows = shipped & answerable & has_gold_claim
+    answer = answers.table if trace_rows is None else answers.table.take(trace_rows)
+    flags = duck.query(
+        f"""
+        SELECT
+            len(substrs) = 0 OR coalesce(list_bool_or(
+                [contains(claim_lower, s) FOR s IN substrs IF length(s) >= {MIN_SUBSTR_CHARS}]
+            ), false) AS contained,
+            coalesce(list_bool_or([contains(claim_lower, p) FOR p IN phrases]), false) AS phrase_contained,
+            {rowwise.ANY_IN.format("gold_citations", "citations")} AS cites_meet_gold,
+            {rowwise.ALL_IN.format("gold_citations", f"retrieved_ids[1:{int(k)}]")} AS recalled
+        FROM cases
+        """,
+        cases=pa.table(
+            {
+                "claim_lower": answer.column("claim_lower"),
+                "citations": answer.column("citations"),
+                "retrieved_ids": answer.column("retrieved_ids"),
+                "substrs": _lower_items(gold.column("gold_claim_substr").combine_chunks()),
+                "phrases": gold_claim_phrases(pc.if_else(pa.array(phrase_rows), gold_claim, None)),
+                "gold_citations": gold_citations,
+            }
+        ),
     )
-    # Some gold citation is cited: the citations meet the gold citations.
-    gold_cited, gold_rows = rowwise.member_of_row(gold_citations, answers.citations, shipped, at)
-    cites_meet_gold = rowwise.any_per_row(gold_cited, gold_rows, n)
+    # Each flag counts only where its test applies: containment for shipped answers, the phrase test for
+    # shipped answerable cases with a gold claim, recall for answerable cases.
+    contained = shipped & np.asarray(flags.column("contained"), dtype=bool)
+    phrase_contained = phrase_rows & np.asarray(flags.column("phrase_contained"), dtype=bool)
+    cites_meet_gold = shipped & np.asarray(flags.column("cites_meet_gold"), dtype=bool)
+    recalled = answerable & np.asarray(flags.column("recalled"), dtype=bool)
     has_gold = np.asarray(pc.list_value_length(gold_citations)) > 0
     hit = (
         shipped
@@ -214,8 +217,6 @@ def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> t
         & answers.per_case(answers.cited_retrieved, at, True)
         & np.where(has_gold, cites_meet_gold, answers.per_case(answers.n_cited, at, 0) == 0)
     )
-    gold_in_top_k, gold_rows = rowwise.member_of_row(gold_citations, answers.retrieved, answerable, at, k)
-    recalled = answerable & rowwise.all_per_row(gold_in_top_k, gold_rows, n)
 
     unanswerable = ~answerable
     matched = ~missing
@@ -258,40 +259,9 @@ def _score_cases(gold: pa.Table, answers: _Answers, at: np.ndarray, k: int) -> t
     return cases, counts
 
 
-def _containment(
-    claim_lower: pa.ChunkedArray,
-    at: np.ndarray,
-    substrs: pa.Array,
-    gold_claim: pa.Array,
-    substr_rows: np.ndarray,
-    phrase_rows: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """C (substring containment) and phrase containment per case, for the rows selected by each mask.
-
-    C: a ``gold_claim_substr`` of ≥5 characters occurs in the claim; true for an empty list, false when
-    no substring qualifies. Phrase containment: a phrase of the gold claim occurs in the claim.
-    The claim of case ``i`` is ``claim_lower[at[i]]`` (none where ``at[i]`` is negative). Both tests share
-    one substring pass.
-    """
-    n = len(at)
-    sub_values, sub_parents = rowwise.flat(substrs, substr_rows)
-    sub_values = pc.utf8_lower(sub_values)
-    qualifies = np.asarray(pc.greater_equal(pc.utf8_length(sub_values), MIN_SUBSTR_CHARS))
-    sub_values, sub_parents = sub_values.filter(pa.array(qualifies)), sub_parents[qualifies]
-
-    selected = np.flatnonzero(phrase_rows)
-    phrase_values, local = claim_phrases(gold_claim.take(pa.array(selected)))
-    phrase_parents = selected[local]
-
-    found = rowwise.contains_pairs(
-        claim_lower,
-        pa.concat_arrays([sub_values.cast(pa.string()), phrase_values.cast(pa.string())]),
-        at[np.concatenate([sub_parents, phrase_parents])],
-    )
-    split = len(sub_values)
-    empty = np.asarray(pc.list_value_length(substrs)) == 0
-    contained = substr_rows & (empty | rowwise.any_per_row(found[:split], sub_parents, n))
-    return contained, rowwise.any_per_row(found[split:], phrase_parents, n)
+def _lower_items(lists: pa.Array) -> pa.Array:
+    """A list-of-strings column with every item lower-cased (Arrow's Unicode lower case), nulls kept."""
+    return pa.ListArray.from_arrays(lists.offsets, pc.utf8_lower(lists.values), mask=lists.is_null())
 
 
 def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:

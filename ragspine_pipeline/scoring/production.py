@@ -267,8 +267,7 @@ def _per_trace(traces: pa.Table, registry: Registry | None, required_versions, p
     citations, retrieved = t["citations"], t["retrieved_ids"]
 
     n_cited = np.asarray(pc.fill_null(pc.list_value_length(citations), 0))
-    cited_retrieved, cited_rows = rowwise.member_of_row(citations, retrieved, shipped)
-    citation_valid = shipped & (n_cited > 0) & rowwise.all_per_row(cited_retrieved, cited_rows, n)
+    citation_valid = shipped & (n_cited > 0) & rowwise.all_in(citations, retrieved)
 
     fabricated = np.zeros(n, dtype=bool)
     fabricated[refused] = fabricated_numbers(t["claim"].filter(pa.array(refused)), period_pattern)

@@ -48,7 +48,7 @@ from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
 from ragspine_pipeline.scoring.narrative import GATES as NARRATIVE_GATES
 from ragspine_pipeline.scoring.narrative import score_narrative
-from ragspine_pipeline.scoring.rowwise import any_per_row, member_of_row
+from ragspine_pipeline.scoring.rowwise import any_in
 
 # The four pass rates and the count of fabricating refusals (the registry, ``ragspine_pipeline.metrics``),
 # then the narrative gates.
@@ -280,8 +280,7 @@ def _mentioned(names: pa.Array, answer: np.ndarray, rows: np.ndarray) -> np.ndar
 def _in_sources(docs: pa.Array, source_docs: pa.Array, n: int) -> np.ndarray:
     """Per row: the row's ``docs`` value is one of its ``outcome.sources`` docs."""
     wanted = lists_from_rows(docs.drop_null(), np.flatnonzero(_valid(docs)), n, docs.is_null())
-    found, rows = member_of_row(wanted, source_docs)
-    return any_per_row(found, rows, n)
+    return any_in(wanted, source_docs)
 
 
 def _by_tag(tags: pa.Array, applies: np.ndarray, ok: np.ndarray) -> dict[str, dict[str, dict]]:

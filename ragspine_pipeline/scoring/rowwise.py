@@ -20,27 +20,28 @@ from ragspine_pipeline.columnar import flat, lists_from_rows, one_array
 
 _STRING, _LIST = pa.string(), pa.list_(pa.string())
 
+ALL_IN = "coalesce(list_bool_and([coalesce(list_contains({1}, x), false) FOR x IN {0}]), true)"
+"""SQL (``.format(needles, haystack)`` with two list columns): every item of the row's needle list is an
+item of its haystack list (true for no needle; a null needle, item or haystack equals nothing)."""
+ANY_IN = "coalesce(list_bool_or([coalesce(list_contains({1}, x), false) FOR x IN {0}]), false)"
+"""SQL: some item of the row's needle list is an item of its haystack list (false for no needle)."""
 
-def member_of_row(
-    needles: pa.Array,
-    haystacks: pa.Array | pa.ChunkedArray,
-    rows: np.ndarray | None = None,
-    haystack_rows: np.ndarray | None = None,
-    limit: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each value of list column ``needles``: does it occur in the haystack list of its row (among
-    the first ``limit`` items when given)?
 
-    Returns ``(found, row)`` aligned with the flattened needles (of the rows selected by the optional
-    boolean mask ``rows``). The haystack of needle row ``r`` is ``haystacks[r]``, or with
-    ``haystack_rows`` ``haystacks[haystack_rows[r]]`` (negative: none), so a column need not be gathered
-    into the needles' order first. A null haystack row is empty; a null needle or item equals nothing.
-    """
-    needle_values, needle_rows = flat(needles, rows)
-    at = needle_rows if haystack_rows is None else haystack_rows[needle_rows]
-    items = "hay" if limit is None else f"hay[1:{int(limit)}]"
-    found = _per_needle(f"list_contains({items}, needle)", needle_values, haystacks, at, _LIST)
-    return found, needle_rows
+def all_in(needles: pa.Array | pa.ChunkedArray, haystacks: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per row of two list columns: every needle of the row is in the row's haystack (:data:`ALL_IN`)."""
+    return _per_row(ALL_IN, needles, haystacks)
+
+
+def any_in(needles: pa.Array | pa.ChunkedArray, haystacks: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per row of two list columns: some needle of the row is in the row's haystack (:data:`ANY_IN`)."""
+    return _per_row(ANY_IN, needles, haystacks)
+
+
+def _per_row(test: str, needles, haystacks) -> np.ndarray:
+    rows = pa.table({"needles": needles, "haystacks": haystacks})
+    return np.asarray(
+        duck.column(f"SELECT {test.format('needles', 'haystacks')} FROM rows", rows=rows), dtype=bool
+    )
 
 
 def all_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
@@ -50,11 +51,9 @@ def all_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
 
 def any_per_row(flags: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     """Per row: at least one flag is true (false for a row with no values)."""
-    return np.bincount(rows, weights=flags, minlength=n) > 0
-
-
-def count_per_row(rows: np.ndarray, n: int) -> np.ndarray:
-    return np.bincount(rows, minlength=n)
+    out = np.zeros(n, dtype=bool)
+    out[rows[flags]] = True
+    return out
 
 
 def contains_pairs(

@@ -66,34 +66,20 @@ LISTS = st.one_of(st.none(), st.lists(st.one_of(st.none(), st.just(""), PIECES),
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    data=st.data(),
-    needles=st.lists(LISTS, min_size=1, max_size=6),
-    haystacks=st.lists(LISTS, min_size=1, max_size=6),
-    limit=st.one_of(st.none(), st.integers(1, 3)),
-)
-def test_member_of_row_is_pythons_in(data, needles, haystacks, limit):
-    mapping = data.draw(
-        st.lists(st.integers(-1, len(haystacks) - 1), min_size=len(needles), max_size=len(needles))
-    )
-    selected = data.draw(st.lists(st.booleans(), min_size=len(needles), max_size=len(needles)))
-    found, rows = rowwise.member_of_row(
-        pa.array(needles, pa.list_(pa.string())),
-        data.draw(layouts(haystacks, LIST)),
-        np.array(selected),
-        np.array(mapping, dtype=np.int64),
-        limit,
-    )
-    expected_rows, expected = [], []
-    for row, (values, hay_row, keep) in enumerate(zip(needles, mapping, selected, strict=True)):
-        if not keep or values is None:
-            continue
-        hay = [] if hay_row < 0 or haystacks[hay_row] is None else haystacks[hay_row][:limit]
-        for value in values:
-            expected_rows.append(row)
-            expected.append(value is not None and value in [item for item in hay if item is not None])
-    assert rows.tolist() == expected_rows
-    assert found.tolist() == expected
+@given(data=st.data(), rows=st.lists(st.tuples(LISTS, LISTS), min_size=1, max_size=6))
+def test_all_in_and_any_in_are_pythons_in(data, rows):
+    needles = data.draw(layouts([n for n, _ in rows], LIST))
+    haystacks = data.draw(layouts([h for _, h in rows], LIST))
+
+    def found(value, hay):
+        return value is not None and value in [item for item in hay or [] if item is not None]
+
+    assert rowwise.all_in(needles, haystacks).tolist() == [
+        all(found(value, hay) for value in needle or []) for needle, hay in rows
+    ]
+    assert rowwise.any_in(needles, haystacks).tolist() == [
+        any(found(value, hay) for value in needle or []) for needle, hay in rows
+    ]
 
 
 @settings(max_examples=200, deadline=None)
