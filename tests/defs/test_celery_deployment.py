@@ -31,6 +31,8 @@ from ragspine_pipeline.reports.metric_table import SCHEMA
 from tests.conftest import PG, pg_location
 from tests.defs.test_local_crash import DAY, environment, runner
 
+pytestmark = pytest.mark.system  # Celery workers, RabbitMQ, Redis, PostgreSQL
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "deploy" / "celery" / "dagster.yaml"
 RABBIT = "pyamqp://guest:guest@127.0.0.1:5672"

@@ -22,6 +22,8 @@ from ragspine_pipeline.demo.build import rebuild_index
 from tests.conftest import PG
 from tests.defs.test_local_crash import environment
 
+pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "deploy" / "postgres" / "dagster.yaml"
 INTERVAL_S = 2

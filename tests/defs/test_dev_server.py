@@ -21,10 +21,13 @@ from ragspine_pipeline.defs.dev import TEMPLATE_WARNING
 ROOT = Path(__file__).resolve().parents[2]
 ASSET_GRAPH = '{"query": "{ assetNodes { assetKey { path } } }"}'
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "dg").exists(),
-    reason="needs make and the project's .venv with dg (make test creates it)",
-)
+pytestmark = [
+    pytest.mark.system,  # make dev: dg dev, its webserver, daemon and code servers
+    pytest.mark.skipif(
+        shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "dg").exists(),
+        reason="needs make and the project's .venv with dg (make test creates it)",
+    ),
+]
 
 
 def free_port() -> int:
