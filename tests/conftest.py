@@ -64,6 +64,14 @@ SECRET_KEY = "fake-secret-d41d8cd98f00b204"
 ACCESS_KEY = "fake-access-key"
 
 
+def load_factor() -> float:
+    """How oversubscribed this machine's CPUs are now: the last minute's load average per CPU, at least 1.
+
+    A system test that asserts promptness (gone within N seconds) allows N times this: the same bound on
+    a quiet machine, and room for the other copy of the suite, or another project's, running beside it."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def no_real_dagster_home(tmp_path_factory):
     """A developer's Dagster instance never reaches a test (the Makefile exports DAGSTER_HOME as the
