@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 
-.PHONY: run dev demo-regression demo-extraction-regression test lint format bench lock clean
+.PHONY: run dev demo-regression demo-extraction-regression test test-fast lint format bench lock clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -82,8 +82,20 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# The suite in two layers (tests/conftest.py). `make test-fast`, for a developer's minute: everything
+# but the system tests (daemons, servers, `make dev`, a browser, Celery, PostgreSQL, many processes,
+# kill -9), each Hypothesis property on at most 25 examples. `make test` (and .ci/run): everything, each
+# property on the examples it asks for. Both in TEST_WORKERS processes (pytest-xdist): the tests are
+# independent (their own folders, ports, databases, vhosts, Redis databases), and what one waits for
+# (a server, a retry's back-off, a subprocess) the other fills with work.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
+test-fast: lint
+	HYPOTHESIS_PROFILE=quick $(PYTEST) -m "not system"
+
 test: lint
-	$(BIN)/python -m pytest -q
+	HYPOTHESIS_PROFILE=ci $(PYTEST)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_score.py

@@ -1,5 +1,7 @@
 """Real endpoints on loopback shared by the tests: S3 (moto), a scriptable HTTP server, a closed port,
-a fresh database on the local PostgreSQL."""
+a fresh database on the local PostgreSQL. And the two layers of the suite: the ``system`` marker (what
+`make test-fast` leaves out) and the Hypothesis profiles (``quick`` for `make test-fast`, ``ci`` for
+`make test`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import settings
 
 # The tests' demos are written for fixed dates in 2026 (TODAY = 2026-11-22 and others); the daily
 # partitions must offer those days whatever today and the developer's var/demo are. Set before any test
@@ -23,12 +26,59 @@ os.environ.setdefault("RAGSPINE_PARTITIONS_START", "2026-01-01")
 
 from ragspine_pipeline.sources.s3 import s3_client
 
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (the Makefile sets it; `ci` when unset). Every
+# property in the suite states its own max_examples, which `ci` keeps. `quick` (`make test-fast`, a
+# developer's minute) runs at most QUICK_EXAMPLES of each: an explicit @settings outranks any profile,
+# so pytest_collection_modifyitems lowers it per test, in this profile only. Neither profile has a
+# deadline: a property's speed on a loaded machine is not what it tests (each already says deadline=None).
+QUICK_EXAMPLES = 25
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.register_profile("quick", settings.get_profile("ci"), max_examples=QUICK_EXAMPLES)
+settings.load_profile(PROFILE)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the marks below must be there when it does
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        # A test on the loopback PostgreSQL is a system test, whatever module it is in.
+        if "database" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.system)
+        if PROFILE == "quick":
+            _at_most_quick_examples(getattr(item, "function", None))
+
+
+def _at_most_quick_examples(test) -> None:
+    """Cap the test's own @settings at the quick profile's max_examples. Hypothesis keeps a test's
+    settings on the function it returns; without that attribute (another Hypothesis), nothing changes."""
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if getattr(test, "is_hypothesis_test", False) and own is not None and own.max_examples > QUICK_EXAMPLES:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=QUICK_EXAMPLES)
+
+
 # The loopback PostgreSQL the deployment tests use: user postgres, trust authentication.
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 
 # Fake credentials: the tests check that the secret never shows up in an error message.
 SECRET_KEY = "fake-secret-d41d8cd98f00b204"
 ACCESS_KEY = "fake-access-key"
+
+
+def load_factor() -> float:
+    """How oversubscribed this machine's CPUs are now: the last minute's load average per CPU, at least 1.
+
+    A system test that asserts promptness (gone within N seconds) allows N times this: the same bound on
+    a quiet machine, and room for the other copy of the suite, or another project's, running beside it."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_real_dagster_home(tmp_path_factory):
+    """A developer's Dagster instance never reaches a test (the Makefile exports DAGSTER_HOME as the
+    checkout's var/dagster): the session has an empty one of its own; tests that need one set theirs."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(tmp_path_factory.mktemp("dagster-home")))
+        yield
 
 
 @pytest.fixture(autouse=True)

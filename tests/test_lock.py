@@ -30,13 +30,22 @@ def locked(text: str) -> dict[str, list[tuple[str, str | None, int]]]:
 
 
 def declared() -> list[Requirement]:
-    """Every requirement of the project, its deploy extra and its dev extra (what `make` installs)."""
+    """Every requirement of the project and of each of its extras (`make` installs the dev extra, which
+    includes all the others)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     requirements = [
-        Requirement(text) for text in [*project["dependencies"], *extras["deploy"], *extras["dev"]]
+        Requirement(text) for text in [*project["dependencies"], *(r for e in extras.values() for r in e)]
     ]
     return [r for r in requirements if canonicalize_name(r.name) != canonicalize_name(project["name"])]
+
+
+def test_the_dev_extra_includes_every_other_extra():
+    """`make` installs the dev extra: the suite runs with every extra there is."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    [own] = [Requirement(r) for r in extras["dev"] if Requirement(r).name == project["name"]]
+    assert own.extras == set(extras) - {"dev"}
 
 
 def test_the_lock_satisfies_every_declared_requirement():

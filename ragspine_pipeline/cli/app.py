@@ -2,7 +2,8 @@
 the same as the process of the ``ragspine-eval`` script.
 
 Exit codes: 0 ship (every gate, slice and baseline holds), 1 block, 2 unusable input (one line names the
-file, line and field), 3 an internal error (a bug: the traceback is printed).
+file, line and field) or an optional extra the command needs is not installed (one line names it), 3 an
+internal error (a bug: the traceback is printed).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ragspine_pipeline.cli.args import EXIT_INTERNAL, EXIT_UNUSABLE, UsageError
+from ragspine_pipeline.cli.extras import missing_extra_line
 from ragspine_pipeline.cli.parser import build_parser
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
@@ -76,6 +78,9 @@ def _arrow_without_pandas() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if needs := missing_extra_line(args):  # before the import that would fail on it
+        print(needs, file=sys.stderr)
+        return EXIT_UNUSABLE
     try:
         module, function = args.run.split(":")
         # Only now: the command's implementation is what pulls in pyarrow, pydantic, boto3, …

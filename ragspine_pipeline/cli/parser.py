@@ -3,7 +3,9 @@
 Built on every start, ``--help`` and ``--version`` included, so this module imports only the standard
 library and modules that do the same (``cli.args``, ``judge.prompts``, ``sources.strata``). A command's
 implementation (pyarrow, pydantic, boto3, the openai SDK …) is imported when that command runs: each
-subcommand's ``run`` names its handler as ``"module:function"`` and ``main`` imports it then.
+subcommand's ``run`` names its handler as ``"module:function"`` and ``main`` imports it then. A command
+that needs an optional extra names it (``extra="judge"``): without it, ``main`` prints one line naming
+the extra and exits 2 (``cli.extras``).
 
 A default that belongs to the core and would cost an import here is applied by the handler and only
 named in the help (``tests/cli/test_parser.py`` keeps the two equal).
@@ -265,7 +267,7 @@ def _add_judge(commands: Any) -> None:
     )
     parser.add_argument("--format", choices=("json", "markdown"), default="json")
     parser.add_argument("--out", help="write the report here instead of standard output")
-    parser.set_defaults(run="ragspine_pipeline.cli.judge:run_judge_command")
+    parser.set_defaults(run="ragspine_pipeline.cli.judge:run_judge_command", extra="judge")
 
 
 def _judge_metrics(raw: str) -> tuple[str, ...]:

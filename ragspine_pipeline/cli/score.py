@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+import numpy.ma  # noqa: F401 - imported here, in one thread: see _gold_and_traces
 import pyarrow as pa
 
 from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
@@ -97,7 +98,12 @@ def run_score(args: argparse.Namespace) -> int:
 
 def _gold_and_traces(gold_path: str, trace_path: str) -> tuple[pa.Table, pa.Table]:
     """The golden set and the first traces, read at the same time: parsing one file leaves a core idle
-    in the stretches its own work is single-threaded. A broken golden set is reported first."""
+    in the stretches its own work is single-threaded. A broken golden set is reported first.
+
+    numpy.ma is imported with this module, before the two threads start: both readers hand numpy arrays
+    to pyarrow, which looks at ``np.ma`` and so imports it lazily; two threads importing it at once can
+    meet in Python's import locks, and the one handed the half-imported module recursed in numpy's
+    ``__getattr__`` (RecursionError, exit 3: seen once in twenty concurrent runs on a loaded machine)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         gold = pool.submit(load_gold, gold_path)
         try:

@@ -12,8 +12,8 @@ What it adds to a bare `dg dev`:
 * **Stopped on Ctrl-C or SIGTERM within seconds, nothing left behind.** `dg dev` runs in a session of
   its own. On SIGINT or SIGTERM its process group gets SIGINT, as from Ctrl-C in a terminal (an orderly
   shutdown of the webserver, the daemon and their code servers); whatever still runs after `GRACE_S`
-  seconds is killed with the whole group. A bare `dg dev` under `make` ignored SIGTERM and left its
-  code servers running.
+  seconds is killed with the whole group, and this process ends at once (no interpreter teardown). A
+  bare `dg dev` under `make` ignored SIGTERM and left its code servers running.
 """
 
 from __future__ import annotations
@@ -127,4 +127,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Ended without tearing the interpreter down: the UI and every process it started are gone and the
+    # output is flushed, so nothing is left to clean up, and freeing the Dagster modules this process
+    # imported object by object took 2 s of every stop on a loaded machine.
+    os._exit(code)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-import krippendorff
 import numpy as np
 from scipy import stats as sps
 
@@ -122,6 +121,8 @@ def krippendorff_alpha(judge: Sequence[float | None], human: Sequence[float | No
     n = len(pairs)
     if n < 2 or np.all(matrix == matrix[0, 0]):
         return {"alpha": None, "n": n}
+    import krippendorff  # the judge extra: the code location loads without it, and judges only with it
+
     with np.errstate(divide="ignore", invalid="ignore"):
         try:
             value = float(

@@ -17,7 +17,7 @@ def slack():
     server.stop()
 
 
-@pytest.fixture(params=["file", "postgresql"])
+@pytest.fixture(params=["file", pytest.param("postgresql", marks=pytest.mark.system)])
 def outbox(request, tmp_path):
     """An empty outbox: the JSONL file, then PostgreSQL in a fresh database (skipped, with the reason,
     without psycopg2 or a PostgreSQL on loopback)."""

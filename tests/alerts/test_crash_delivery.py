@@ -12,9 +12,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from tests.alerts.slack_server import TOKEN
+
+pytestmark = pytest.mark.system  # flush processes killed with SIGKILL, again and again
 
 ALERTS = 60
 ROUNDS = 16

@@ -124,12 +124,14 @@ def check_final_baseline(final: dict, codes: list[int], reports: list[dict]) -> 
     assert final["run"] in {r["release"]["run_id"] for r in shipped}
 
 
+@pytest.mark.system  # twenty ragspine-eval processes at once
 def test_twenty_concurrent_promotions_leave_every_metric_at_the_best_value_a_shipping_run_wrote(tmp_path):
     codes, reports = promote_runs(tmp_path, str(tmp_path / "baseline.json"))
     final = json.loads((tmp_path / "baseline.json").read_text())["golden"]
     check_final_baseline(final, codes, reports)
 
 
+@pytest.mark.system  # twenty ragspine-eval processes at once
 def test_the_same_across_hosts_through_s3_conditional_writes(tmp_path, bucket, s3_endpoint):
     name, client = bucket
     env = {**os.environ, "RAGSPINE_S3_ENDPOINT_URL": s3_endpoint}
@@ -138,6 +140,7 @@ def test_the_same_across_hosts_through_s3_conditional_writes(tmp_path, bucket, s
     check_final_baseline(final, codes, reports)
 
 
+@pytest.mark.system  # twenty ragspine-eval processes at once
 def test_twenty_concurrent_extraction_promotions_never_lower_a_threshold(tmp_path):
     paths = write_extraction_demo(tmp_path / "demo")
     healthy = [json.loads(line) for line in paths["facts"].read_text().splitlines() if line.strip()]

@@ -31,6 +31,13 @@ def test_importing_the_command_imports_no_heavy_library():
     assert _loaded("import ragspine_pipeline.cli", HEAVY) == []
 
 
+def test_importing_the_command_loads_no_dagster_module_at_all():
+    """Not even Dagster's own helpers (``dagster_shared``, ``dagster_pipes``): the core wheel has none."""
+    probe = "import ragspine_pipeline.cli, sys; print([m for m in sys.modules if m.startswith('dagster')])"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_importing_the_command_imports_no_command_and_none_of_the_core():
     assert _loaded("import ragspine_pipeline.cli", CORE) == []
     project = _loaded("import ragspine_pipeline.cli", ("ragspine_pipeline",))

@@ -48,6 +48,7 @@ def rebuild(env: dict[str, str], *flags: str) -> None:
     assert cli.main(["demo", "rebuild-index", "--root", env["RAGSPINE_HOME"], *flags]) == 0
 
 
+@pytest.mark.system  # the four make targets' runs in a row, on the demo's full week of traffic
 def test_the_make_targets_post_one_message_per_real_change_and_nothing_on_a_quiet_week(
     tmp_path, monkeypatch, fake_slack
 ):

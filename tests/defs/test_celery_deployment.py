@@ -31,6 +31,8 @@ from ragspine_pipeline.reports.metric_table import SCHEMA
 from tests.conftest import PG, pg_location
 from tests.defs.test_local_crash import DAY, environment, runner
 
+pytestmark = pytest.mark.system  # Celery workers, RabbitMQ, Redis, PostgreSQL
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "deploy" / "celery" / "dagster.yaml"
 RABBIT = "pyamqp://guest:guest@127.0.0.1:5672"
@@ -59,20 +61,29 @@ def vhost():
 
 @pytest.fixture
 def redis_db():
-    """A Redis database number nobody else uses in this run (1–15), flushed before and after."""
+    """A Redis database number (1–15) nobody else uses while this test runs, flushed before and after.
+
+    Another run of the suite may be using Redis at the same moment: a number is claimed with a lease key
+    in database 0 (SET NX, expiring after an hour in case this process dies), released afterwards."""
     redis = pytest.importorskip("redis", reason="redis (the Python client) is not installed")
     client = redis.Redis(*REDIS, socket_connect_timeout=3)
     try:
         client.ping()
     except redis.RedisError as exc:
         pytest.skip(f"Redis is not reachable on {REDIS[0]}:{REDIS[1]}: {exc}")
-    number = random.randint(1, 15)
+    owner = uuid.uuid4().hex
+    numbers = random.sample(range(1, 16), 15)
+    number = next((n for n in numbers if client.set(f"ragspine-tests:db:{n}", owner, nx=True, ex=3600)), None)
+    if number is None:
+        pytest.skip("every Redis database 1–15 is claimed by other runs of the suite")
     scoped = redis.Redis(*REDIS, db=number)
     scoped.flushdb()
     try:
         yield number
     finally:
         scoped.flushdb()
+        if client.get(f"ragspine-tests:db:{number}") == owner.encode():
+            client.delete(f"ragspine-tests:db:{number}")
 
 
 def _upload_demo(client, bucket: str, demo: Path) -> None:

@@ -5,14 +5,18 @@ place) one of four such runs failed loading ``metric_table`` half-written by ano
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from tests.defs.test_local_crash import environment, runner, runs
+
+pytestmark = pytest.mark.system  # several runner processes at once
 
 RUNNERS = 4
 
 
-def test_concurrent_whole_graph_runs_on_one_sqlite_instance_all_succeed(tmp_path):
+def test_concurrent_whole_graph_runs_on_one_sqlite_instance_all_succeed(tmp_path, monkeypatch):
     env = environment(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])  # runs() opens it; gone after the test
     processes = [runner(env, cwd=tmp_path) for _ in range(RUNNERS)]
     outcomes = [process.communicate(timeout=600) for process in processes]
     for process, (out, err) in zip(processes, outcomes, strict=True):

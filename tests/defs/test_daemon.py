@@ -15,12 +15,17 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.scheduler.instigation import (
+    TickStatus,
+)  # not re-exported by dagster; instance.get_ticks takes it
 
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG, run_key
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.demo.build import rebuild_index
 from tests.conftest import PG
 from tests.defs.test_local_crash import environment
+
+pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "deploy" / "postgres" / "dagster.yaml"
@@ -47,6 +52,24 @@ def _wait_for(instance: dg.DagsterInstance, versions: set[str], daemon, timeout:
             return
         time.sleep(1)
     raise AssertionError(f"no finished run for {versions - done} within {timeout} s")
+
+
+def _skipped_ticks(instance: dg.DagsterInstance) -> int:
+    """How many ticks of the sensor found nothing to request."""
+    [state] = [s for s in instance.all_instigator_state() if s.name == "index_rebuild_sensor"]
+    ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, statuses=[TickStatus.SKIPPED])
+    return len(ticks)
+
+
+def _wait_for_skipped_ticks(instance: dg.DagsterInstance, more: int, daemon, timeout: float = 240) -> None:
+    """Until the sensor has ticked ``more`` times more without requesting anything."""
+    deadline, start = time.monotonic() + timeout, _skipped_ticks(instance)
+    while time.monotonic() < deadline:
+        assert daemon.poll() is None, "the daemon exited"
+        if _skipped_ticks(instance) >= start + more:
+            return
+        time.sleep(INTERVAL_S / 2)
+    raise AssertionError(f"the sensor did not tick {more} more times within {timeout} s")
 
 
 def test_the_daemon_launches_exactly_one_reevaluation_per_published_index_version(
@@ -100,7 +123,7 @@ def test_the_daemon_launches_exactly_one_reevaluation_per_published_index_versio
             # Two versions within one interval: the first is replaced before the sensor can see it.
             published += [rebuild_index(demo)["index_version"] for _ in range(2)]
             _wait_for(instance, {published[-1]}, daemon)
-            time.sleep(4 * INTERVAL_S)  # more ticks on an unchanged manifest: nothing more to run
+            _wait_for_skipped_ticks(instance, 3, daemon)  # more ticks on an unchanged manifest: no more runs
             runs = instance.get_runs(dg.RunsFilter(job_name=JOB))
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)

@@ -1,5 +1,6 @@
 """`make dev` as a developer runs it: quiet, serving the asset graph, and gone within 10 s of SIGTERM with
-no process left behind."""
+no process left behind (Dagster's orderly shutdown gets GRACE_S of them, then the rest is killed); on a
+loaded machine the 10 s scale with the load (tests.conftest.load_factor)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_pipeline.defs.dev import TEMPLATE_WARNING
+from ragspine_pipeline.defs.dev import GRACE_S, TEMPLATE_WARNING
+from tests.conftest import load_factor
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSET_GRAPH = '{"query": "{ assetNodes { assetKey { path } } }"}'
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "dg").exists(),
-    reason="needs make and the project's .venv with dg (make test creates it)",
-)
+pytestmark = [
+    pytest.mark.system,  # make dev: dg dev, its webserver, daemon and code servers
+    pytest.mark.skipif(
+        shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "dg").exists(),
+        reason="needs make and the project's .venv with dg (make test creates it)",
+    ),
+]
 
 
 def free_port() -> int:
@@ -94,7 +99,7 @@ def test_make_dev_serves_the_asset_graph_quietly_and_stops_on_sigterm(tmp_path):
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 180 * load_factor()
         keys: set[str] = set()
         while time.monotonic() < deadline and make.poll() is None:
             try:
@@ -110,14 +115,15 @@ def test_make_dev_serves_the_asset_graph_quietly_and_stops_on_sigterm(tmp_path):
 
         stopped_at = time.monotonic()
         make.send_signal(signal.SIGTERM)
-        make.wait(timeout=15)
+        make.wait(timeout=120)  # generous: how long it took is asserted below, with its bound
         took = time.monotonic() - stopped_at
+        allowed = GRACE_S + 4 * load_factor()  # 10 s on a quiet machine
         left = sorted(pid for pid in processes if alive(pid))
     finally:  # whatever the outcome, nothing of this test outlives it
         for pid in descendants(make.pid) | {make.pid}:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    assert took <= 10, f"make dev took {took:.1f} s to stop"
+    assert took <= allowed, f"make dev took {took:.1f} s to stop (allowed {allowed:.1f} s)"
     assert left == [], f"processes left behind: {left}"
     output = log.read_text()
     assert TEMPLATE_WARNING not in output and "does not match the virtual environment" not in output

@@ -15,9 +15,12 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from ragspine_pipeline.defs.local import local_instance
 from ragspine_pipeline.demo.build import init_demo
+
+pytestmark = pytest.mark.system  # runner processes, one killed with SIGKILL
 
 DAY = "2026-11-21"
 DEEP = '{"request_id": "hostile", "x": ' + "[" * 10_000 + "]" * 10_000 + "}"

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import PG
 from tests.defs.test_local_crash import environment, runner, runs
 
+pytestmark = pytest.mark.system  # concurrent runner processes on PostgreSQL
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "deploy" / "postgres" / "dagster.yaml"
 

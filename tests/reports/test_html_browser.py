@@ -26,9 +26,12 @@ from tests.reports.chromium import Chromium, find_chromium
 from tests.reports.demo_pages import build_demo_pages
 
 CHROMIUM = find_chromium()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium at /usr/bin/chromium or on PATH (apt-get install chromium)"
-)
+pytestmark = [
+    pytest.mark.system,  # a browser
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no Chromium at /usr/bin/chromium or on PATH (apt-get install chromium)"
+    ),
+]
 WIDTH = 1280
 
 # Runs in the page; returns plain JSON. Sizes are CSS pixels; 1 px of slack absorbs sub-pixel rounding.

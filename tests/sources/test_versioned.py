@@ -43,6 +43,7 @@ def run_workers(uri: str, endpoint: str | None = None) -> None:
         assert process.exitcode == 0
 
 
+@pytest.mark.system  # eight processes at once
 def test_concurrent_processes_never_lose_an_update_to_a_local_file(tmp_path):
     path = tmp_path / "counter.json"
     run_workers(str(path))
@@ -53,6 +54,7 @@ def test_concurrent_processes_never_lose_an_update_to_a_local_file(tmp_path):
     }
 
 
+@pytest.mark.system  # eight processes at once
 def test_concurrent_processes_never_lose_an_update_to_an_s3_object(bucket, s3_endpoint):
     name, client = bucket
     uri = f"s3://{name}/baselines/counter.json"
@@ -91,6 +93,7 @@ LockedFile(sys.argv[1], "baseline").update(slow)
 """
 
 
+@pytest.mark.system  # kill -9
 def test_a_process_killed_while_holding_the_lock_releases_it_and_leaves_the_file_whole(tmp_path):
     path = tmp_path / "baseline.json"
     path.write_text('{"golden": {"metrics": {"precision": 0.9}}}\n')
