@@ -16,6 +16,7 @@ and field.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,8 +131,24 @@ def _load(path: str | Path, kind: _Kind) -> Loaded:
 
 def _columnar(path: Path, kind: _Kind) -> pa.Table | None:
     """The file's canonical columns read by DuckDB, or None when only the record reader may read it."""
-    if not inputs.plain_json_lines(path):
-        return None  # a line nested or numbered beyond the caps: the record reader names it
+    # The guard reads the file beside DuckDB (both run outside the GIL for the most part): a line too
+    # long, nested or numbered beyond the caps, in any field, is the record reader's to name.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        plain = pool.submit(inputs.plain_json_lines, path)
+        table = _read(path, kind)
+        if not plain.result():
+            return None
+    if table is None:
+        return None
+    vouched = pc.all(pc.fill_null(pc.and_(table.column("_conforms"), table.column("_usable")), False)).as_py()
+    if not vouched or (kind.unique and not _all_distinct(table.column(kind.unique))):
+        return None  # the record reader names the line (a duplicate: both lines)
+    return _canonical(table, kind)
+
+
+def _read(path: Path, kind: _Kind) -> pa.Table | None:
+    """DuckDB's reading of the file: canonical columns, and per row whether it conforms to the model and
+    is usable; None when DuckDB refuses the file."""
     source = (
         f"read_json({_sql_string(str(path))}, format = 'newline_delimited', records = true, "
         f"maximum_object_size = {inputs.MAX_LINE_BYTES}, columns = {_columns(kind.model)})"
@@ -139,13 +156,9 @@ def _columnar(path: Path, kind: _Kind) -> pa.Table | None:
     conforms = shape.conforms(kind.model, skip_required=kind.derived)
     checked = f"(SELECT *, ({conforms}) AND NOT ({kind.record_only}) AS _conforms FROM {source})"
     try:
-        table = duck.query(kind.sql(checked, extra=", _conforms"))
+        return duck.query(kind.sql(checked, extra=", _conforms"))
     except duckdb.Error:
         return None  # e.g. a repeated key, a lone surrogate, invalid UTF-8, a line that is not an object
-    vouched = pc.all(pc.fill_null(pc.and_(table.column("_conforms"), table.column("_usable")), False)).as_py()
-    if not vouched or (kind.unique and not _all_distinct(table.column(kind.unique))):
-        return None  # the record reader names the line (a duplicate: both lines)
-    return _canonical(table, kind)
 
 
 def _columns(model: type[BaseModel]) -> str:

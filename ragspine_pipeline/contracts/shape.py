@@ -100,11 +100,12 @@ def structure(model: type[BaseModel]) -> dict[str, str]:
     return {key: _duck_type(field.annotation) for key, field in _fields(model)}
 
 
-def flat_structure(model: type[BaseModel]) -> str:
+def flat_structure(model: type[BaseModel], given: frozenset[str] | None = None) -> str:
     """The JSON form of a structure that reads every field of ``model`` as a JSON value (nested models
     and lists unparsed): a value of the wrong shape then stays visible to :func:`conforms` instead of
-    being read leniently (``from_json`` reads ``"text"`` as an object with null fields)."""
-    return json.dumps({key: "JSON" for key, _ in _fields(model)})
+    being read leniently (``from_json`` reads ``"text"`` as an object with null fields). ``given``: only
+    these input names (the others are known to be absent)."""
+    return json.dumps({key: "JSON" for key, _ in _fields(model) if given is None or key in given})
 
 
 def json_structure(model: type[BaseModel]) -> str:
@@ -131,26 +132,39 @@ def _quote(name: str) -> str:
 # -- the test that a read value validates ----------------------------------------------------------------
 
 
-def conforms(model: type[BaseModel], skip_required: tuple[str, ...] = (), flat: bool = False) -> str:
+def conforms(
+    model: type[BaseModel],
+    skip_required: tuple[str, ...] = (),
+    flat: bool = False,
+    given: frozenset[str] | None = None,
+) -> str:
     """SQL: true where every field of the value read as ``model`` (the query's own columns) would pass
     the model's validation. A required field in ``skip_required`` may be absent (the caller derives it
     when it can, and leaves the rest to the record reader). ``flat``: the columns were read with
-    :func:`flat_structure` (every field a JSON value), else with :func:`structure`."""
-    return _model_conforms(model, _quote, None, not flat, 0, skip_required)
+    :func:`flat_structure` (every field a JSON value), else with :func:`structure`. ``given``: only these
+    input names occur (the test of an absent field is left out, a required one is missing)."""
+    return _model_conforms(model, _quote, None, not flat, 0, skip_required, given)
 
 
 def _model_conforms(
-    model: type[BaseModel], child, whole: str | None, stored: bool, depth: int, skip_required=()
+    model: type[BaseModel],
+    child,
+    whole: str | None,
+    stored: bool,
+    depth: int,
+    skip_required: tuple[str, ...] = (),
+    given: frozenset[str] | None = None,
 ) -> str:
     """SQL: every field of a model value conforms and every required one is given. ``child(key)`` is the
-    SQL of the field ``key``; ``whole`` the value itself (None: the query's row, always present)."""
+    SQL of the field ``key``; ``whole`` the value itself (None: the query's row, always present);
+    ``given``: the only keys that occur, when known."""
     tests = []
     for name, field in model.model_fields.items():
-        aliases = field_aliases(model, name)
+        aliases = [alias for alias in field_aliases(model, name) if given is None or alias in given]
         for alias in aliases:
             tests.append(_conforms(child(alias), field.annotation, list(field.metadata), stored, depth))
         if field.is_required() and name not in skip_required:
-            present = " OR ".join(_given(child(alias), stored) for alias in aliases)
+            present = " OR ".join(_given(child(alias), stored) for alias in aliases) or "false"
             tests.append(f"({present})" if whole is None else f"({whole} IS NULL OR {present})")
     return " AND ".join(f"({t})" for t in tests if t != "true") or "true"
 
@@ -179,10 +193,14 @@ def _test(value: str, inner: Any, metadata: list[Any], stored: bool, depth: int)
     if _is_model(inner):
         if stored:
             return _model_conforms(inner, lambda key: f"{value}.{_quote(key)}", value, True, depth)
-        # A model inside a union is read as JSON: its fields by path, and no key given twice (JSON keeps
-        # its last value; a path finds the first).
-        inside = _model_conforms(inner, lambda key: _path(value, key), None, False, depth)
-        return f"json_type({value}) = 'OBJECT' AND {_distinct_keys(value)} AND {inside}"
+        # A model held as JSON (inside a union, or in a flat read) is read once into its fields, each a
+        # JSON value (bound to a name by a one-item list), and no key may be given twice (JSON keeps
+        # its last value; a read finds the first).
+        fields = f"from_json({value}, '{flat_structure(inner)}')"
+        name = f"m{depth}"
+        inside = _model_conforms(inner, lambda key: f"{name}.{_quote(key)}", None, False, depth + 1)
+        bound = f"[{inside} FOR {name} IN [{fields}]][1]"
+        return f"json_type({value}) = 'OBJECT' AND {_distinct_keys(value)} AND {bound}"
     item_name = f"e{depth}"
     if origin is list:
         (item,) = get_args(inner)
@@ -194,11 +212,12 @@ def _test(value: str, inner: Any, metadata: list[Any], stored: bool, depth: int)
         else:
             items = f"CASE WHEN json_type({value}) = 'ARRAY' THEN CAST({value} AS JSON[]) END"
             array = f"json_type({value}) = 'ARRAY' AND "
-        # A list item may not be null (pydantic rejects None in list[str]), whatever its type.
-        return (
-            f"{array}coalesce(list_bool_and([{_given(item_name, item_stored)} AND ({each}) "
-            f"FOR {item_name} IN {items}]), true)"
-        )
+        # A list item may not be null (pydantic rejects None in list[str]), whatever its type: every test
+        # but "any value" starts from the item's JSON type (or its STRUCT), which a null does not have.
+        item_ok = _given(item_name, item_stored) if each == "true" else f"coalesce({each}, false)"
+        if item_stored:
+            item_ok = f"{item_name} IS NOT NULL AND {item_ok}"
+        return f"{array}coalesce(list_bool_and([{item_ok} FOR {item_name} IN {items}]), true)"
     if origin is dict:
         key_type, value_type = get_args(inner)
         if key_type is not str:
@@ -250,8 +269,7 @@ def _scalar(value: str, inner: Any, metadata: list[Any]) -> str:
 
 
 def _distinct_keys(value: str) -> str:
-    keys = f"json_keys({value})"
-    return f"len({keys}) = len(list_distinct({keys}))"
+    return f"[len(k) = len(list_distinct(k)) FOR k IN [json_keys({value})]][1]"
 
 
 def _path(value: str, key: str) -> str:

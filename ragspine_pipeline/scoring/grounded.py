@@ -32,17 +32,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline import duck
-from ragspine_pipeline.columnar import lists_from_rows
-from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE, WHITESPACE
+from ragspine_pipeline.contracts.trace import REFUSAL_TOKEN, UNICODE_WHITESPACE
 from ragspine_pipeline.metrics import MetricResult, family, ratio
 from ragspine_pipeline.scoring import rowwise
 from ragspine_pipeline.scoring.join import join_traces
 
 MIN_SUBSTR_CHARS = 5
-# A phrase of the gold claim: a run of letters, digits, hyphens and spaces that starts with a letter
-# or digit (what claim_containment looks for). Split on everything else, then trim.
-PHRASE_BREAK = r"[^\p{L}\p{N}\- \t\n\r\f\v]+"
-PHRASE_LEAD = "-" + WHITESPACE
+# RE2: from a letter or digit, along its run of letters, digits, hyphens and whitespace, to the run's
+# last character that is not whitespace.
+_PHRASE = r"[\p{L}\p{N}](?:[\p{L}\p{N}\- \t\n\r\f\v]*[\p{L}\p{N}\-])?"
+
+
+def phrases_sql(text: str) -> str:
+    """SQL: the phrases of the (lower-cased) gold claim ``text``, what claim_containment looks for: its
+    maximal runs of letters, digits, hyphens and whitespace, each from its first letter or digit to its
+    last character that is not whitespace, of at least :data:`MIN_SUBSTR_CHARS` characters."""
+    return f"[p FOR p IN regexp_extract_all({text}, '{_PHRASE}') IF length(p) >= {MIN_SUBSTR_CHARS}]"
+
 
 LABELS = ("OK", "REFUSAL_OK", "OVER_REFUSAL", "HALLUCINATION", "ANS_NO_HIT")
 _LABEL_DICTIONARY = pa.array(LABELS, pa.string())
@@ -181,29 +187,38 @@ def _score_cases(
     gold_claim = gold.column("gold_claim").combine_chunks()
     has_gold_claim = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(gold_claim), 0), False))
     phrase_rows = shipped & answerable & has_gold_claim
-    answer = answers.table if trace_rows is None else answers.table.take(trace_rows)
+    # Each case reads its trace by row through a join in DuckDB (no trace column is gathered into gold
+    # order here); the rows come back in any order, each with its case's position.
     flags = duck.query(
         f"""
         SELECT
+            position,
             len(substrs) = 0 OR coalesce(list_bool_or(
                 [contains(claim_lower, s) FOR s IN substrs IF length(s) >= {MIN_SUBSTR_CHARS}]
             ), false) AS contained,
-            coalesce(list_bool_or([contains(claim_lower, p) FOR p IN phrases]), false) AS phrase_contained,
+            coalesce(list_bool_or(
+                [contains(claim_lower, p) FOR p IN {phrases_sql("gold_claim")}]
+            ), false) AS phrase_contained,
             {rowwise.ANY_IN.format("gold_citations", "citations")} AS cites_meet_gold,
             {rowwise.ALL_IN.format("gold_citations", f"retrieved_ids[1:{int(k)}]")} AS recalled
-        FROM cases
+        FROM cases LEFT JOIN answers ON answers.row = cases.trace_row
         """,
         cases=pa.table(
             {
-                "claim_lower": answer.column("claim_lower"),
-                "citations": answer.column("citations"),
-                "retrieved_ids": answer.column("retrieved_ids"),
+                "position": np.arange(n),
+                "trace_row": at,
                 "substrs": _lower_items(gold.column("gold_claim_substr").combine_chunks()),
-                "phrases": gold_claim_phrases(pc.if_else(pa.array(phrase_rows), gold_claim, None)),
+                # Only the cases the phrase test applies to are split into phrases.
+                "gold_claim": pc.if_else(
+                    pa.array(phrase_rows), pc.utf8_lower(gold_claim), pa.scalar(None, pa.string())
+                ),
                 "gold_citations": gold_citations,
             }
         ),
+        answers=answers.table.append_column("row", pa.array(np.arange(answers.table.num_rows))),
     )
+    order = np.argsort(np.asarray(flags.column("position")))
+    flags = flags.take(pa.array(order))
     # Each flag counts only where its test applies: containment for shipped answers, the phrase test for
     # shipped answerable cases with a gold claim, recall for answerable cases.
     contained = shipped & np.asarray(flags.column("contained"), dtype=bool)
@@ -265,16 +280,8 @@ def _lower_items(lists: pa.Array) -> pa.Array:
 
 
 def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:
-    """Per case, the ≥5-character phrases of the lower-cased gold claim (a list column)."""
-    values, rows = claim_phrases(gold_claim)
-    return lists_from_rows(values, rows, len(gold_claim))
-
-
-def claim_phrases(gold_claim: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """The ≥5-character phrases of every lower-cased gold claim, flat and in row order, with the row of
-    each: its runs of letters, digits, hyphens and whitespace, each from its first letter or digit to
-    its last character that is not whitespace."""
-    values, rows = rowwise.flat(pc.split_pattern_regex(pc.utf8_lower(gold_claim), PHRASE_BREAK))
-    values = pc.utf8_rtrim(pc.utf8_ltrim(values, PHRASE_LEAD), WHITESPACE)
-    keep = np.asarray(pc.greater_equal(pc.utf8_length(values), MIN_SUBSTR_CHARS))
-    return values.filter(pa.array(keep)), rows[keep]
+    """Per case, the phrases of the lower-cased gold claim (a list column, :func:`phrases_sql`)."""
+    claims = pa.table({"claim": pc.utf8_lower(gold_claim)})
+    return duck.column(
+        f"SELECT coalesce({phrases_sql('claim')}, []) FROM claims", claims=claims
+    ).combine_chunks()

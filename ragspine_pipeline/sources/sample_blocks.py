@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +33,7 @@ from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, block_lines
 __all__ = ["BlockReader", "BlockTraces"]
 
 _OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
+_BATCH_LINES = 2048
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[list(b" \t\n\r\x0b\x0c")] = True
 
@@ -65,30 +67,38 @@ class _Spans(Sequence):
         return self.data[self.starts[i] : self.ends[i]]
 
 
-def _verdicts_sql(dimension: str | None) -> str:
+_KEYS = "SELECT DISTINCT unnest(try(json_keys(try(decode(line))))) AS key FROM lines"
+"""The top-level keys the lines of a block use (a line that does not parse has none)."""
+_INPUT_NAMES = frozenset(shape.structure(Trace))
+
+
+def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
     """Per line of ``lines``: whether it is a trace the fast path vouches for, its request id and its
-    stratifying tag."""
-    structure = shape.flat_structure(Trace)
-    ids = ", ".join(f'"{alias}"' for alias in TRACE_QID_ALIASES)
+    stratifying tag. ``given``: the trace fields the block's lines use (the others need no test)."""
+    structure = shape.flat_structure(Trace, given)
+    ids = ", ".join(f'"{alias}"' for alias in TRACE_QID_ALIASES if alias in given) or "NULL::JSON"
     blank = "^[" + "".join(f"\\x{{{ord(c):x}}}" for c in UNICODE_WHITESPACE) + "]*$"
-    stratum = (
-        "NULL" if dimension is None else f"json_extract_string(tags, {_sql_string(f'$.{_key(dimension)}')})"
-    )
-    # A line is one object (it starts with "{" and ends with "}", and parses), with no key given twice.
+    path = _sql_string(f"$.{_key(dimension or '')}")
+    stratum = "NULL" if dimension is None or "tags" not in given else f"json_extract_string(tags, {path})"
+    others = ", ".join(_sql_string(name) for name in sorted(_INPUT_NAMES - given))
+    # A line is one object (it starts with "{" and ends with "}", and parses), with no key given twice,
+    # and uses no trace field but those the test was made for (a line that does is the record reader's).
     return f"""
     WITH text AS (
         SELECT try(decode(line)) AS line FROM lines
     ), read AS (
         SELECT
             try(from_json(line, {_sql_string(structure)})) AS trace,
-            len(try(json_keys(line))) = len(list_distinct(try(json_keys(line)))) AS distinct_keys
+            [len(k) = len(list_distinct(k)) AND NOT list_has_any(k, [{others}]::VARCHAR[])
+                FOR k IN [try(json_keys(line))]][1] AS known_keys
         FROM text
     ), traces AS (
         SELECT
-            trace IS NOT NULL AND distinct_keys AND ({shape.conforms(Trace, flat=True)}) AS conforms,
+            trace IS NOT NULL AND known_keys
+                AND ({shape.conforms(Trace, flat=True, given=given)}) AS conforms,
             coalesce({ids}) ->> '$' AS request_id,
             {stratum} AS stratum
-        FROM (SELECT unnest(trace), distinct_keys, trace FROM read)
+        FROM (SELECT unnest(trace), known_keys, trace FROM read)
     )
     SELECT
         coalesce(conforms AND NOT regexp_matches(request_id, {_sql_string(blank)}), false) AS vouched,
@@ -111,7 +121,8 @@ class BlockReader:
 
     def __init__(self, dimension: str | None) -> None:
         self.dimension = dimension
-        self._sql = _verdicts_sql(dimension)
+        self._sql: str | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1)
 
     def read(self, block: RawBlock) -> BlockTraces:
         if block.oversize:  # one line beyond the line cap: only the record reader names it
@@ -129,16 +140,24 @@ class BlockReader:
             return BlockTraces(
                 block.source, strata=None if self.dimension is None else pa.array([], pa.string())
             )
-        vouched = (buf[starts] == _OPEN) & (buf[ends - 1] == _CLOSE)
-        vouched &= within_cap & ~inputs.suspect_lines(data)[present] & _finite_numbers_only(data, ends)
+        vouched = (buf[starts] == _OPEN) & (buf[ends - 1] == _CLOSE) & within_cap
+        # The byte scans run beside DuckDB's reading (which holds no GIL).
+        scanned = self._pool.submit(
+            lambda: ~inputs.suspect_lines(data)[present] & _finite_numbers_only(data, ends)
+        )
         # Every line in place, as the block's bytes from its start to the next line's (what lies between
         # is whitespace, which JSON ignores): no copy of the block.
         offsets = np.append(starts, len(buf)).astype(np.int32)
         lines = pa.BinaryArray.from_buffers(
             pa.binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         )
-        verdicts = duck.query(self._sql, lines=pa.table({"line": lines}))
-        vouched &= np.asarray(verdicts.column("vouched"), dtype=bool)
+        # In batches, so that DuckDB reads them on every core.
+        batches = [
+            pa.record_batch([lines.slice(i, _BATCH_LINES)], ["line"])
+            for i in range(0, len(lines), _BATCH_LINES)
+        ]
+        verdicts = self._verdicts(pa.Table.from_batches(batches))
+        vouched &= np.asarray(verdicts.column("vouched"), dtype=bool) & scanned.result()
         kept = pa.array(vouched)
         strata = None if self.dimension is None else verdicts.column("stratum").filter(kept).combine_chunks()
         leftovers = [
@@ -150,6 +169,14 @@ class BlockReader:
         return BlockTraces(
             block.source, _Spans(data, starts[keep], ends[keep]), request_ids, strata, leftovers
         )
+
+    def _verdicts(self, lines: pa.Table) -> pa.Table:
+        # The test is made for the trace fields the first block uses (a day's lines share them); a line
+        # of a later block that uses another is left to the record reader.
+        if self._sql is None:
+            given = _INPUT_NAMES & frozenset(duck.column(_KEYS, lines=lines).drop_null().to_pylist())
+            self._sql = _verdicts_sql(self.dimension, given or frozenset({"request_id"}))
+        return duck.query(self._sql, lines=lines)
 
 
 def _stripped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -166,10 +193,11 @@ def _stripped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np
     return starts, ends
 
 
-# What json.loads reads as a number that is not finite: the constants, and a number past a double (an
-# exponent of three digits or more, or 309 digits and more). Matched on the bytes, strings included: a
-# false alarm sends the line to the record reader, which quarantines only what it reads as a number.
-_NOT_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?[0-9]{3}|[0-9]{309}")
+# What json.loads reads as a number that is not finite, where a value may start (after ":", "," or "["):
+# the constants, and a number past a double (an exponent of three digits or more, or 309 digits and
+# more). Matched on the bytes, strings included: a false alarm sends the line to the record reader,
+# which quarantines only what it reads as a number.
+_NOT_FINITE = re.compile(rb"[:,\[][ \t\r]*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}|[0-9]{309})")
 
 
 def _finite_numbers_only(data: bytes, ends: np.ndarray) -> np.ndarray:
