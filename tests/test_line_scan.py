@@ -27,7 +27,7 @@ def offends(line: bytes) -> bool:
     (a run of digits outside strings) longer than the cap."""
     if inputs.nesting_depth(line) > DEPTH:
         return True
-    bare = re.sub(rb'"[^"]*"', b"", re.sub(rb"\\.", b"", line))
+    bare = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", line)  # what lies outside strings
     return any(len(run) > DIGITS for run in re.findall(rb"[0-9]+", bare))
 
 

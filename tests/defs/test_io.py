@@ -17,7 +17,7 @@ import pytest
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
 from ragspine_pipeline.defs.io import ObjectStoreIOManager, to_frame, to_table
 from ragspine_pipeline.sources.errors import SourceError
-from ragspine_pipeline.sources.objects import ObjectFolder
+from ragspine_pipeline.sources.objects import ObjectFolder, s3_filesystem
 
 NESTED = pa.table(
     {
@@ -198,9 +198,10 @@ def test_a_writer_that_fails_half_way_leaves_the_old_file_or_none(tmp_path, buck
 
 
 def test_an_unreachable_store_is_one_line_naming_the_location(closed_port, aws_env):
-    folder = ObjectFolder(
-        f"s3://bucket-{uuid.uuid4().hex[:8]}/reports", endpoint_url=f"http://127.0.0.1:{closed_port}"
-    )
+    endpoint = f"http://127.0.0.1:{closed_port}"
+    # One attempt: the message is the subject here, not the retries (botocore's, tested elsewhere).
+    fs = s3_filesystem(endpoint, max_attempts=1)
+    folder = ObjectFolder(f"s3://bucket-{uuid.uuid4().hex[:8]}/reports", endpoint_url=endpoint, _fs=fs)
     with pytest.raises(Exception) as raised:
         folder.write_text("a.json", "{}", "report")
     message = str(raised.value)
