@@ -341,3 +341,17 @@ def http_server():
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fsynced(monkeypatch) -> list[os.stat_result]:
+    """What every ``os.fsync`` call synced (its descriptor's stat), the real fsync still run."""
+    synced: list[os.stat_result] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.fstat(fd))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced

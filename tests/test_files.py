@@ -13,20 +13,6 @@ from ragspine_pipeline import files
 from ragspine_pipeline.errors import InputError
 
 
-@pytest.fixture
-def fsynced(monkeypatch) -> list[os.stat_result]:
-    """What every ``os.fsync`` call synced (its descriptor's stat), the real fsync still run."""
-    synced: list[os.stat_result] = []
-    real = os.fsync
-
-    def spy(fd: int) -> None:
-        synced.append(os.fstat(fd))
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    return synced
-
-
 def same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 

@@ -151,20 +151,12 @@ def test_an_object_folder_writes_whole_files_and_names_a_missing_one(tmp_path):
         folder.child("..")
 
 
-def test_a_local_object_folder_write_is_the_atomic_write(tmp_path, monkeypatch):
+def test_a_local_object_folder_write_is_the_atomic_write(tmp_path, monkeypatch, fsynced):
     """files.replacing: the file synced, then its folder; a refused sync is a SourceError naming the
     location, and the old file stays."""
     folder = ObjectFolder(tmp_path / "reports")
-    synced: list[os.stat_result] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.fstat(fd))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
     path = Path(folder.write_bytes("a.json", b"{}", "report"))
-    assert [(s.st_dev, s.st_ino) for s in synced] == [
+    assert [(s.st_dev, s.st_ino) for s in fsynced] == [
         (path.stat().st_dev, path.stat().st_ino),
         (path.parent.stat().st_dev, path.parent.stat().st_ino),
     ]

@@ -36,16 +36,9 @@ def write_day(store: Path, day: date, compliance: float, rng: np.random.Generato
     (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def test_a_significant_drop_warns_and_alerts_once_steady_nights_do_not(tmp_path, monkeypatch, fake_slack):
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-production")
-    monkeypatch.setenv("SLACK_CHANNEL", "#rag-production")
-    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url)
-    rng = np.random.default_rng(3)
-    days = [FIRST + timedelta(days=i) for i in range(9)]
-    for day in days[:8]:
-        write_day(tmp_path / "traces", day, 0.95, rng)  # steady nights
-    write_day(tmp_path / "traces", days[8], 0.85, rng)  # ten points down
-    defs = build_definitions(
+def nightly_definitions(tmp_path: Path):
+    """The code location on the traces written under ``tmp_path`` (no demo), every day sampled whole."""
+    return build_definitions(
         default_resources(
             {
                 "RAGSPINE_HOME": str(tmp_path / "no-demo"),
@@ -57,6 +50,18 @@ def test_a_significant_drop_warns_and_alerts_once_steady_nights_do_not(tmp_path,
             }
         )
     )
+
+
+def test_a_significant_drop_warns_and_alerts_once_steady_nights_do_not(tmp_path, monkeypatch, fake_slack):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-production")
+    monkeypatch.setenv("SLACK_CHANNEL", "#rag-production")
+    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url)
+    rng = np.random.default_rng(3)
+    days = [FIRST + timedelta(days=i) for i in range(9)]
+    for day in days[:8]:
+        write_day(tmp_path / "traces", day, 0.95, rng)  # steady nights
+    write_day(tmp_path / "traces", days[8], 0.85, rng)  # ten points down
+    defs = nightly_definitions(tmp_path)
     with dg.instance_for_test() as instance:
         runs = backfill_production(defs, instance, [d.isoformat() for d in days])
     assert all(run.success for run in runs)  # a drop is a warning, not a failed run
@@ -106,18 +111,7 @@ def test_nights_written_under_the_old_metric_names_are_still_trailing_nights(tmp
     for day in days[:8]:
         (folder / f"{day}.json").write_text(json.dumps(_old_night(day, 0.95)))
     write_day(tmp_path / "traces", days[8], 0.85, np.random.default_rng(3))  # ten points down
-    defs = build_definitions(
-        default_resources(
-            {
-                "RAGSPINE_HOME": str(tmp_path / "no-demo"),
-                "RAGSPINE_TRACE_STORE": str(tmp_path / "traces"),
-                "RAGSPINE_REPORTS": str(tmp_path / "reports"),
-                "RAGSPINE_WORK": str(tmp_path / "work"),
-                "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
-                "RAGSPINE_SAMPLE_SIZE": str(TRACES),
-            }
-        )
-    )
+    defs = nightly_definitions(tmp_path)
     with dg.instance_for_test() as instance:
         (run,) = backfill_production(defs, instance, [days[8].isoformat()])
     assert run.success
