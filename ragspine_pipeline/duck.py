@@ -34,3 +34,8 @@ def column(sql: str, **tables: pa.Table) -> pa.ChunkedArray:
     if result.num_columns != 1:
         raise ValueError(f"expected one column, got {result.column_names}")
     return result.column(0)
+
+
+def literal(value: str) -> str:
+    """``value`` as a SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from ragspine_pipeline import duck
 from ragspine_pipeline.contracts.gold import GOLD_CITATION_ALIASES, QID_ALIASES
 from ragspine_pipeline.contracts.shape import json_structure, text
 from ragspine_pipeline.contracts.trace import (
@@ -43,10 +44,6 @@ def _texts(values: str, name: str = "e") -> str:
     return f"[{text(name)} FOR {name} IN {values}]"
 
 
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _map(obj: str, sort: bool) -> str:
     """SQL: a JSON object of strings as a map of its non-null entries, in file order or by key."""
     entries = f"list_zip(json_keys({obj}), {obj} -> '$.*')"
@@ -55,7 +52,7 @@ def _map(obj: str, sort: bool) -> str:
 
 
 def _as(model: type[BaseModel], value: str) -> str:
-    return f"from_json({value}, {_sql_string(json_structure(model))})"
+    return f"from_json({value}, {duck.literal(json_structure(model))})"
 
 
 def gold_sql(source: str, extra: str = "") -> str:
@@ -115,8 +112,8 @@ def trace_sql(source: str, extra: str = "") -> str:
     """
     answer_object = f"CASE WHEN json_type(answer) = 'OBJECT' THEN {_as(Answer, 'answer')} END"
     answer_text = "CASE WHEN json_type(answer) = 'VARCHAR' THEN answer ->> '$' END"
-    embedded = f"regexp_extract(answer_text, {_sql_string(EMBEDDED_CITATIONS)}, 1)"
-    split = f"regexp_split_to_array({embedded}, {_sql_string(EMBEDDED_SEPARATORS)})"
+    embedded = f"regexp_extract(answer_text, {duck.literal(EMBEDDED_CITATIONS)}, 1)"
+    split = f"regexp_split_to_array({embedded}, {duck.literal(EMBEDDED_SEPARATORS)})"
     ledger_ids = "[c.citation_id FOR c IN ledger IF c.citation_id IS NOT NULL]"
     pairs = "CAST(versions AS JSON[])"
     ts_number = "CAST(ts AS DOUBLE)"
@@ -147,7 +144,7 @@ def trace_sql(source: str, extra: str = "") -> str:
             {_texts("answer_object.citations")},
             {_texts("answer_json.citations")},
             {_texts("citations")},
-            CASE WHEN regexp_matches(answer_text, {_sql_string(EMBEDDED_CITATIONS)})
+            CASE WHEN regexp_matches(answer_text, {duck.literal(EMBEDDED_CITATIONS)})
                 THEN [t FOR t IN {split} IF t <> ''] END,
             [x FOR x, i IN {ledger_ids} IF list_position({ledger_ids}, x) = i]
         ) AS citations,

@@ -16,6 +16,7 @@ and field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,7 @@ class _Kind:
 
     name: str
     model: type[BaseModel]
-    sql: object  # (source relation) -> SQL text
+    sql: Callable[..., str]  # (source relation, extra columns) -> the canonical statement
     schema: pa.Schema
     unique: str | None = None  # a canonical column whose values may not repeat
     unusable: str = ""  # the message for a row the canonical statement finds unusable
@@ -150,7 +151,7 @@ def _read(path: Path, kind: _Kind) -> pa.Table | None:
     """DuckDB's reading of the file: canonical columns, and per row whether it conforms to the model and
     is usable; None when DuckDB refuses the file."""
     source = (
-        f"read_json({_sql_string(str(path))}, format = 'newline_delimited', records = true, "
+        f"read_json({duck.literal(str(path))}, format = 'newline_delimited', records = true, "
         f"maximum_object_size = {inputs.MAX_LINE_BYTES}, columns = {_columns(kind.model)})"
     )
     conforms = shape.conforms(kind.model, skip_required=kind.derived)
@@ -163,13 +164,9 @@ def _read(path: Path, kind: _Kind) -> pa.Table | None:
 
 def _columns(model: type[BaseModel]) -> str:
     entries = ", ".join(
-        f"{_sql_string(key)}: {_sql_string(type_)}" for key, type_ in shape.structure(model).items()
+        f"{duck.literal(key)}: {duck.literal(type_)}" for key, type_ in shape.structure(model).items()
     )
     return "{" + entries + "}"
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _canonical(table: pa.Table, kind: _Kind) -> pa.Table:
@@ -188,7 +185,7 @@ def _by_records(path: Path, kind: _Kind) -> pa.Table:
     lines, texts = plain_records(path, kind.name)
     if not texts:
         return kind.schema.empty_table()
-    structure = _sql_string(shape.json_structure(kind.model))
+    structure = duck.literal(shape.json_structure(kind.model))
     source = f"(SELECT unnest(from_json(record, {structure})) FROM records)"
     table = duck.query(kind.sql(source), records=pa.table({"record": pa.array(texts, pa.string())}))
     usable = table.column("_usable").to_pylist()

@@ -29,7 +29,7 @@ from pydantic.fields import FieldInfo
 
 from ragspine_pipeline.contracts.types import id_to_str
 
-__all__ = ["conforms", "field_aliases", "flat_structure", "json_structure", "structure", "text", "value_of"]
+__all__ = ["conforms", "field_aliases", "flat_structure", "json_structure", "structure", "text"]
 
 _NUMBER = ("BIGINT", "UBIGINT", "DOUBLE")
 
@@ -80,24 +80,18 @@ def _fields(model: type[BaseModel]) -> list[tuple[str, Any]]:
     ]
 
 
-def _duck_type(annotation: Any) -> str:
-    inner, _ = _unwrap(annotation)
-    if _is_model(inner):
-        return (
-            f"STRUCT({', '.join(f'{_quote(key)} {_duck_type(f.annotation)}' for key, f in _fields(inner))})"
-        )
-    item = _list_item(inner)
-    if item is not None:
-        item_inner, _ = _unwrap(item)
-        if _is_model(item_inner):
-            return f"{_duck_type(item_inner)}[]"
-        return "JSON[]"
-    return "JSON"
-
-
 def structure(model: type[BaseModel]) -> dict[str, str]:
-    """``{input name: DuckDB type}`` for ``read_json(columns=…)``: every name the model reads."""
-    return {key: _duck_type(field.annotation) for key, field in _fields(model)}
+    """``{input name: DuckDB type}`` for ``read_json(columns=…)``: every name the model reads (the shape
+    of :func:`json_structure`, in DuckDB's type syntax)."""
+    return {key: _duck_type(shape) for key, shape in _json_shape(model).items()}
+
+
+def _duck_type(shape: Any) -> str:
+    if isinstance(shape, dict):
+        return f"STRUCT({', '.join(f'{_quote(key)} {_duck_type(child)}' for key, child in shape.items())})"
+    if isinstance(shape, list):
+        return f"{_duck_type(shape[0])}[]"
+    return shape
 
 
 def flat_structure(model: type[BaseModel], given: frozenset[str] | None = None) -> str:
@@ -109,8 +103,10 @@ def flat_structure(model: type[BaseModel], given: frozenset[str] | None = None) 
 
 
 def json_structure(model: type[BaseModel]) -> str:
-    """The same structure in the JSON form ``from_json(text, structure)`` takes (a key absent from a
-    value reads as null, as in ``read_json``)."""
+    """The structure a line is read into, in the JSON form ``from_json(text, structure)`` takes (a key
+    absent from a value reads as null, as in ``read_json``): nested models as objects (one key per
+    input name, aliases included), lists of models as lists, every other value ``JSON`` (its text and
+    its JSON type kept, so that nothing is converted on the way in)."""
     return json.dumps(_json_shape(model))
 
 
@@ -272,18 +268,9 @@ def _distinct_keys(value: str) -> str:
     return f"[len(k) = len(list_distinct(k)) FOR k IN [json_keys({value})]][1]"
 
 
-def _path(value: str, key: str) -> str:
-    return f"({value} -> '$.\"{key}\"')"
-
-
 # -- reading values back ---------------------------------------------------------------------------------
 
 
 def text(value: str) -> str:
     """SQL: a JSON value as text: a string unescaped, a number or flag as written (``->>``)."""
     return f"({value} ->> '$')"
-
-
-def value_of(value: str, key: str) -> str:
-    """SQL: the JSON value at ``key`` of a JSON object (null where absent)."""
-    return _path(value, key)

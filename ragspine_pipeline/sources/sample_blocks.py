@@ -78,9 +78,9 @@ def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
     structure = shape.flat_structure(Trace, given)
     ids = ", ".join(f'"{alias}"' for alias in TRACE_QID_ALIASES if alias in given) or "NULL::JSON"
     blank = "^[" + "".join(f"\\x{{{ord(c):x}}}" for c in UNICODE_WHITESPACE) + "]*$"
-    path = _sql_string(f"$.{_key(dimension or '')}")
+    path = duck.literal(f"$.{_key(dimension or '')}")
     stratum = "NULL" if dimension is None or "tags" not in given else f"json_extract_string(tags, {path})"
-    others = ", ".join(_sql_string(name) for name in sorted(_INPUT_NAMES - given))
+    others = ", ".join(duck.literal(name) for name in sorted(_INPUT_NAMES - given))
     # A line is one object (it starts with "{" and ends with "}", and parses), with no key given twice,
     # and uses no trace field but those the test was made for (a line that does is the record reader's).
     return f"""
@@ -88,7 +88,7 @@ def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
         SELECT try(decode(line)) AS line FROM lines
     ), read AS (
         SELECT
-            try(from_json(line, {_sql_string(structure)})) AS trace,
+            try(from_json(line, {duck.literal(structure)})) AS trace,
             [len(k) = len(list_distinct(k)) AND NOT list_has_any(k, [{others}]::VARCHAR[])
                 FOR k IN [try(json_keys(line))]][1] AS known_keys
         FROM text
@@ -101,7 +101,7 @@ def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
         FROM (SELECT unnest(trace), known_keys, trace FROM read)
     )
     SELECT
-        coalesce(conforms AND NOT regexp_matches(request_id, {_sql_string(blank)}), false) AS vouched,
+        coalesce(conforms AND NOT regexp_matches(request_id, {duck.literal(blank)}), false) AS vouched,
         request_id,
         stratum
     FROM traces
@@ -110,10 +110,6 @@ def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
 
 def _key(name: str) -> str:
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 class BlockReader:
