@@ -28,6 +28,11 @@ def query(sql: str, **tables: pa.Table) -> pa.Table:
         cursor.close()
 
 
+REFUSED = (duckdb.Error, UnicodeDecodeError)
+"""What DuckDB raises when it refuses an input. Its message quotes the input, cut at a byte limit: when
+the cut falls inside a character, building the Python exception raises UnicodeDecodeError instead."""
+
+
 def column(sql: str, **tables: pa.Table) -> pa.ChunkedArray:
     """The only column of :func:`query`'s result."""
     result = query(sql, **tables)

@@ -103,6 +103,23 @@ def test_a_key_that_is_not_utf8_is_one_error_line(tmp_path, gold, bad):
     assert done.stderr.count("\n") == 1 and "traces.jsonl:3: not UTF-8 text" in done.stderr
 
 
+def test_a_refusal_whose_message_cuts_a_character_is_still_one_error_line(tmp_path, capsys):
+    """DuckDB quotes the line it refuses, cut at a byte limit; a cut inside a character made building
+    its exception fail (UnicodeDecodeError, exit 3). Found by the fuzz test."""
+    inner = {"0\u0080": "000000000\u001f\u001f\u001f\u0007\\\u0080\u0080"}
+    gold = jsonl(
+        tmp_path / "gold.jsonl",
+        [
+            '{"qid": "q0", "question": "", "answerable": false}',
+            json.dumps({"qid": "q1", "question": "", "answerable": False, "gold_claim_substr": {"": inner}}),
+        ],
+    )
+    traces = jsonl(tmp_path / "traces.jsonl", [json.dumps(TRACES[0])])
+    code, err = in_process(capsys, "score", "--gold", str(gold), "--trace", str(traces))
+    assert code == 2 and err.count("\n") == 1
+    assert "gold.jsonl:2: id=q1: field 'gold_claim_substr'" in err
+
+
 def test_the_same_lines_in_the_golden_set_are_refused_the_same_way(tmp_path, gold):
     lines = gold.read_text().splitlines()
     jsonl(gold, [*lines, DEEP.replace('"q9"', '"q7"')])

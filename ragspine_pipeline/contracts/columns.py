@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
@@ -158,7 +157,7 @@ def _read(path: Path, kind: _Kind) -> pa.Table | None:
     checked = f"(SELECT *, ({conforms}) AND NOT ({kind.record_only}) AS _conforms FROM {source})"
     try:
         return duck.query(kind.sql(checked, extra=", _conforms"))
-    except duckdb.Error:
+    except duck.REFUSED:
         return None  # e.g. a repeated key, a lone surrogate, invalid UTF-8, a line that is not an object
 
 

@@ -152,7 +152,10 @@ class BlockReader:
             pa.record_batch([lines.slice(i, _BATCH_LINES)], ["line"])
             for i in range(0, len(lines), _BATCH_LINES)
         ]
-        verdicts = self._verdicts(pa.Table.from_batches(batches))
+        try:
+            verdicts = self._verdicts(pa.Table.from_batches(batches))
+        except duck.REFUSED:  # every line's test is guarded (try): a refusal here leaves the block whole
+            verdicts = _none_vouched(len(starts))
         vouched &= np.asarray(verdicts.column("vouched"), dtype=bool) & scanned.result()
         kept = pa.array(vouched)
         strata = None if self.dimension is None else verdicts.column("stratum").filter(kept).combine_chunks()
@@ -173,6 +176,17 @@ class BlockReader:
             given = _INPUT_NAMES & frozenset(duck.column(_KEYS, lines=lines).drop_null().to_pylist())
             self._sql = _verdicts_sql(self.dimension, given or frozenset({"request_id"}))
         return duck.query(self._sql, lines=lines)
+
+
+def _none_vouched(n: int) -> pa.Table:
+    """Verdicts that leave all ``n`` lines to the record reader."""
+    return pa.table(
+        {
+            "vouched": np.zeros(n, dtype=bool),
+            "request_id": pa.nulls(n, pa.string()),
+            "stratum": pa.nulls(n, pa.string()),
+        }
+    )
 
 
 def _stripped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
