@@ -47,7 +47,7 @@ extra) is imported when a PostgreSQL outbox is made, never by the file outbox.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from urllib.parse import urlsplit
 
 from ragspine_pipeline import inputs
@@ -179,7 +179,12 @@ class PostgresOutbox(AlertOutbox):
         finally:
             self._claimed = None
             if self._claims is not None:
-                self._claims.close()  # ends the claim transaction: PostgreSQL releases the row locks
+                # End the claim transaction and wait for it: PostgreSQL releases the row locks before the
+                # rollback returns. Closing alone only asks the server to end the session, and a pass that
+                # starts at once could still find the batches held (and skip them).
+                with suppress(self._pg.Error):
+                    self._claims.rollback()
+                self._claims.close()
                 self._claims = None
 
     def _claim(self, wanted: list[str]) -> set[str]:
