@@ -88,8 +88,11 @@ format: $(STAMP)
 # property on the examples it asks for. Both in TEST_WORKERS processes (pytest-xdist): the tests are
 # independent (their own folders, ports, databases, vhosts, Redis databases), and what one waits for
 # (a server, a retry's back-off, a subprocess) the other fills with work.
+# Where PYTHONDONTWRITEBYTECODE is set (as on the machines this is built on), each of them would compile
+# every test module, and pytest rewrite its asserts, again on every run: 9.5 s of collection per
+# process instead of 4.7 s. The tests keep their bytecode (in __pycache__, ignored by git).
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: lint
 	HYPOTHESIS_PROFILE=quick $(PYTEST) -m "not system"

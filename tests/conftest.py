@@ -336,6 +336,17 @@ def fake_slack():
 
 
 @pytest.fixture
+def quick_slack_retries(monkeypatch):
+    """Slack's retries of a server error or an unsent request wait 10 ms instead of 0.5-3 s, for tests
+    whose subject is what is retried and what is kept, not how long the waits are."""
+    from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
+
+    from ragspine_pipeline.alerts import slack
+
+    monkeypatch.setattr(slack, "_backoff", lambda: FixedValueRetryIntervalCalculator(0.01))
+
+
+@pytest.fixture
 def http_server():
     server = ScriptedServer()
     server.start()

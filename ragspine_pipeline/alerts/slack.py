@@ -32,6 +32,7 @@ from slack_sdk.http_retry.builtin_handlers import (
     ServerErrorRetryHandler,
 )
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.http_retry.interval_calculator import RetryIntervalCalculator
 
 from ragspine_pipeline.alerts.blocks import message
 from ragspine_pipeline.alerts.model import Alert
@@ -168,9 +169,15 @@ class BoundedRateLimitRetryHandler(_WithinBudget, RateLimitErrorRetryHandler):
         return _retry_after(response.headers)
 
 
+def _backoff() -> RetryIntervalCalculator:
+    """The waits between retries of a server error or an unsent request: slack-sdk's exponential
+    back-off (0.5 s, then 1 s), each plus up to a second of its random jitter."""
+    return BackoffRetryIntervalCalculator(backoff_factor=0.5)
+
+
 class _ServerErrorRetry(_WithinBudget, ServerErrorRetryHandler):
     def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
-        super().__init__(max_retry_count, BackoffRetryIntervalCalculator(backoff_factor=0.5))
+        super().__init__(max_retry_count, _backoff())
         self.budget, self.on_wait = budget, on_wait
 
 
@@ -180,7 +187,7 @@ class _UnsentRequestRetry(_WithinBudget, ConnectionErrorRetryHandler):
     Slack may have posted it, so the next pass looks in the channel's history first."""
 
     def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
-        super().__init__(max_retry_count, BackoffRetryIntervalCalculator(backoff_factor=0.5), [URLError])
+        super().__init__(max_retry_count, _backoff(), [URLError])
         self.budget, self.on_wait = budget, on_wait
 
 

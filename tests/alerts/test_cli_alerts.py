@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from ragspine_pipeline import cli
 from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
@@ -12,6 +14,7 @@ from ragspine_pipeline.alerts.outbox import Outbox
 TOKEN = "xoxb-cli-secret"
 
 
+@pytest.mark.usefixtures("quick_slack_retries")
 def test_flush_delivers_what_waited_while_slack_was_down(
     tmp_path, monkeypatch, fake_slack, closed_port, capsys
 ):

@@ -72,6 +72,7 @@ def test_a_retry_after_beyond_the_bound_leaves_the_alert_pending_instead_of_wait
     assert result.pending == 1 and "HTTP 429" in result.failed[alert.id]
 
 
+@pytest.mark.usefixtures("quick_slack_retries")
 def test_server_errors_are_retried_by_slack_sdk(tmp_path, fake_slack):
     outbox = Outbox(tmp_path / "outbox.jsonl")
     queued(outbox)
@@ -92,6 +93,7 @@ def test_an_error_payload_keeps_the_alert_pending_with_the_error(tmp_path, fake_
     assert TOKEN not in (tmp_path / "outbox.jsonl").read_text()
 
 
+@pytest.mark.usefixtures("quick_slack_retries")
 def test_with_slack_down_the_alert_waits_and_a_later_flush_delivers_it_once(
     tmp_path, fake_slack, closed_port
 ):
@@ -123,6 +125,7 @@ def test_settings_never_show_the_token():
         SlackSender(SlackSettings.from_env({"SLACK_BOT_TOKEN": TOKEN}))
 
 
+@pytest.mark.usefixtures("quick_slack_retries")
 def test_the_token_never_reaches_the_log_even_at_debug_level(tmp_path, fake_slack, closed_port, caplog):
     outbox = Outbox(tmp_path / "outbox.jsonl")
     queued(outbox)

@@ -187,6 +187,7 @@ def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake
     )
 
 
+@pytest.mark.usefixtures("quick_slack_retries")
 def test_slack_down_leaves_the_run_outcome_unchanged_and_the_alert_pending(
     demo_env, fake_slack, closed_port, monkeypatch
 ):
