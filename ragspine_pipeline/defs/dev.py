@@ -86,10 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     local_instance()  # $DAGSTER_HOME with its dagster.yaml and storage, created under the instance lock
-    stopping = threading.Event()
+    # A plain flag, not a threading.Event: a handler runs in the main thread between any two of its
+    # bytecodes, and Event.set() from there deadlocks when the signal lands while Event.wait() holds
+    # the event's (non-reentrant) lock. Seen under load: SIGTERM, then a process that never ended.
+    stopping = False
 
     def on_signal(signum: int, _frame) -> None:
-        stopping.set()
+        nonlocal stopping
+        stopping = True
 
     # Before the child starts: a process started in the background by a non-interactive shell (make,
     # a test) inherits SIGINT ignored, and an ignored signal stays ignored across exec — dg dev would
@@ -116,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         daemon=True,
     )
     up.start()
-    while not stopping.is_set() and child.poll() is None:
-        stopping.wait(0.2)
-    if not stopping.is_set():  # dg dev ended by itself: an error it has printed
+    while not stopping and child.poll() is None:
+        time.sleep(0.2)  # a signal cuts the sleep short only to run its handler: at most 0.2 s late
+    if not stopping:  # dg dev ended by itself: an error it has printed
         stop(child)
         return child.returncode or 1
     code = stop(child)

@@ -75,6 +75,21 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def snapshot(pid: int) -> str:
+    """Each process of the tree: pid, state, what it waits in (wchan), command line."""
+    rows = []
+    for each in sorted(descendants(pid) | {pid}):
+        proc = Path(f"/proc/{each}")
+        try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = (proc / "wchan").read_text()
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        rows.append(f"{each} {state} {wchan or '-'} {command[:200]}")
+    return "\n".join(rows)
+
+
 def test_make_dev_serves_the_asset_graph_quietly_and_stops_on_sigterm(tmp_path):
     port = free_port()
     env = {
@@ -115,7 +130,10 @@ def test_make_dev_serves_the_asset_graph_quietly_and_stops_on_sigterm(tmp_path):
 
         stopped_at = time.monotonic()
         make.send_signal(signal.SIGTERM)
-        make.wait(timeout=120)  # generous: how long it took is asserted below, with its bound
+        try:
+            make.wait(timeout=120)  # generous: how long it took is asserted below, with its bound
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"make dev still runs 120 s after SIGTERM:\n{snapshot(make.pid)}\n{log.read_text()}")
         took = time.monotonic() - stopped_at
         allowed = GRACE_S + 4 * load_factor()  # 10 s on a quiet machine
         left = sorted(pid for pid in processes if alive(pid))
