@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     local_instance()  # $DAGSTER_HOME with its dagster.yaml and storage, created under the instance lock
     # A plain flag, not a threading.Event: a handler runs in the main thread between any two of its
     # bytecodes, and Event.set() from there deadlocks when the signal lands while Event.wait() holds
-    # the event's (non-reentrant) lock. Seen under load: SIGTERM, then a process that never ended.
+    # the event's (non-reentrant) lock: the process would never end.
     stopping = False
 
     def on_signal(signum: int, _frame) -> None:
