@@ -76,7 +76,8 @@ def alive(pid: int) -> bool:
 
 
 def snapshot(pid: int) -> str:
-    """Each process of the tree: pid, state, what it waits in (wchan), command line."""
+    """Each process of the tree: pid, state, what it waits in (wchan), its pending, blocked and caught
+    signals, command line."""
     rows = []
     for each in sorted(descendants(pid) | {pid}):
         proc = Path(f"/proc/{each}")
@@ -84,9 +85,11 @@ def snapshot(pid: int) -> str:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
             wchan = (proc / "wchan").read_text()
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = dict(line.split(":\t", 1) for line in (proc / "status").read_text().splitlines())
         except OSError:
             continue
-        rows.append(f"{each} {state} {wchan or '-'} {command[:200]}")
+        signals = " ".join(f"{k}={status[k].strip()}" for k in ("SigPnd", "ShdPnd", "SigBlk", "SigCgt"))
+        rows.append(f"{each} {state} {wchan or '-'} {signals} {command[:200]}")
     return "\n".join(rows)
 
 
