@@ -113,8 +113,16 @@ def test_make_dev_serves_the_asset_graph_quietly_and_stops_on_sigterm(tmp_path):
     ]
     log = tmp_path / "make-dev.log"
     with log.open("w") as out:
+        # SIGTERM at its default, as in a terminal: a make that inherits it ignored keeps ignoring it and
+        # never passes it on (seen when the test process had SIGTERM ignored, beside another suite).
         make = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
         )
     try:
         deadline = time.monotonic() + 180 * load_factor()
