@@ -66,13 +66,17 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def state(pid: int) -> str:
+    """The process's state letter (R, S, T, Z, ...); OSError when it is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def alive(pid: int) -> bool:
     """Running, or stopped — not gone and not a zombie waiting to be reaped."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state(pid) != "Z"
     except OSError:
         return False
-    return state != "Z"
 
 
 def snapshot(pid: int) -> str:
@@ -82,14 +86,14 @@ def snapshot(pid: int) -> str:
     for each in sorted(descendants(pid) | {pid}):
         proc = Path(f"/proc/{each}")
         try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            letter = state(each)
             wchan = (proc / "wchan").read_text()
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             status = dict(line.split(":\t", 1) for line in (proc / "status").read_text().splitlines())
         except OSError:
             continue
         signals = " ".join(f"{k}={status[k].strip()}" for k in ("SigPnd", "ShdPnd", "SigBlk", "SigCgt"))
-        rows.append(f"{each} {state} {wchan or '-'} {signals} {command[:200]}")
+        rows.append(f"{each} {letter} {wchan or '-'} {signals} {command[:200]}")
     return "\n".join(rows)
 
 
