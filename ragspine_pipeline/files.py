@@ -2,8 +2,9 @@
 
 Every local file the pipeline writes goes through one atomic write (:func:`replacing`;
 :func:`atomic_output` and :func:`atomic_writer` are its binary and text forms) and every JSON Lines file
-through one encoding (:func:`jsonl_line`, :func:`jsonl_lines`, :func:`write_jsonl`). Only appends (the
-alert outbox) are not replaces; a rewrite of such a file still goes through the atomic write.
+through one encoding (:func:`jsonl_line`, :func:`jsonl_lines`, :func:`write_jsonl`). Only appends
+(:func:`append_durably`: the alert outbox, the replay's answers) are not replaces; a rewrite of such a
+file still goes through the atomic write.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol, TextIO
 
@@ -177,6 +179,52 @@ def _encoded(record: Any, sort_keys: bool) -> tuple[str, bool]:
         except UnicodeEncodeError:
             return json.dumps(record, ensure_ascii=True, allow_nan=False, sort_keys=sort_keys), True
     return text, False
+
+
+# -- appending whole lines ---------------------------------------------------------------------------
+
+
+def append_durably(path: Path, data: bytes, what: str) -> None:
+    """Append ``data`` (whole lines) to the regular file ``path`` and fsync it. A failed write or fsync
+    truncates the file back to where it was, so a full disk leaves no half line; a crash may, and then
+    the next line starts on a line of its own (the torn one is set aside by the next read)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _open_regular_for_append(path, what)
+    try:
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except OSError:
+            with suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """The one place an append writes bytes: all of ``data``, or an OSError (a short write is retried,
+    and a disk that takes nothing more raises ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _open_regular_for_append(path: Path, what: str) -> int:
+    """A read-write, appending descriptor on ``path`` (created if absent) when it is a regular file;
+    never blocks on a FIFO."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if os.path.lexists(path):
+        inputs.check_regular(path, what)
+    fd = os.open(path, flags, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(str(path), "cannot write: not a regular file")
+    return fd
 
 
 # -- read, change, write: never two at once ---------------------------------------------------------

@@ -22,11 +22,9 @@ alert. An outbox, state or lock path that is not a regular file (a directory, a 
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,7 +46,7 @@ from ragspine_pipeline.alerts.events import (
 )
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import atomic_output, jsonl_lines, write_text_atomically
+from ragspine_pipeline.files import append_durably, atomic_output, jsonl_lines, write_text_atomically
 
 DEFAULT_OUTBOX = "var/alerts/outbox.jsonl"
 STATE_FILE = "alert_state.json"
@@ -139,7 +137,7 @@ class Outbox(AlertOutbox):
         one-line InputError and leaves no part of the line behind."""
         line = "".join(jsonl_lines([stamped(event)], self.path))
         try:
-            _append_line(self.path, line.encode("utf-8"))
+            append_durably(self.path, line.encode("utf-8"), "alert outbox")
         except OSError as exc:
             raise InputError(str(self.path), f"cannot {doing}: {exc.strerror or exc}") from None
 
@@ -159,7 +157,7 @@ class Outbox(AlertOutbox):
         )
         bad = {number for number, _data, _problem in corrupt}
         try:
-            _append_line(self.corrupt_path, records.encode("utf-8"))
+            append_durably(self.corrupt_path, records.encode("utf-8"), "alert outbox")
             with (
                 inputs.open_regular(self.path, "alert outbox") as stream,
                 atomic_output(self.path, "alert outbox") as out,
@@ -189,49 +187,6 @@ class Outbox(AlertOutbox):
     def _write_states(self, states: dict[str, StreamState]) -> None:
         text = json.dumps({k: v.model_dump(mode="json") for k, v in sorted(states.items())}, indent=2)
         write_text_atomically(self.state_path, text + "\n", "alert state")
-
-
-def _append_line(path: Path, data: bytes) -> None:
-    """Append ``data`` (whole lines) to the regular file ``path`` and fsync it. A failed write or fsync
-    truncates the file back to where it was, so a full disk leaves no half line; a crash may, and then
-    the next line starts on a line of its own (the torn one is set aside by the next read)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_regular(path)
-    try:
-        size = os.fstat(fd).st_size
-        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)
-            raise
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """The one place the outbox writes bytes: all of ``data``, or an OSError (a short write is retried,
-    and a disk that takes nothing more raises ENOSPC)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _open_regular(path: Path) -> int:
-    """A read-write, appending descriptor on ``path`` (created if absent) when it is a regular file;
-    never blocks on a FIFO."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if os.path.lexists(path):
-        inputs.check_regular(path, "alert outbox")
-    fd = os.open(path, flags, 0o644)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError(str(path), "cannot write: not a regular file")
-    return fd
 
 
 @contextmanager

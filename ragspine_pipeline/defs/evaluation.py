@@ -43,6 +43,7 @@ from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles, gates_conf
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
 from ragspine_pipeline.reports.metric_table import means_by_metric, metric_table
+from ragspine_pipeline.sources.replay import failure_warnings
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 UPSTREAM = {golden_set.key, golden_traces.key}
@@ -101,7 +102,11 @@ def golden_evaluation(
     if replays:
         evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence)
         context.log.info(flakiness_sentence(evaluation.flakiness))
-    warnings = [*golden_set.attrs.get("warnings", []), *coverage_warnings(evaluation.grounded.counts)]
+    warnings = [
+        *golden_set.attrs.get("warnings", []),
+        *failure_warnings(golden_traces.attrs.get("failed") or {}),
+        *coverage_warnings(evaluation.grounded.counts),
+    ]
     for warning in warnings:
         context.log.warning(warning)
     inputs = ReportInputs(

@@ -32,7 +32,6 @@ from ragspine_pipeline.defs.resources import (
 from ragspine_pipeline.files import VersionedFile
 from ragspine_pipeline.reports.extraction import ExtractionResult
 from ragspine_pipeline.scoring.extraction import CHANNELS
-from ragspine_pipeline.sources.errors import ManifestMissing
 from ragspine_pipeline.sources.extraction_facts import read_facts
 from ragspine_pipeline.sources.versioned import open_versioned
 
@@ -77,7 +76,7 @@ def extraction_scores(
     data = {
         "configured": True,
         "run_id": context.run.run_id,
-        "index_version": _index_version(index_manifest),
+        "index_version": index_manifest.live_version(),
         "facts": eval_files.extraction_facts,
         "truth": eval_files.extraction_truth,
         **result.to_dict(),
@@ -227,10 +226,3 @@ def _configured(eval_files: EvalFiles) -> bool:
     if not (eval_files.extraction_facts and truth):
         return False
     return truth.startswith("s3://") or Path(truth).exists()
-
-
-def _index_version(index_manifest: IndexManifestResource) -> str | None:
-    try:
-        return index_manifest.read().index_version
-    except ManifestMissing:
-        return None

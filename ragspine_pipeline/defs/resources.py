@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Literal
 
 import dagster as dg
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from ragspine_pipeline.alerts.delivery import FlushResult, flush
 from ragspine_pipeline.alerts.events import AlertOutbox
@@ -30,9 +31,11 @@ from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS
 from ragspine_pipeline.metrics import Scope
+from ragspine_pipeline.sources.errors import ManifestMissing
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.replay import Answer
+from ragspine_pipeline.sources.sut import HttpSut, PythonSut, RecordedSut, SutSettings, load_sut_settings
 from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
 
 PACKAGED_GATES = "demo/gates.yaml"
@@ -261,49 +264,100 @@ class IndexManifestResource(dg.ConfigurableResource):
     def read(self) -> IndexManifest:
         return read_manifest(self.uri, endpoint_url=self.endpoint_url, region=self.region)
 
+    def live_version(self) -> str | None:
+        """The manifest's index version; None while there is no manifest."""
+        try:
+            return self.read().index_version
+        except ManifestMissing:
+            return None
+
+
+@dataclass(frozen=True)
+class OpenedSut:
+    """A system under test ready to be asked."""
+
+    answer: Answer
+    description: str  # names the SUT without credentials
+    identity: str | None  # what its answers depend on (the answer store's key); None: keep no answers
+    concurrency: int
+
 
 class SutResource(dg.ConfigurableResource):
-    """The system under test: the built-in reference engine, an HTTP RAG service, or a recorded file."""
+    """The system under test: the built-in reference engine, or a SUT declared by its settings (an HTTP
+    RAG service, a Python function, a recorded file: ``sources.sut``).
 
-    kind: Literal["reference", "http", "recorded"] = "reference"
+    Answers are kept in ``answers_dir`` as they arrive, per SUT and index version, so a replay that
+    failed part way asks only what is missing when the run is retried."""
+
+    kind: Literal["reference", "declared"] = "reference"
     manifest_path: str | None = Field(default=None, description="reference: the index manifest to serve")
-    base_url: str | None = Field(default=None, description="http: the service's base URL")
-    recorded_path: str | None = Field(default=None, description="recorded: a JSONL file of traces")
-    timeout_s: float = 10.0
-    max_retries: int = 3
-    concurrency: int = Field(default=8, ge=1, description="questions in flight (http)")
+    settings_json: str | None = Field(
+        default=None,
+        description="declared: the SUT's settings as JSON (kind http, python or recorded); header values "
+        "name environment variables, never hold a secret",
+    )
     repeat: int = Field(
         default=1, ge=1, description="replays of the golden set per run (> 1: per-case flakiness is reported)"
     )
+    max_failed_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="share of cases that may fail to be asked (scored missing and named); above it the "
+        "replay fails",
+    )
+    answers_dir: str | None = Field(
+        default=None, description="local folder keeping answers between attempts (None: not kept)"
+    )
 
-    def client(self) -> tuple[Answer, str]:
-        """``(answer, description)``; the description names the SUT without credentials."""
+    def settings(self) -> HttpSut | PythonSut | RecordedSut | None:
         if self.kind == "reference":
+            return None
+        return TypeAdapter(SutSettings).validate_json(_required(self.settings_json, "settings_json"))
+
+    def open(self) -> OpenedSut:
+        settings = self.settings()
+        if settings is None:
             from ragspine_pipeline.demo.reference_engine import ReferenceEngine
 
-            engine = ReferenceEngine.from_manifest(Path(_required(self.manifest_path, "manifest_path")))
+            manifest = Path(_required(self.manifest_path, "manifest_path"))
+            engine = ReferenceEngine.from_manifest(manifest)
 
             def answer(qid: str, question: str, reference_date: str | None) -> dict:
                 return engine.answer(qid, question, reference_date=reference_date)
 
-            return answer, f"reference engine, index {engine.index_version}"
-        if self.kind == "http":
-            from ragspine_pipeline.sources.sut import HttpSutClient
-
-            http = HttpSutClient(
-                _required(self.base_url, "base_url"), timeout=self.timeout_s, max_retries=self.max_retries
-            )
-            return http.answer, http.describe()
-        from ragspine_pipeline.sources.sut import RecordedSutClient
-
-        recorded = RecordedSutClient(Path(_required(self.recorded_path, "recorded_path")))
-        return recorded.answer, recorded.describe()
+            description = f"reference engine, index {engine.index_version}"
+            return OpenedSut(answer, description, None, 1)  # in process and free: nothing to keep
+        client = settings.client()
+        return OpenedSut(client.answer, client.describe(), settings.identity(), settings.concurrency)
 
 
 def _required(value: str | None, name: str) -> str:
     if not value:
         raise dg.Failure(f"the SUT resource needs '{name}' for this kind")
     return value
+
+
+def sut_settings_from_env(env: Mapping[str, str]) -> HttpSut | PythonSut | RecordedSut | None:
+    """The SUT the environment declares: ``RAGSPINE_SUT_CONFIG`` (a YAML file, as ``ragspine-eval replay
+    --sut`` reads), else ``RAGSPINE_SUT`` = ``http`` (``RAGSPINE_SUT_URL``: POST to ``<url>/answer``) or
+    ``recorded`` (``RAGSPINE_SUT_RECORDED``); None for ``reference``, the demo's engine."""
+    if env.get("RAGSPINE_SUT_CONFIG"):
+        return load_sut_settings(env["RAGSPINE_SUT_CONFIG"])
+    kind = env.get("RAGSPINE_SUT", "").strip() or "reference"
+    if kind == "reference":
+        return None
+    if kind == "http":
+        url = env.get("RAGSPINE_SUT_URL") or ""
+        if not url:
+            raise InputError("RAGSPINE_SUT_URL", "RAGSPINE_SUT=http needs the service's base URL")
+        return HttpSut(url=url.rstrip("/") + "/answer")
+    if kind == "recorded":
+        path = env.get("RAGSPINE_SUT_RECORDED") or ""
+        if not path:
+            raise InputError("RAGSPINE_SUT_RECORDED", "RAGSPINE_SUT=recorded needs a trace file")
+        return RecordedSut(path=str(Path(path).absolute()))
+    raise InputError("RAGSPINE_SUT", f"unknown SUT {kind!r} (known: reference, http, recorded)")
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -338,9 +392,9 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     ``RAGSPINE_HOME`` (default ``var/demo``) holds the demo inputs; ``RAGSPINE_REPORTS`` (default
     ``var/reports``) and ``RAGSPINE_WORK`` (default ``var/work``) the outputs. ``RAGSPINE_TRACE_STORE``
     and ``RAGSPINE_INDEX_MANIFEST`` may be ``s3://`` URIs (``RAGSPINE_S3_ENDPOINT_URL`` for an
-    S3-compatible store); ``RAGSPINE_SUT`` selects ``reference`` / ``http`` (``RAGSPINE_SUT_URL``) /
-    ``recorded`` (``RAGSPINE_SUT_RECORDED``); ``RAGSPINE_REPLAY_REPEAT`` (default 1) replays the golden
-    set that many times per run. ``RAGSPINE_ALERTS_OUTBOX`` (default
+    S3-compatible store); the SUT is :func:`sut_settings_from_env`'s; ``RAGSPINE_REPLAY_REPEAT`` (default
+    1) replays the golden set that many times per run, ``RAGSPINE_REPLAY_MAX_FAILED_SHARE`` (default 0)
+    is the share of cases that may fail to be asked. ``RAGSPINE_ALERTS_OUTBOX`` (default
     ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_WEBSERVER_URL`` the Dagster UI the
     alerts link to, ``RAGSPINE_RUNBOOK_URL`` a runbook link for every alert (the gates config's
     ``alerts.runbook`` gives a line per stream), ``RAGSPINE_ALERT_TTL_HOURS`` (default 24) how long an
@@ -356,6 +410,7 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
         return _location(env, name, default)
 
     manifest = path("RAGSPINE_INDEX_MANIFEST", home / "index" / "manifest.json")
+    declared = sut_settings_from_env(env)
     work = path("RAGSPINE_WORK", "var/work")
     endpoint = env.get("RAGSPINE_S3_ENDPOINT_URL") or None
     region = _region(env)
@@ -396,10 +451,11 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             max_input_chars=int(env.get("RAGSPINE_JUDGE_MAX_INPUT_CHARS") or DEFAULT_MAX_INPUT_CHARS),
         ),
         "sut": SutResource(
-            kind=env.get("RAGSPINE_SUT", "reference"),  # type: ignore[arg-type]
+            kind="reference" if declared is None else "declared",
             manifest_path=None if manifest.startswith("s3://") else manifest,
-            base_url=env.get("RAGSPINE_SUT_URL") or None,
-            recorded_path=env.get("RAGSPINE_SUT_RECORDED") or None,
+            settings_json=None if declared is None else declared.model_dump_json(),
             repeat=int(env.get("RAGSPINE_REPLAY_REPEAT", "1")),
+            max_failed_share=float(env.get("RAGSPINE_REPLAY_MAX_FAILED_SHARE") or 0),
+            answers_dir=None if work.startswith("s3://") else posixpath.join(work, "answers"),
         ),
     }

@@ -1,18 +1,38 @@
-"""Clients of the system under test (SUT): an HTTP endpoint, or a recorded trace file.
+"""Clients of the system under test (SUT), and the settings that declare one.
 
-Every client answers one golden case at a time with a raw trace dict (``contracts.trace``), or None when
-it has no answer for the case (the evaluation then counts the case as missing). An answer always
-carries the asked qid, so that it joins to its case.
+A SUT answers one golden case at a time with a raw trace dict (``contracts.trace``), or None when it has
+no answer for the case (the evaluation then counts the case as missing). An answer always carries the
+asked qid, so that it joins to its case. Three kinds, each declared by a settings model (in the
+component's YAML, or a ``--sut`` file on the command line):
+
+* ``http`` (:class:`HttpSut`): any method and URL, headers whose values may name environment variables
+  (``Authorization: Bearer ${SUPPORT_BOT_TOKEN}``: expanded when the client opens, never stored, shown or
+  logged), a request body template, and a mapping from the service's JSON reply to trace fields (JMESPath
+  expressions); timeout, retries, concurrency and a requests-per-second cap.
+* ``python`` (:class:`PythonSut`): ``module:function`` called in process with ``{qid, question,
+  reference_date}``, returning a mapping (a trace) or None.
+* ``recorded`` (:class:`RecordedSut`): a file of traces recorded earlier.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import importlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
+import jmespath
+import jmespath.exceptions
 import requests
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ReadTimeoutError
 from urllib3.util import Retry
@@ -20,9 +40,20 @@ from urllib3.util import Retry
 from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.jsonl import iter_records
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
+from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 
-__all__ = ["HttpSutClient", "RecordedSutClient", "SutClient"]
+__all__ = [
+    "HttpSut",
+    "HttpSutClient",
+    "PythonSut",
+    "PythonSutClient",
+    "RecordedSut",
+    "RecordedSutClient",
+    "SutClient",
+    "SutSettings",
+    "load_sut_settings",
+]
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 
@@ -40,6 +71,207 @@ class SutClient(Protocol):
         ...
 
 
+# -- the settings -----------------------------------------------------------------------------------
+
+DEFAULT_BODY: dict[str, Any] = {
+    "qid": "{qid}",
+    "question": "{question}",
+    "reference_date": "{reference_date}",
+}
+PLACEHOLDER = re.compile(r"\{(qid|question|reference_date)\}")
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HttpSut(_Settings):
+    """A RAG service over HTTP."""
+
+    kind: Literal["http"] = "http"
+    url: str = Field(description="the whole URL the question is sent to, path included")
+    method: Literal["POST", "PUT", "GET"] = "POST"
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="request headers; ${NAME} in a value is the environment variable NAME, read when the "
+        "replay starts and never stored or shown",
+    )
+    body: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_BODY),
+        description="the JSON body (GET: the query parameters); in any string, {qid}, {question} and "
+        "{reference_date} are the case's; a string that is just one of them takes its value as is, and a "
+        "field that is just {reference_date} is left out for a case without one; everything else is "
+        "sent as written",
+    )
+    response: dict[str, str] | None = Field(
+        default=None,
+        description="trace field -> JMESPath expression over the reply; a field the expression finds "
+        "nothing for is left out. None: the reply is the trace",
+    )
+    timeout_s: float = Field(default=10.0, gt=0)
+    retries: int = Field(default=3, ge=0, description="retries of a 429/5xx or a dropped connection")
+    concurrency: int = Field(default=8, ge=1, le=256, description="questions in flight")
+    max_rps: float | None = Field(default=None, gt=0, description="at most this many requests a second")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        return url
+
+    @field_validator("response")
+    @classmethod
+    def _expressions(cls, response: dict[str, str] | None) -> dict[str, str] | None:
+        for name, expression in (response or {}).items():
+            try:
+                jmespath.compile(expression)
+            except jmespath.exceptions.JMESPathError as exc:
+                raise ValueError(f"response.{name}: not a JMESPath expression ({exc.msg})") from None
+        return response
+
+    def identity(self) -> str:
+        """What the answers depend on (headers excluded: they carry credentials, not meaning)."""
+        transport = {"headers", "timeout_s", "retries", "concurrency", "max_rps"}
+        return _identity(self.model_dump(exclude=transport))
+
+    def client(self, env: Mapping[str, str] = os.environ) -> HttpSutClient:
+        return HttpSutClient(
+            self.url,
+            path="",
+            method=self.method,
+            headers=expand_headers(self.headers, env),
+            body=self.body,
+            response=self.response,
+            timeout=self.timeout_s,
+            max_retries=self.retries,
+            max_rps=self.max_rps,
+        )
+
+
+class PythonSut(_Settings):
+    """A function of yours, called in this process: a LangChain or LlamaIndex chain wrapped in three lines."""
+
+    kind: Literal["python"] = "python"
+    function: str = Field(description="module:function, importable where the replay runs")
+    concurrency: int = Field(default=1, ge=1, le=256, description="calls in flight (threads)")
+
+    @field_validator("function")
+    @classmethod
+    def _target(cls, function: str) -> str:
+        module, _, name = function.partition(":")
+        if not module or not name.isidentifier():
+            raise ValueError(f"not module:function: {function!r}")
+        return function
+
+    def identity(self) -> str:
+        return _identity(self.model_dump(exclude={"concurrency"}))
+
+    def client(self, env: Mapping[str, str] = os.environ) -> PythonSutClient:
+        return PythonSutClient(self.function)
+
+
+class RecordedSut(_Settings):
+    """Traces recorded earlier (JSONL or a JSON array)."""
+
+    kind: Literal["recorded"] = "recorded"
+    path: str
+    concurrency: int = 1
+
+    def identity(self) -> str:
+        return _identity({"kind": self.kind, "path": str(Path(self.path).absolute())})
+
+    def client(self, env: Mapping[str, str] = os.environ) -> RecordedSutClient:
+        return RecordedSutClient(Path(self.path))
+
+
+SutSettings = Annotated[HttpSut | PythonSut | RecordedSut, Field(discriminator="kind")]
+
+
+def load_sut_settings(path: str | Path) -> HttpSut | PythonSut | RecordedSut:
+    """A ``--sut`` file (YAML or JSON) declaring one SUT; a malformed one is a one-line InputError."""
+    import yaml
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(str(path), f"not YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        return TypeAdapter(SutSettings).validate_python(raw)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in error["loc"]) or None
+        raise InputError(str(path), error["msg"], field=field) from None
+
+
+def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+    """Each header value with ``${NAME}`` replaced by the environment variable; an unset one is a
+    one-line InputError naming the header and the variable (never a value)."""
+
+    def value(header: str, text: str) -> str:
+        def variable(match: re.Match) -> str:
+            name = match.group(1)
+            if name not in env:
+                raise InputError("SUT headers", f"header {header!r} needs the environment variable {name}")
+            return env[name]
+
+        return ENV_REFERENCE.sub(variable, text)
+
+    return {header: value(header, text) for header, text in headers.items()}
+
+
+def render_body(template: Any, qid: str, question: str, reference_date: str | None) -> Any:
+    """The request body for one case: the template with its placeholders filled (see :class:`HttpSut`)."""
+    values = {"qid": qid, "question": question, "reference_date": reference_date}
+    if isinstance(template, str):
+        whole = PLACEHOLDER.fullmatch(template)
+        if whole:
+            return values[whole.group(1)]
+        return PLACEHOLDER.sub(lambda match: values[match.group(1)] or "", template)
+    if isinstance(template, dict):
+        rendered = {key: render_body(value, qid, question, reference_date) for key, value in template.items()}
+        # A field that is just a placeholder without a value (a case with no reference date) is left out.
+        return {
+            key: value
+            for key, value in rendered.items()
+            if value is not None or not _is_placeholder(template[key])
+        }
+    if isinstance(template, list):
+        return [render_body(value, qid, question, reference_date) for value in template]
+    return template
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, str) and PLACEHOLDER.fullmatch(value) is not None
+
+
+def _identity(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class RateLimit:
+    """At most ``per_second`` starts a second, shared by every thread: each caller takes the next free
+    slot and sleeps until it. Twelve lines of our own rather than a dependency: no maintained library
+    in this project's stack offers a blocking limiter for threads."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval = 1.0 / per_second
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            time.sleep(slot - now)
+
+
 class _Retry(Retry):
     # A Retry-After of hours (urllib3 honours up to six) would stall a whole replay on one case.
     MAX_RETRY_AFTER = 60.0
@@ -49,12 +281,14 @@ class _Retry(Retry):
 
 
 class HttpSutClient:
-    """A SUT behind ``POST {base_url}{path}`` with JSON ``{"qid", "question"}`` → a trace.
+    """A SUT behind ``{method} {base_url}{path}``: by default ``POST`` of JSON ``{"qid", "question",
+    "reference_date"}`` whose reply is the trace (see :class:`HttpSut` for the body template and the
+    reply mapping).
 
     Retries (429 and 5xx, connection and read errors, honouring ``Retry-After``) are urllib3's, with
     exponential backoff from ``backoff`` seconds. After them, or when the body is not a JSON object,
     :class:`SourceError` names the URL (never the headers: they may carry a token) and the cause. Safe
-    to share between threads: ``requests`` pools the connections.
+    to share between threads: ``requests`` pools the connections, and ``max_rps`` is one limit for all.
     """
 
     def __init__(
@@ -62,26 +296,35 @@ class HttpSutClient:
         base_url: str,
         *,
         path: str = "/answer",
+        method: str = "POST",
         timeout: float = 10,
         max_retries: int = 3,
         backoff: float = 0.2,
         headers: dict | None = None,
+        body: dict | None = None,
+        response: dict[str, str] | None = None,
+        max_rps: float | None = None,
     ) -> None:
         base = urlsplit(base_url)
-        self.url = urlunsplit(base._replace(path=base.path.rstrip("/") + "/" + path.lstrip("/")))
+        joined = base.path.rstrip("/") + "/" + path.lstrip("/") if path else base.path
+        self.url = urlunsplit(base._replace(path=joined))
+        self.method = method
         self.timeout = timeout
         self.max_retries = max_retries
+        self.body = DEFAULT_BODY if body is None else body
+        self.response = {name: jmespath.compile(expr) for name, expr in (response or {}).items()} or None
+        self._limit = RateLimit(max_rps) if max_rps else None
         retry = _Retry(
             total=max_retries,
             backoff_factor=backoff,
             status_forcelist=RETRY_STATUSES,
-            allowed_methods={"POST"},  # answering is a read: repeating it is safe
+            allowed_methods={method},  # answering is a read: repeating it is safe
             respect_retry_after_header=True,
             raise_on_status=False,  # the last response is reported by its status, below
         )
         self._session = requests.Session()
-        self._session.mount("http://", HTTPAdapter(max_retries=retry))
-        self._session.mount("https://", HTTPAdapter(max_retries=retry))
+        self._session.mount("http://", HTTPAdapter(max_retries=retry, pool_maxsize=32))
+        self._session.mount("https://", HTTPAdapter(max_retries=retry, pool_maxsize=32))
         self._session.headers.update(headers or {})
 
     def describe(self) -> str:
@@ -91,23 +334,30 @@ class HttpSutClient:
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
     def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict:
-        payload = {"qid": qid, "question": question}
-        if reference_date is not None:
-            payload["reference_date"] = reference_date
+        payload = render_body(self.body, qid, question, reference_date)
+        if self._limit is not None:
+            self._limit.wait()
+        sent = {"params": payload} if self.method == "GET" else {"json": payload}
         try:
-            response = self._session.post(self.url, json=payload, timeout=self.timeout)
+            response = self._session.request(self.method, self.url, timeout=self.timeout, **sent)
         except requests.RequestException as exc:
             raise SourceError(self.describe(), _cause(exc, self.max_retries, self.timeout)) from None
         if not response.ok:
             retried = f" after {self.max_retries} retries" if response.status_code in RETRY_STATUSES else ""
             raise SourceError(self.describe(), f"HTTP {response.status_code} {response.reason}{retried}")
         try:
-            trace = response.json()
+            reply = response.json()
         except ValueError:
             raise SourceError(self.describe(), f"the answer to qid={qid} is not JSON") from None
-        if not isinstance(trace, dict):
+        if not isinstance(reply, dict):
             raise SourceError(self.describe(), f"the answer to qid={qid} is not a JSON object")
+        trace = reply if self.response is None else self._mapped(reply)
         return _with_qid(trace, qid, self.describe())
+
+    def _mapped(self, reply: dict) -> dict:
+        """The trace fields the mapping finds in ``reply`` (a field found as null is left out)."""
+        found = {name: expression.search(reply) for name, expression in self.response.items()}
+        return {name: value for name, value in found.items() if value is not None}
 
     def close(self) -> None:
         self._session.close()
@@ -177,3 +427,46 @@ class RecordedSutClient:
                 return None
             return {**copy.deepcopy(raw), "qid": qid}
         return copy.deepcopy(raw)
+
+
+class PythonSutClient:
+    """Answers from ``module:function``, called in this process with ``{"qid", "question",
+    "reference_date"}`` (the case's id, question text and "today"; never its expected answer). The
+    function returns a mapping — a trace, or an object with at least ``answer`` — or None for no answer.
+
+    A LangChain or LlamaIndex chain, wrapped::
+
+        def ask(case):
+            result = chain.invoke({"input": case["question"]})
+            ids = [doc.metadata["id"] for doc in result["context"]]
+            return {"answer": result["answer"], "retrieved_ids": ids}
+
+    An exception from the function is a :class:`SourceError` naming the function and the exception's
+    class and first line; it is a failed case of the replay, as an unreachable HTTP SUT is.
+    """
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+        module_name, _, name = function.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise InputError(function, f"cannot import {module_name}: {exc}") from None
+        self._call: Callable[[dict], Any] | None = getattr(module, name, None)
+        if not callable(self._call):
+            raise InputError(function, f"{module_name} has no function {name}")
+
+    def describe(self) -> str:
+        return f"python {self.function}"
+
+    def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict | None:
+        try:
+            result = self._call({"qid": qid, "question": question, "reference_date": reference_date})
+        except Exception as exc:  # the user's code: any failure is this case's failure, named
+            first = (str(exc).splitlines() or [""])[0][:200]
+            raise SourceError(self.describe(), f"qid={qid}: {type(exc).__name__}: {first}") from None
+        if result is None:
+            return None
+        if not isinstance(result, Mapping):
+            raise SourceError(self.describe(), f"qid={qid}: returned {type(result).__name__}, not a mapping")
+        return _with_qid(dict(result), qid, self.describe())

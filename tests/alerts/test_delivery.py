@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ragspine_pipeline.alerts import outbox as outbox_module
+from ragspine_pipeline import files as files_module
 from ragspine_pipeline.alerts.delivery import flush
 from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import Alert, run_failure_alert
@@ -42,8 +42,8 @@ class FullDisk:
 
     def __init__(self, monkeypatch, when: bytes = b"") -> None:
         self.when = when
-        self.real = outbox_module._write_all
-        monkeypatch.setattr(outbox_module, "_write_all", self)
+        self.real = files_module._write_all
+        monkeypatch.setattr(files_module, "_write_all", self)
 
     def __call__(self, fd: int, data: bytes) -> None:
         if self.when is None or self.when not in data:
