@@ -28,3 +28,14 @@ def whole_number(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def share(raw: str) -> float:
+    """An argparse ``type``: a share between 0 and 1 (a usage error otherwise)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{raw}' is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value

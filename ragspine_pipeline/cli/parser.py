@@ -18,7 +18,7 @@ from datetime import date
 from typing import Any
 
 from ragspine_pipeline import __version__
-from ragspine_pipeline.cli.args import whole_number
+from ragspine_pipeline.cli.args import share, whole_number
 from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS, JUDGED_METRICS, METRICS
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_score(commands)
+    _add_replay(commands)
     _add_golden(commands)
     _add_extraction(commands)
     _add_sample(commands)
@@ -112,6 +113,39 @@ def _add_score(commands: Any) -> None:
     score.add_argument("--format", choices=("json", "markdown"), default="json")
     score.add_argument("--out", help="write the report here instead of standard output")
     score.set_defaults(run="ragspine_pipeline.cli.score:run_score")
+
+
+def _add_replay(commands: Any) -> None:
+    parser = commands.add_parser(
+        "replay",
+        help="ask a system under test every golden question and write its traces (JSONL)",
+        description="Exit 0 when the traces were written, 2 when the input is unusable or more cases "
+        "failed than --max-failed-share allows (the answers received are kept with --answers).",
+    )
+    parser.add_argument("--gold", required=True, help="golden set (any supported dialect)")
+    parser.add_argument(
+        "--sut",
+        required=True,
+        help="the SUT's settings (YAML): kind http, python or recorded, and its fields",
+    )
+    parser.add_argument("--out", required=True, help="the traces, one per answered case (JSONL)")
+    parser.add_argument(
+        "--quarantine", help="answers the trace contract rejects (default: OUT.quarantine.jsonl)"
+    )
+    parser.add_argument(
+        "--answers", help="folder keeping answers as they arrive: a re-run asks only the missing cases"
+    )
+    parser.add_argument("--index-version", help="the index being evaluated (part of the answers' key)")
+    parser.add_argument(
+        "--max-failed-share",
+        type=share,
+        default=0.0,
+        help="share of cases that may fail to be asked, scored as missing (default 0: any failure fails)",
+    )
+    parser.add_argument(
+        "--progress-every", type=float, default=5.0, help="seconds between progress lines (stderr)"
+    )
+    parser.set_defaults(run="ragspine_pipeline.cli.replay:run_replay")
 
 
 def _add_golden(commands: Any) -> None:

@@ -1,0 +1,141 @@
+"""A RAG service of someone else's, on loopback: it answers golden questions from a table of traces,
+in the JSON shape its team chose, behind an optional bearer token, after an optional delay, and counts
+what it was asked. The replay tests, the component tests and ``bench/bench_replay.py`` ask it over real
+HTTP.
+
+Shapes: ``trace`` replies with the trace as it is; ``nested`` replies ``{"data": {"reply": <answer_json>,
+"sources": [{"id": …}], "meta": {"index": …}}}``, which a response mapping turns back into a trace
+(:data:`NESTED_MAPPING`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
+
+NESTED_MAPPING = {
+    "answer_json": "data.reply",
+    "retrieved_ids": "data.sources[].id",
+    "index_version": "data.meta.index",
+}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client that gave up closes the socket before the reply: expected
+
+
+class FakeRagService:
+    def __init__(
+        self,
+        traces: dict[str, dict],
+        *,
+        shape: str = "trace",
+        token: str | None = None,
+        delay_s: float = 0.0,
+        path: str = "/answer",
+        fail: set[str] | None = None,
+    ) -> None:
+        self.traces = traces
+        self.shape = shape
+        self.token = token
+        self.delay_s = delay_s
+        self.path = path
+        self.fail = set(fail or ())  # qids answered with 503, every time
+        self.asked: Counter[str] = Counter()
+        self.unauthorised = 0
+        self.bodies: list[dict] = []
+        self._lock = threading.Lock()
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}{self.path}"
+
+    def __enter__(self) -> FakeRagService:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def arrived(self, body: dict) -> None:
+        """Count a question when it arrives (before the delay), so a client killed while waiting for
+        the answer has still asked it."""
+        with self._lock:
+            self.asked[_qid(body)] += 1
+            self.bodies.append(body)
+
+    def reply(self, body: dict) -> tuple[int, dict]:
+        qid = _qid(body)
+        if qid in self.fail:
+            return 503, {"error": "busy"}
+        trace = self.traces.get(qid)
+        if trace is None:
+            return 404, {"error": f"no such case {qid}"}
+        if self.shape == "trace":
+            return 200, trace
+        return 200, {
+            "data": {
+                "reply": trace.get("answer_json"),
+                "sources": [{"id": chunk} for chunk in trace.get("retrieved_ids") or []],
+                "meta": {"index": trace.get("index_version")},
+            }
+        }
+
+    def _handler(self):
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: the client pools its connections
+
+            def do_GET(self) -> None:
+                path, _, query = self.path.partition("?")
+                self._answer(path, dict(parse_qsl(query)))
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._answer(self.path, json.loads(body or b"{}"))
+
+            def _answer(self, path: str, body: dict) -> None:
+                if path != service.path:
+                    return self._send(404, {"error": "no such route"})
+                if (
+                    service.token is not None
+                    and self.headers.get("Authorization") != f"Bearer {service.token}"
+                ):
+                    with service._lock:
+                        service.unauthorised += 1
+                    return self._send(401, {"error": "unauthorised"})
+                service.arrived(body)
+                if service.delay_s:
+                    time.sleep(service.delay_s)
+                self._send(*service.reply(body))
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args) -> None:
+                pass
+
+        return Handler
+
+
+def _qid(body: dict) -> str:
+    return str(body.get("qid") or body.get("id") or "")

@@ -1,0 +1,185 @@
+"""A replay that survives: answers kept as they arrive, a re-run asks only what is missing, failures
+either fail the replay (naming the cases) or are scored missing below the configured share; the
+``replay`` command, and a replay killed with SIGKILL half way then re-run (a system test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ragspine_pipeline.cli import main
+from ragspine_pipeline.sources.replay import AnswerStore, ReplayFailed, replay
+from ragspine_pipeline.sources.sut import HttpSut
+from tests.conftest import load_factor
+from tests.fake_rag_service import NESTED_MAPPING, FakeRagService
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLD = ROOT / "examples/wfgy/gold.jsonl"
+TRACES = {
+    json.loads(line)["qid"]: json.loads(line)
+    for line in (ROOT / "examples/wfgy/traces.jsonl").read_text().splitlines()
+}
+QUESTIONS = [(qid, trace["q"], None) for qid, trace in TRACES.items()]
+
+
+def ask(service: FakeRagService, tmp_path: Path, store: AnswerStore | None, **options):
+    client = HttpSut(url=service.url, retries=0).client()
+    return replay(
+        QUESTIONS,
+        client.answer,
+        out=tmp_path / "traces.jsonl",
+        quarantine=tmp_path / "quarantine.jsonl",
+        concurrency=4,
+        store=store,
+        where=client.describe(),
+        **options,
+    )
+
+
+def test_a_failed_replay_keeps_its_answers_and_the_rerun_asks_only_the_rest(tmp_path):
+    store = AnswerStore(tmp_path / "answers", "sut-1", "ix-7")
+    with FakeRagService(TRACES, fail={"HR-004", "IT-002"}) as service:
+        with pytest.raises(ReplayFailed) as info:
+            ask(service, tmp_path, store)
+        assert "2 of 20 case(s) failed, more than the 0% allowed" in str(info.value)
+        assert "HR-004: HTTP 503 Service Unavailable" in str(info.value)
+        service.fail.clear()
+        service.asked.clear()
+        result = ask(service, tmp_path, store)
+    assert sorted(service.asked) == ["HR-004", "IT-002"]  # the other 18 answers were kept
+    assert (result.answered, result.reused, result.failed) == (20, 18, {})
+    lines = (tmp_path / "traces.jsonl").read_text().splitlines()
+    assert [json.loads(line)["qid"] for line in lines] == list(TRACES)  # in the golden set's order
+
+
+def test_another_index_or_sut_starts_afresh(tmp_path):
+    with FakeRagService(TRACES) as service:
+        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-1", "ix-7"))
+        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-1", "ix-8"))
+        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-2", "ix-7"))
+        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-1", "ix-7"))
+    assert set(service.asked.values()) == {3}
+
+
+def test_failures_below_the_allowed_share_are_scored_missing_and_named(tmp_path):
+    seen = []
+    with FakeRagService(TRACES, fail={"FIN-003"}) as service:
+        result = ask(service, tmp_path, None, max_failed_share=0.1, progress=seen.append)
+    assert result.failed == {"FIN-003": "HTTP 503 Service Unavailable after 0 retries"}
+    assert result.answered == 19
+    assert "FIN-003" not in (tmp_path / "traces.jsonl").read_text()
+    last = seen[-1]
+    assert (last.total, last.answered, last.failed) == (20, 19, 1)
+    assert last.line().startswith("replay 20/20: 19 answered (")
+
+
+def test_a_torn_last_line_of_the_answer_store_is_asked_again(tmp_path, caplog):
+    store = AnswerStore(tmp_path / "answers", "sut-1", None)
+    with FakeRagService(TRACES) as service:
+        ask(service, tmp_path, store)
+        text = store.path.read_text()
+        store.path.write_text(text[: len(text) - 25])  # a crash in the middle of the last write
+        service.asked.clear()
+        result = ask(service, tmp_path, store)
+    assert sum(service.asked.values()) == 1 and result.reused == 19
+    assert "1 unreadable line(s) skipped" in caplog.text
+
+
+def write_sut(tmp_path: Path, service: FakeRagService, **fields) -> Path:
+    settings = {
+        "kind": "http",
+        "url": service.url,
+        "headers": {"Authorization": "Bearer ${FAKE_TOKEN}"},
+        "response": NESTED_MAPPING,
+        **fields,
+    }
+    path = tmp_path / "sut.yaml"
+    path.write_text(json.dumps(settings))  # JSON is YAML
+    return path
+
+
+def test_the_replay_command_writes_traces_that_score(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_TOKEN", "tok-123")
+    with FakeRagService(TRACES, shape="nested", token="tok-123") as service:
+        sut = write_sut(tmp_path, service)
+        out = tmp_path / "out.jsonl"
+        assert main(["replay", "--gold", str(GOLD), "--sut", str(sut), "--out", str(out)]) == 0
+    assert "20 trace(s) written" in capsys.readouterr().out
+    code = main(["score", "--gold", str(GOLD), "--trace", str(out), "--out", str(tmp_path / "d.json")])
+    expected = main(
+        [
+            "score",
+            "--gold",
+            str(GOLD),
+            "--trace",
+            str(ROOT / "examples/wfgy/traces.jsonl"),
+            "--out",
+            str(tmp_path / "e.json"),
+        ]
+    )
+    assert code == expected
+    got, want = (json.loads((tmp_path / name).read_text()) for name in ("d.json", "e.json"))
+    assert got["release"] == {**want["release"], "run_id": got["release"]["run_id"]}
+    assert got["cases"] == want["cases"]
+
+
+def test_the_replay_command_refuses_an_unusable_sut_file(tmp_path, capsys):
+    sut = tmp_path / "sut.yaml"
+    sut.write_text("kind: http\n")
+    assert main(["replay", "--gold", str(GOLD), "--sut", str(sut), "--out", str(tmp_path / "o")]) == 2
+    assert "url" in capsys.readouterr().err
+
+
+@pytest.mark.system
+def test_a_replay_killed_half_way_asks_only_the_unanswered_cases_when_run_again(tmp_path):
+    """SIGKILL while answers arrive; the re-run asks the fake only what was not kept, and its traces
+    score to the same decision as an uninterrupted replay's."""
+    answers = tmp_path / "answers"
+    env = {**os.environ, "FAKE_TOKEN": "tok-123"}
+    with FakeRagService(TRACES, shape="nested", token="tok-123", delay_s=0.15) as service:
+        sut = write_sut(tmp_path, service, concurrency=2)
+
+        def command(out: str) -> list[str]:
+            return [
+                sys.executable,
+                "-m",
+                "ragspine_pipeline.cli",
+                "replay",
+                "--gold",
+                str(GOLD),
+                "--sut",
+                str(sut),
+                "--out",
+                str(tmp_path / out),
+                "--answers",
+                str(answers),
+            ]
+
+        first = subprocess.Popen(command("first.jsonl"), env=env, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60 * load_factor()
+        store = lambda: next(answers.glob("*.jsonl"), None)  # noqa: E731
+        while not (store() and len(store().read_text().splitlines()) >= 6):
+            assert first.poll() is None and time.monotonic() < deadline, "no answers kept in time"
+            time.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+        kept = {json.loads(line)["qid"] for line in store().read_text().splitlines() if line.endswith("}")}
+        assert 6 <= len(kept) < 20 and not (tmp_path / "first.jsonl").exists()
+        service.asked.clear()
+        second = subprocess.run(command("second.jsonl"), env=env, capture_output=True, text=True, timeout=300)
+        assert second.returncode == 0, second.stderr
+        assert set(service.asked) == set(TRACES) - kept and set(service.asked.values()) == {1}
+
+    def decision(traces: str) -> dict:
+        out = tmp_path / f"{traces}.decision.json"
+        main(["score", "--gold", str(GOLD), "--trace", str(traces), "--run-id", "r", "--out", str(out)])
+        return {key: value for key, value in json.loads(out.read_text()).items() if key != "trace"}
+
+    assert decision(str(tmp_path / "second.jsonl")) == decision(str(ROOT / "examples/wfgy/traces.jsonl"))
