@@ -52,6 +52,7 @@ class FakeRagService:
         self.asked: Counter[str] = Counter()
         self.unauthorised = 0
         self.bodies: list[dict] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each question's arrival
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
@@ -76,6 +77,7 @@ class FakeRagService:
         with self._lock:
             self.asked[_qid(body)] += 1
             self.bodies.append(body)
+            self.arrivals.append(time.monotonic())
 
     def reply(self, body: dict) -> tuple[int, dict]:
         qid = _qid(body)
