@@ -83,7 +83,7 @@ def run_score(args: argparse.Namespace) -> int:
         evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id, scope)
         if args.promote:
             warnings.append(_promotion_note(args.baseline, mode, evaluation, promoted))
-    warnings += coverage_warnings(evaluation.grounded.counts)
+    warnings += coverage_warnings(evaluation)
     if evaluation.comparison is not None and evaluation.comparison.unmeasured:
         unmeasured = ", ".join(evaluation.comparison.unmeasured)
         warnings.append(f"baseline metrics not measured by this run: {unmeasured}")

@@ -29,6 +29,7 @@ numbers — ``true``, ``"0.5"``, ``.nan`` and ``.inf`` included.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
@@ -95,6 +96,25 @@ class AlertConfig(BaseModel):
     runbook: dict[Literal[RUNBOOK_STREAMS], str] = Field(default_factory=dict)
 
 
+class RefusalSettings(BaseModel):
+    """What counts as a refusal when a trace does not say (``scoring.refusal``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phrases: list[str] = Field(default_factory=lambda: ["not in context"])
+    patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return patterns
+
+
 class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -114,6 +134,11 @@ class EvalConfig(BaseModel):
     # The directory of reference texts, one per narrative_doc, that answer_accuracy measures against;
     # relative to the config file. ``--references`` overrides it.
     references: str | None = None
+    # What counts as a refusal when a trace does not say; the default is the answer "not in context".
+    refusals: RefusalSettings = Field(default_factory=RefusalSettings)
+    # A gold snippet (gold_claim_substr) shorter than this never counts as found in an answer: such a
+    # snippet matches too much by chance. A case whose snippets are all shorter is named in a warning.
+    min_snippet_chars: StrictInt = Field(default=5, ge=1)
 
     @field_validator("period_pattern")
     @classmethod

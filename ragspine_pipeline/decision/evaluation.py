@@ -32,13 +32,19 @@ from ragspine_pipeline.decision.paired import paired_test
 from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, names
-from ragspine_pipeline.scoring.grounded import GroundedScore, score_grounded
+from ragspine_pipeline.scoring.grounded import (
+    MIN_SUBSTR_CHARS,
+    GroundedScore,
+    score_grounded,
+    short_snippet_cases,
+)
 from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
 from ragspine_pipeline.scoring.narrative import ACCURACY as ANSWER_ACCURACY
 from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
 from ragspine_pipeline.scoring.narrative import read_references
 from ragspine_pipeline.scoring.qa_gates import FABRICATION, QAGates, has_qa_cases, score_qa_gates
+from ragspine_pipeline.scoring.refusal import mark_refusals
 from ragspine_pipeline.scoring.slices import Slice, slices
 
 LAYERED_METRICS = names("layered")
@@ -62,6 +68,9 @@ class Evaluation:
     comparison: Comparison | None = None
     qa: QAGates | None = None
     flakiness: dict | None = None  # per-case passes over repeated replays (``decision.flakiness``)
+    # Gold cases whose snippets are all shorter than the config's min_snippet_chars: never contained.
+    short_snippets: list[str] = field(default_factory=list)
+    min_snippet_chars: int = MIN_SUBSTR_CHARS
 
     @property
     def passed(self) -> bool:
@@ -305,7 +314,8 @@ def evaluate(
     nobody measured fails (it blocks when hard). ``expected_index_version``: the index the run was
     requested for; traces naming another one, or more than one, block (``mixed_index_versions``).
     """
-    grounded = score_grounded(gold, traces, k=k or config.k)
+    traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
+    grounded = score_grounded(gold, traces, k=k or config.k, min_snippet_chars=config.min_snippet_chars)
     layered, all_slices = None, []
     if evidence is not None:
         layered = score_layered(gold, traces, evidence, config.required_versions)
@@ -338,7 +348,18 @@ def evaluate(
         causes=_with_wrong_canaries(release_causes(gold, grounded.cases, layered), canary),
         expected_index_version=expected_index_version,
     )
-    evaluation = Evaluation(grounded, gate_results, release, results, layered, all_slices, None, qa)
+    evaluation = Evaluation(
+        grounded,
+        gate_results,
+        release,
+        results,
+        layered,
+        all_slices,
+        None,
+        qa,
+        short_snippets=short_snippet_cases(gold, config.min_snippet_chars),
+        min_snippet_chars=config.min_snippet_chars,
+    )
     return with_baseline(evaluation, baseline, config) if compare_baseline else evaluation
 
 
@@ -447,10 +468,19 @@ def ratchet_entry(
     )
 
 
-def coverage_warnings(counts: dict[str, int]) -> list[str]:
+def coverage_warnings(evaluation: Evaluation) -> list[str]:
     """What a reader of the report must know about the join of gold and traces (missing, unmatched and
-    duplicate traces)."""
+    duplicate traces) and about gold cases that can never be found contained (snippets too short)."""
+    counts = evaluation.grounded.counts
     warnings = []
+    short = evaluation.short_snippets
+    if short:
+        shown = ", ".join(short[:20]) + (f" and {len(short) - 20} more" if len(short) > 20 else "")
+        warnings.append(
+            f"{len(short)} gold case(s) have only snippets shorter than {evaluation.min_snippet_chars} "
+            f"characters, which never count as found: {shown} (lengthen them, or set min_snippet_chars "
+            "in the gates config)"
+        )
     if counts["missing"]:
         warnings.append(f"{counts['missing']} gold case(s) have no trace and are scored as empty answers")
     if counts["unmatched"]:

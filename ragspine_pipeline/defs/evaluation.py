@@ -105,7 +105,7 @@ def golden_evaluation(
     warnings = [
         *golden_set.attrs.get("warnings", []),
         *failure_warnings(golden_traces.attrs.get("failed") or {}),
-        *coverage_warnings(evaluation.grounded.counts),
+        *coverage_warnings(evaluation),
     ]
     for warning in warnings:
         context.log.warning(warning)

@@ -44,6 +44,7 @@ from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.production import production_metrics as score_production
+from ragspine_pipeline.scoring.refusal import mark_refusals
 from ragspine_pipeline.scoring.significance import NightTests, drop_tests
 from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.sampling import priority
@@ -185,8 +186,11 @@ def production_metrics(
     """
     day = context.partition_key
     with user_errors():
-        settings = committed_config().production
-        traces = to_table(production_traces, TRACE_SCHEMA)
+        config = committed_config()
+        settings = config.production
+        traces = mark_refusals(
+            to_table(production_traces, TRACE_SCHEMA), config.refusals.phrases, config.refusals.patterns
+        )
         evidence = eval_files.evidence()
     result = {"day": day, **score_production(traces, evidence).to_dict()}
     items = judge_items(traces, None, evidence)

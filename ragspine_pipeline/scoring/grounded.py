@@ -5,9 +5,10 @@ Notation: S = shipped answers (not refusals), R = refusals, A = gold cases with
 
 Per case:
 
-* **C (containment)**: some ``gold_claim_substr`` of at least 5 characters occurs in the claim,
-  case-insensitively. An empty list makes C true; a list whose substrings are all shorter than 5
-  characters makes C false (nothing qualifying can be found).
+* **C (containment)**: some ``gold_claim_substr`` of at least 5 characters (the gates config's
+  ``min_snippet_chars``) occurs in the claim, case-insensitively. An empty list makes C true; a list
+  whose substrings are all shorter makes C false (nothing qualifying can be found), and the run's
+  warnings name such cases (:func:`short_snippet_cases`).
 * **H (citation hit)**: the answer carries a citation list, every cited id is among the retrieved ids, and
   the citations meet the gold citations (or, when the case has no gold citations, the list is empty).
 
@@ -103,14 +104,34 @@ def refusals(
     return np.where(said, np.asarray(pc.fill_null(outcome_refused, False), dtype=bool), refused)
 
 
+def short_snippet_cases(gold: pa.Table, min_snippet_chars: int = MIN_SUBSTR_CHARS) -> list[str]:
+    """The qids of the gold cases whose snippets (``gold_claim_substr``, when there are any) are all
+    shorter than ``min_snippet_chars``: such a case's containment can never hold."""
+    short = f"list_bool_and([length(s) < {int(min_snippet_chars)} FOR s IN substrs])"
+    rows = duck.query(
+        f"SELECT qid FROM gold WHERE len(substrs) > 0 AND {short} ORDER BY position",
+        gold=pa.table(
+            {
+                "qid": gold.column("qid"),
+                "substrs": gold.column("gold_claim_substr"),
+                "position": np.arange(gold.num_rows),
+            }
+        ),
+    )
+    return rows.column("qid").to_pylist()
+
+
 def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:
     """Compliance of each answer: it carries a citation list (the canonical ``citations`` is not
     null: explicit, embedded in the text or from the claim ledger), or it is a refusal."""
     return np.asarray(citations.is_valid()) | refused
 
 
-def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScore:
-    """Score canonical trace columns against canonical gold columns (``contracts.columns``)."""
+def score_grounded(
+    gold: pa.Table, traces: pa.Table, k: int = 5, min_snippet_chars: int = MIN_SUBSTR_CHARS
+) -> GroundedScore:
+    """Score canonical trace columns against canonical gold columns (``contracts.columns``); a gold
+    snippet shorter than ``min_snippet_chars`` never counts as contained (:func:`short_snippet_cases`)."""
     if k < 1:
         raise ValueError("k must be at least 1")
     # What a trace says on its own is worked out once per trace, in file order, while the join hashes
@@ -120,7 +141,7 @@ def score_grounded(gold: pa.Table, traces: pa.Table, k: int = 5) -> GroundedScor
         answers = _Answers.of(traces)
         trace_rows, counts = joined.result()
     counts = {**counts, "cases": gold.num_rows, "traces": traces.num_rows}
-    cases, case_counts = _score_cases(gold, answers, trace_rows, k)
+    cases, case_counts = _score_cases(gold, answers, trace_rows, k, min_snippet_chars)
     counts.update(case_counts)
     metrics = {name: ratio(counts[num], counts[den]) for name, (num, den) in METRICS.items()}
     return GroundedScore(k=k, counts=counts, metrics=metrics, cases=cases)
@@ -171,7 +192,7 @@ class _Answers:
 
 
 def _score_cases(
-    gold: pa.Table, answers: _Answers, trace_rows: pa.Array | None, k: int
+    gold: pa.Table, answers: _Answers, trace_rows: pa.Array | None, k: int, min_snippet_chars: int
 ) -> tuple[pa.Table, dict]:
     """Per-case flags and metric counts for gold rows and the row of each one's trace (``trace_rows``:
     null where missing; None: the traces are in gold order). A missing trace answers with an empty claim
@@ -194,7 +215,7 @@ def _score_cases(
         SELECT
             position,
             len(substrs) = 0 OR coalesce(list_bool_or(
-                [contains(claim_lower, s) FOR s IN substrs IF length(s) >= {MIN_SUBSTR_CHARS}]
+                [contains(claim_lower, s) FOR s IN substrs IF length(s) >= {int(min_snippet_chars)}]
             ), false) AS contained,
             coalesce(list_bool_or(
                 [contains(claim_lower, p) FOR p IN {phrases_sql("gold_claim")}]
