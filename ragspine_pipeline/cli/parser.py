@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(commands)
     _add_alerts(commands)
     _add_schema(commands)
+    _add_check_traces(commands)
     return parser
 
 
@@ -58,6 +59,18 @@ def _add_schema(commands: Any) -> None:
     )
     parser.add_argument("type", choices=SCHEMA_TYPES, help="the record type")
     parser.set_defaults(run="ragspine_pipeline.cli.schema:run_schema")
+
+
+def _add_check_traces(commands: Any) -> None:
+    parser = commands.add_parser(
+        "check-traces",
+        help="how many traces carry each field, and which metrics the file can and cannot measure",
+        description="Exit 0 when some metric can be measured, 2 when no metric can use the file.",
+    )
+    parser.add_argument("trace", help="traces (JSONL, any supported dialect)")
+    parser.add_argument("--gold", help="golden set: the golden run's metrics (default: the nightly ones)")
+    parser.add_argument("--evidence", help="evidence registry (JSONL): adds the layered metrics")
+    parser.set_defaults(run="ragspine_pipeline.cli.check_traces:run_check_traces")
 
 
 def _add_score(commands: Any) -> None:

@@ -1,0 +1,102 @@
+"""``ragspine-eval check-traces FILE [--gold G] [--evidence E]``: what a trace file can be scored on.
+
+For a team wiring its service in: how many traces carry each field (the canonical columns every trace
+dialect is read into, ``ragspine-eval schema trace`` for the JSON), then every metric the file gives a
+value for and every one it leaves not applicable, with the condition that metric needs. With ``--gold``
+the metrics are the golden run's (scored against the golden set); without it, the nightly reference-free
+ones. Exit 0 when some rate can be measured, 2 when no metric can use the file (or it is unusable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ragspine_pipeline.cli.args import EXIT_PASS, EXIT_UNUSABLE
+from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
+from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
+from ragspine_pipeline.metrics import BY_NAME, METRICS
+
+
+def carried(table: pa.Table) -> dict[str, int]:
+    """Per canonical column, how many traces carry it (not null; a list or map with an item)."""
+    counts = {}
+    for field in TRACE_SCHEMA:
+        column = table.column(field.name)
+        present = pc.is_valid(column)
+        if pa.types.is_list(field.type) or pa.types.is_map(field.type):
+            lengths = [np.diff(np.asarray(chunk.offsets)) for chunk in column.chunks]  # map: no kernel
+            present = pc.and_(present, pa.chunked_array([pa.array(n > 0) for n in lengths], pa.bool_()))
+        counts[field.name] = int(pc.sum(present).as_py() or 0)
+    return counts
+
+
+# What an answer is made of: a trace carrying none of these gives no metric anything to measure.
+CONTENT = ("claim", "citations", "retrieved_ids", "selected_context_ids", "claims", "outcome_refused")
+
+
+def measured(
+    args: argparse.Namespace, traces: pa.Table
+) -> tuple[dict[str, tuple[float | None, int | None]], int]:
+    """``({metric: (value, denominator)}, traces matched)``: what the file gives (value None: not
+    applicable) and how many traces answer a case (with ``--gold``; else every trace)."""
+    evidence = load_evidence(args.evidence).table if args.evidence else None
+    if args.gold:
+        from ragspine_pipeline.decision.config import EvalConfig
+        from ragspine_pipeline.decision.evaluation import evaluate
+
+        gold = load_gold(args.gold).table
+        run = evaluate(gold, traces, gates=(), config=EvalConfig(), run_id="check-traces", evidence=evidence)
+        results = {name: (r.value, r.denominator) for name, r in run.results.items()}
+        return results, run.grounded.counts["matched"]
+    from ragspine_pipeline.scoring.production import production_metrics
+
+    night = production_metrics(traces, evidence)
+    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows
+
+
+def run_check_traces(args: argparse.Namespace) -> int:
+    traces = load_traces(args.trace).table
+    n = traces.num_rows
+    print(f"{args.trace}: {n} trace(s)")
+    width = max(len(name) for name in TRACE_SCHEMA.names)
+    fields = carried(traces)
+    for name, count in fields.items():
+        share = f"{count / n:.0%}" if n else "-"
+        print(f"  {name:<{width}}  {count:>8}  {share:>4}")
+    results, matched = measured(args, traces) if n else ({}, 0)
+    usable = [name for name, (value, _n) in results.items() if value is not None and _is_rate(name)]
+    if usable:
+        print("metrics measured:")
+    for name in usable:
+        value, denominator = results[name]
+        print(f"  {name} = {value:.4g} over {denominator}")
+    unusable = [name for name, (value, _n) in results.items() if value is None]
+    if not args.evidence:
+        families = ("layered",) if args.gold else ("production",)
+        unusable += [m.name for m in METRICS if m.requires_registry and m.family in families]
+    if unusable:
+        print("not applicable (n/a), and what each needs:")
+        for name in unusable:
+            needs = BY_NAME[name].applies if name in BY_NAME else "its inputs"
+            if not args.evidence and BY_NAME.get(name) and BY_NAME[name].requires_registry:
+                needs = "an evidence registry (--evidence)"
+            print(f"  {name}: {needs}")
+    problem = None
+    if not sum(fields[name] for name in CONTENT):
+        problem = "no trace carries an answer, citations, retrieved or selected ids, or a refusal flag"
+    elif not matched:
+        problem = "no trace answers a case of the golden set (by qid, or by its exact question)"
+    if problem is not None:
+        print(f"ragspine-eval: {args.trace}: no metric can use this file: {problem}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    return EXIT_PASS
+
+
+def _is_rate(name: str) -> bool:
+    metric = BY_NAME.get(name)
+    return metric is None or metric.kind in ("rate", "score")

@@ -1,0 +1,49 @@
+"""`ragspine-eval check-traces`: per field how many traces carry it, which metrics the file measures and
+which it leaves n/a with what they need; exit 2 for a file no metric can use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragspine_pipeline.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+WFGY = ROOT / "examples/wfgy"
+LAYERED = ROOT / "examples/layered"
+
+
+def test_against_a_golden_set_it_counts_fields_and_names_the_na_metrics(capsys):
+    assert main(["check-traces", str(WFGY / "traces.jsonl"), "--gold", str(WFGY / "gold.jsonl")]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ")}
+    assert lines["citations"] == ["15", "75%"] and lines["retrieved_ids"] == ["20", "100%"]
+    assert lines["selected_context_ids"] == ["0", "0%"]
+    assert "  precision = 0.9333 over 15" in out
+    assert "  claim_containment: some answerable case has a gold claim" in out
+    assert "  context_recall: an evidence registry (--evidence)" in out
+
+
+def test_with_an_evidence_registry_the_layered_metrics_are_measured(capsys):
+    argv = ["check-traces", str(LAYERED / "traces.jsonl"), "--gold", str(LAYERED / "gold.jsonl")]
+    assert main([*argv, "--evidence", str(LAYERED / "evidence.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "  context_recall = " in out and "an evidence registry (--evidence)" not in out
+
+
+def test_without_a_golden_set_the_nightly_metrics_are_listed(capsys):
+    assert main(["check-traces", str(WFGY / "traces.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "  refusal_rate = 0.25 over 20" in out and "  latency_p95_ms: some trace has a latency" in out
+
+
+def test_a_file_no_metric_can_use_exits_2_with_one_line(tmp_path, capsys):
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"qid": "HR-001", "latency_ms": 12}) + "\n")
+    assert main(["check-traces", str(bare)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ragspine-eval: {bare}: no metric can use this file: no trace carries an answer, citations, "
+        "retrieved or selected ids, or a refusal flag"
+    )
+    assert main(["check-traces", str(LAYERED / "traces.jsonl"), "--gold", str(WFGY / "gold.jsonl")]) == 2
+    assert "no trace answers a case of the golden set" in capsys.readouterr().err
