@@ -284,9 +284,9 @@ class OpenedSut:
 
 class SutResource(dg.ConfigurableResource):
     """The system under test: the built-in reference engine, or a SUT declared by its settings (an HTTP
-    RAG service, a Python function, a recorded file: ``sources.sut``).
+    RAG service, a Python function, a recorded file: `sources.sut`).
 
-    Answers are kept in ``answers_dir`` as they arrive, per SUT and index version, so a replay that
+    Answers are kept in `answers_dir` as they arrive, per SUT and index version, so a replay that
     failed part way asks only what is missing when the run is retried."""
 
     kind: Literal["reference", "declared"] = "reference"
