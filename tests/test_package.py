@@ -141,6 +141,22 @@ def test_the_core_wheel_gives_the_command_without_dagster_or_a_compiler(wheel, t
         ROOT / "ragspine_pipeline" / "demo" / "gates.yaml"
     ).read_text()
 
+    # So is what `init` writes for a new service's project.
+    project = run(env, work, command, "init", str(tmp_path / "support-bot"))
+    assert project.returncode == 0, project.stderr
+    written = sorted(
+        p.relative_to(tmp_path / "support-bot").as_posix() for p in (tmp_path / "support-bot").rglob("*")
+    )
+    assert written == [
+        ".env.example",
+        "README.md",
+        "gates.yaml",
+        "golden",
+        "golden/CASES.md",
+        "golden/gold.jsonl",
+        "sut.yaml",
+    ]
+
     judge = run(env, work, command, "judge", "--trace", str(EXAMPLES / "wfgy/traces.jsonl"))
     assert judge.returncode == 2
     assert (

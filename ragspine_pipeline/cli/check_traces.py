@@ -1,10 +1,12 @@
-"""``ragspine-eval check-traces FILE [--gold G] [--evidence E]``: what a trace file can be scored on.
+"""``ragspine-eval check-traces FILE [--gold G] [--evidence E] [--config C]``: what a trace file can be
+scored on.
 
 For a team wiring its service in: how many traces carry each field (the canonical columns every trace
 dialect is read into, ``ragspine-eval schema trace`` for the JSON), then every metric the file gives a
 value for and every one it leaves not applicable, with the condition that metric needs. With ``--gold``
 the metrics are the golden run's (scored against the golden set); without it, the nightly reference-free
-ones. Exit 0 when some rate can be measured, 2 when no metric can use the file (or it is unusable).
+ones; ``--config`` brings the gates config's refusal phrases and snippet length. Exit 0 when some rate
+can be measured, 2 when no metric can use the file (or it is unusable).
 """
 
 from __future__ import annotations
@@ -44,17 +46,22 @@ def measured(
 ) -> tuple[dict[str, tuple[float | None, int | None]], int]:
     """``({metric: (value, denominator)}, traces matched)``: what the file gives (value None: not
     applicable) and how many traces answer a case (with ``--gold``; else every trace)."""
-    evidence = load_evidence(args.evidence).table if args.evidence else None
-    if args.gold:
-        from ragspine_pipeline.decision.config import EvalConfig
-        from ragspine_pipeline.decision.evaluation import evaluate
+    from ragspine_pipeline.decision.config import EvalConfig, load_config
+    from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, evaluate, metric_scope
 
+    evidence = load_evidence(args.evidence).table if args.evidence else None
+    config = (
+        load_config(args.config, KNOWN_METRICS, metric_scope(args.evidence)) if args.config else EvalConfig()
+    )
+    if args.gold:
         gold = load_gold(args.gold).table
-        run = evaluate(gold, traces, gates=(), config=EvalConfig(), run_id="check-traces", evidence=evidence)
+        run = evaluate(gold, traces, gates=(), config=config, run_id="check-traces", evidence=evidence)
         results = {name: (r.value, r.denominator) for name, r in run.results.items()}
         return results, run.grounded.counts["matched"]
     from ragspine_pipeline.scoring.production import production_metrics
+    from ragspine_pipeline.scoring.refusal import mark_refusals
 
+    traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
     night = production_metrics(traces, evidence)
     return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows
 

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_alerts(commands)
     _add_schema(commands)
     _add_check_traces(commands)
+    _add_init(commands)
     return parser
 
 
@@ -61,6 +62,22 @@ def _add_schema(commands: Any) -> None:
     parser.set_defaults(run="ragspine_pipeline.cli.schema:run_schema")
 
 
+def _add_init(commands: Any) -> None:
+    parser = commands.add_parser(
+        "init",
+        help="a new evaluation project for your service: golden-set template, gates, SUT settings",
+        description="Exit 0 when the project was written, 2 when the folder exists and is not empty.",
+    )
+    parser.add_argument("folder", help="the new project's folder (created; must not hold anything)")
+    parser.add_argument("--service", help="the service's name (default: the folder's, as an identifier)")
+    parser.add_argument(
+        "--sut-url",
+        default="http://127.0.0.1:8080/answer",
+        help="the URL your service answers questions at (written into sut.yaml)",
+    )
+    parser.set_defaults(run="ragspine_pipeline.cli.init:run_init")
+
+
 def _add_check_traces(commands: Any) -> None:
     parser = commands.add_parser(
         "check-traces",
@@ -70,6 +87,7 @@ def _add_check_traces(commands: Any) -> None:
     parser.add_argument("trace", help="traces (JSONL, any supported dialect)")
     parser.add_argument("--gold", help="golden set: the golden run's metrics (default: the nightly ones)")
     parser.add_argument("--evidence", help="evidence registry (JSONL): adds the layered metrics")
+    parser.add_argument("--config", help="gates config (YAML): its refusal phrases and snippet length")
     parser.set_defaults(run="ragspine_pipeline.cli.check_traces:run_check_traces")
 
 

@@ -1,0 +1,67 @@
+"""``ragspine-eval init DIR``: a new evaluation project for your service.
+
+Writes a golden-set template (``golden/gold.jsonl`` and ``golden/CASES.md`` explaining each case), a
+commented gates config, the SUT's settings (``sut.yaml``, pointing at ``--sut-url``), ``.env.example``
+and a README with the commands of each release. Refuses a folder that exists and is not empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from importlib import resources
+from pathlib import Path
+
+from ragspine_pipeline.cli.args import EXIT_PASS
+from ragspine_pipeline.errors import InputError
+
+TEMPLATE = "project_template"
+RENAMED = {"env.example": ".env.example"}  # a dotfile is not package data everywhere
+
+
+def service_name(folder: Path) -> str:
+    """``support-bot`` → ``support_bot``: a name that is an identifier (for settings and variables)."""
+    name = re.sub(r"\W+", "_", folder.name.strip()).strip("_").lower()
+    if not name or name[0].isdigit():
+        name = f"service_{name}"
+    return name
+
+
+def run_init(args: argparse.Namespace) -> int:
+    target = Path(args.folder)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(str(target), "exists and is not an empty folder: init writes a new project")
+    service = args.service or service_name(target.absolute())
+    values = {
+        "{{SERVICE}}": service,
+        "{{SERVICE_ENV}}": service.upper(),
+        "{{SERVICE_PREFIX}}": service.upper().replace("_", "-"),
+        "{{SUT_URL}}": args.sut_url,
+    }
+    template = resources.files("ragspine_pipeline").joinpath(TEMPLATE)
+    written = []
+    for source, relative in _files(template, Path()):
+        text = source.read_text(encoding="utf-8")
+        for placeholder, value in values.items():
+            text = text.replace(placeholder, value)
+        path = (
+            target / RENAMED.get(relative.name, relative.name)
+            if relative.parent == Path()
+            else target / relative
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path.relative_to(target).as_posix())
+    print(f"{target}: a new evaluation project for {service} ({', '.join(sorted(written))})")
+    print(f"next: set {service.upper()}_TOKEN, then follow {target / 'README.md'}")
+    return EXIT_PASS
+
+
+def _files(folder, relative: Path):
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.startswith(("__", ".")):
+            continue
+        if entry.is_dir():
+            yield from _files(entry, relative / entry.name)
+        else:
+            yield entry, relative / entry.name
