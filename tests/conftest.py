@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from hypothesis import settings
@@ -25,6 +25,7 @@ from hypothesis import settings
 os.environ.setdefault("RAGSPINE_PARTITIONS_START", "2026-01-01")
 
 from ragspine_pipeline.sources.s3 import s3_client
+from tests.loopback import LoopbackServer
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (the Makefile sets it; `ci` when unset). Every
 # property in the suite states its own max_examples, which `ci` keeps. `quick` (`make test-fast`, a
@@ -245,12 +246,7 @@ class Recorded:
         return json.loads(self.body)
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request, client_address) -> None:
-        pass  # a client that gave up (timeout tests) closes the socket before the reply: expected
-
-
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """A loopback HTTP server answering from a queue of :class:`Reply` and recording every request it
     received. Once the queue is empty it answers with ``default(request)`` (500 without one)."""
 
@@ -259,13 +255,11 @@ class ScriptedServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.origin
 
     def script(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -301,14 +295,6 @@ class ScriptedServer:
                 pass
 
         return Handler
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
 
 
 class FakeSlack(ScriptedServer):

@@ -14,8 +14,10 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl
+
+from tests.loopback import LoopbackServer
 
 NESTED_MAPPING = {
     "answer_json": "data.reply",
@@ -24,15 +26,7 @@ NESTED_MAPPING = {
 }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def handle_error(self, request, client_address) -> None:
-        pass  # a client that gave up closes the socket before the reply: expected
-
-
-class FakeRagService:
+class FakeRagService(LoopbackServer):
     def __init__(
         self,
         traces: dict[str, dict],
@@ -54,22 +48,11 @@ class FakeRagService:
         self.bodies: list[dict] = []
         self.arrivals: list[float] = []  # time.monotonic() of each question's arrival
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}{self.path}"
-
-    def __enter__(self) -> FakeRagService:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+        return self.origin + self.path
 
     def arrived(self, body: dict) -> None:
         """Count a question when it arrives (before the delay), so a client killed while waiting for

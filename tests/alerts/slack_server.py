@@ -17,8 +17,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from tests.loopback import LoopbackServer
 
 TOKEN = "xoxb-fake-slack-token"
 CHANNELS = {"rag-alerts": "C0ALERTS"}
@@ -49,15 +51,7 @@ class _State:
     calls: dict[str, int] = field(default_factory=dict)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # an answer delayed past a client's timeout must not hold stop()
-    block_on_close = False
-
-    def handle_error(self, request, client_address) -> None:
-        pass  # a client that gave up (a timeout, a killed process) closes its socket: expected
-
-
-class SlackServer:
+class SlackServer(LoopbackServer):
     """Start with :meth:`start`, point ``SLACK_API_BASE_URL`` at :attr:`url`, read :attr:`messages`."""
 
     def __init__(self, token: str = TOKEN, channels: dict[str, str] | None = None) -> None:
@@ -66,13 +60,11 @@ class SlackServer:
         self.state = _State()
         self._lock = threading.Lock()
         self._clock = itertools.count(1)
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/api/"
+        return self.origin + "/api/"
 
     @property
     def messages(self) -> list[Message]:
@@ -98,15 +90,6 @@ class SlackServer:
             if throttle_s is not None:
                 self.state.throttle_s = throttle_s
             self.state.hook = hook
-
-    def start(self) -> SlackServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
 
     # -- the Web API ---------------------------------------------------------------------------
 

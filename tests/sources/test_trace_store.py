@@ -7,7 +7,7 @@ import threading
 import time
 from collections import Counter
 from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -25,6 +25,7 @@ from ragspine_pipeline.sources.trace_store import (
     open_trace_store,
 )
 from tests.conftest import SECRET_KEY, put_many
+from tests.loopback import LoopbackServer
 
 # relative path → bytes; the trace store's layout (<root>/dt=YYYY-MM-DD/*.jsonl[.gz]) plus things a
 # store must ignore.
@@ -212,7 +213,7 @@ def test_days_must_be_iso_dates(tmp_path):
             store.objects(bad)
 
 
-class BurstProxy:
+class BurstProxy(LoopbackServer):
     """A loopback HTTP proxy in front of the moto server that answers S3's ``503 SlowDown`` to the first
     ``burst`` requests for each distinct (method, path) it sees, then forwards: an error burst."""
 
@@ -222,13 +223,11 @@ class BurstProxy:
         self.failed: Counter = Counter()
         self.forwarded: Counter = Counter()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.origin
 
     def _handler(self):
         proxy = self
@@ -268,15 +267,6 @@ class BurstProxy:
                 pass
 
         return Handler
-
-    def __enter__(self) -> BurstProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
 
 
 def describe_request(path: str) -> str:
