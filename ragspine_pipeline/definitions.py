@@ -1,44 +1,21 @@
-"""The ragspine_pipeline code location: every asset, check, job, schedule, sensor and resource.
-
-Read top to bottom: the golden path (golden set → SUT replay → metrics → decision → baseline), the
-nightly production path, the report, the checks (release gates, alerts), then automation and
-resources. ``dg dev`` / ``dg check defs`` load this module (``[tool.dg.project]`` in pyproject.toml).
+"""The ragspine_pipeline code location: the evaluated service's definitions (``defs.assemble``), how
+a run executes its steps, and where values between steps live. ``dg dev`` / ``dg check defs`` load
+this module (``[tool.dg.project]`` in pyproject.toml).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
+from pathlib import Path
 
 import dagster as dg
 
-from ragspine_pipeline.defs.alerts import (
-    alert_outbox_flushed,
-    evaluation_run_failure_sensor,
-    evaluation_run_success_sensor,
-    regression_alert,
-)
-from ragspine_pipeline.defs.automation import (
-    full_eval,
-    index_rebuild_sensor,
-    nightly_eval,
-    nightly_eval_schedule,
-    reeval_on_index_rebuild,
-)
-from ragspine_pipeline.defs.evaluation import golden_evaluation
-from ragspine_pipeline.defs.extraction import (
-    extraction_alert,
-    extraction_baseline,
-    extraction_channels,
-    extraction_scores,
-)
-from ragspine_pipeline.defs.golden import golden_set, golden_traces
+from ragspine_pipeline.defs.assemble import service_definitions
 from ragspine_pipeline.defs.io import ObjectStoreIOManager
-from ragspine_pipeline.defs.judge import JudgeResource
-from ragspine_pipeline.defs.production import production_metrics, production_traces
-from ragspine_pipeline.defs.release import baseline, release_gates_check
-from ragspine_pipeline.defs.reports import slice_report
 from ragspine_pipeline.defs.resources import default_resources
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
 
 EXECUTORS = ("in_process", "multiprocess", "celery")
@@ -88,38 +65,43 @@ def io_manager_from_env(env: Mapping[str, str] = os.environ) -> ObjectStoreIOMan
 
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
-    """The code location; tests pass their own resources (temp folders, a moto S3 endpoint)."""
-    return dg.Definitions(
-        assets=[
-            golden_set,
-            golden_traces,
-            golden_evaluation,
-            baseline,
-            extraction_scores,
-            extraction_baseline,
-            production_traces,
-            production_metrics,
-            slice_report,
-        ],
-        asset_checks=[
-            release_gates_check(),
-            regression_alert,
-            extraction_channels,
-            extraction_alert,
-            alert_outbox_flushed,
-        ],
-        jobs=[full_eval, reeval_on_index_rebuild, nightly_eval],
-        schedules=[nightly_eval_schedule],
-        sensors=[index_rebuild_sensor, evaluation_run_success_sensor, evaluation_run_failure_sensor],
-        executor=executor_from_env(),
-        # The judge is optional everywhere: a resource set without one gets the unconfigured default.
-        # Values between steps are written whole or not at all, so concurrent runs both finish.
-        resources={
-            "io_manager": io_manager_from_env(),
-            "judge": JudgeResource(),
-            **(resources if resources is not None else default_resources()),
-        },
+    """The code location of one service, unnamed (plain asset keys and job names), its settings from
+    ``resources`` (tests pass their own: temp folders, a moto S3 endpoint), else from the environment.
+    The settings are also listed as the code location's resources, as the UI shows them."""
+    service = Service.from_resources(resources if resources is not None else default_resources())
+    return dg.Definitions.merge(
+        service_definitions(service),
+        dg.Definitions(
+            executor=executor_from_env(),
+            # Values between steps are written whole or not at all, so concurrent runs both finish.
+            resources={"io_manager": io_manager_from_env(), **service.resources},
+        ),
     )
 
 
-defs = build_definitions()
+# Dagster turns the asset checks a component returns into assets definitions and back, passing a beta
+# parameter of its own (execution_type) on the way: nothing of ours to act on, and noise in every load.
+warnings.filterwarnings("ignore", message="Parameter `execution_type`", category=dg.BetaWarning)
+
+
+def code_location() -> dg.Definitions:
+    """Every service declared under ``ragspine_pipeline/services`` (a ``defs.yaml`` each), how a run
+    executes its steps, and where values between steps live."""
+    import ragspine_pipeline.services
+
+    # From the module, not the checkout's pyproject.toml: an installed package (a wheel, an image)
+    # loads the same services.
+    project_root = Path(__file__).resolve().parent.parent
+    with warnings.catch_warnings():
+        # Dagster's component loader uses beta and preview parts of its own (load_from_defs_folder
+        # silences them the same way): nothing of ours to act on.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        services = dg.ComponentTree.from_module(ragspine_pipeline.services, project_root).build_defs()
+    return dg.Definitions.merge(
+        services,
+        dg.Definitions(executor=executor_from_env(), resources={"io_manager": io_manager_from_env()}),
+    )
+
+
+defs = code_location()

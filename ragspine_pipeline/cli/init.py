@@ -1,8 +1,10 @@
 """``ragspine-eval init DIR``: a new evaluation project for your service.
 
 Writes a golden-set template (``golden/gold.jsonl`` and ``golden/CASES.md`` explaining each case), a
-commented gates config, the SUT's settings (``sut.yaml``, pointing at ``--sut-url``), ``.env.example``
-and a README with the commands of each release. Refuses a folder that exists and is not empty.
+commented gates config, the SUT's settings (``sut.yaml``, pointing at ``--sut-url``), ``.env.example``,
+a README with the commands of each release, and the same service as a Dagster project
+(``pyproject.toml``, ``<service>_evaluation/defs/<service>/defs.yaml``: ``dg check defs``, ``dg dev``).
+Refuses a folder that exists and is not empty.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from ragspine_pipeline.cli.args import EXIT_PASS
 from ragspine_pipeline.errors import InputError
 
 TEMPLATE = "project_template"
-RENAMED = {"env.example": ".env.example"}  # a dotfile is not package data everywhere
+# A dotfile is not package data everywhere; the component's defs.yaml goes where Dagster looks for it.
+RENAMED = {"env.example": ".env.example", "defs.yaml": "{package}/defs/{service}/defs.yaml"}
+DEFINITIONS = """from pathlib import Path
+
+import dagster as dg
+
+defs = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+"""
 
 
 def service_name(folder: Path) -> str:
@@ -38,23 +47,29 @@ def run_init(args: argparse.Namespace) -> int:
         "{{SERVICE_PREFIX}}": service.upper().replace("_", "-"),
         "{{SUT_URL}}": args.sut_url,
     }
+    package = f"{service}_evaluation"
     template = resources.files("ragspine_pipeline").joinpath(TEMPLATE)
     written = []
     for source, relative in _files(template, Path()):
         text = source.read_text(encoding="utf-8")
         for placeholder, value in values.items():
             text = text.replace(placeholder, value)
-        path = (
-            target / RENAMED.get(relative.name, relative.name)
-            if relative.parent == Path()
-            else target / relative
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path.relative_to(target).as_posix())
-    print(f"{target}: a new evaluation project for {service} ({', '.join(sorted(written))})")
+        renamed = RENAMED.get(relative.as_posix(), relative.as_posix())
+        written.append(_write(target / renamed.format(package=package, service=service), text))
+    written.append(_write(target / package / "__init__.py", ""))
+    written.append(_write(target / package / "defs" / "__init__.py", ""))
+    written.append(_write(target / package / "definitions.py", DEFINITIONS))
+    (target / "traces").mkdir()
+    listed = ", ".join(sorted(path.relative_to(target).as_posix() for path in written))
+    print(f"{target}: a new evaluation project for {service} ({listed})")
     print(f"next: set {service.upper()}_TOKEN, then follow {target / 'README.md'}")
     return EXIT_PASS
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _files(folder, relative: Path):

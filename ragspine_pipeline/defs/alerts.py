@@ -16,54 +16,67 @@ import dagster as dg
 
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
-from ragspine_pipeline.defs.golden import RELEASE_DECISION
-from ragspine_pipeline.defs.reports import slice_report
-from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
+from ragspine_pipeline.defs.resources import AlertsResource
+from ragspine_pipeline.defs.service import Service
 
 # A run that failed only because a blocking gate check said "block" is a regression, announced by
 # regression_alert; the run-failure alert is for everything else.
 GATE_FAILURE = "DagsterAssetCheckFailedError"
 
 
-@dg.asset_check(asset=RELEASE_DECISION, description="announce a new regression or a recovery (Slack)")
-def regression_alert(
-    context: dg.AssetCheckExecutionContext,
-    release_decision: dict,
-    alerts: AlertsResource,
-    eval_files: EvalFiles,
-) -> dg.AssetCheckResult:
-    stream = f"release:{eval_files.baseline_mode}"  # the decision's run_id is the run that decided
-    alert = release_alert(release_decision, stream, alerts.webserver_base_url, alerts.runbook("release"))
-    return alerts.alert_check(alert, context.log)
+def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[dg.SensorDefinition]]:
+    """The service's alert checks, and the run-status sensors that post its runs' alerts."""
+    alerts = service.alerts
 
-
-@dg.asset_check(asset=slice_report, description="deliver alerts that earlier, finished runs left pending")
-def alert_outbox_flushed(
-    context: dg.AssetCheckExecutionContext, alerts: AlertsResource
-) -> dg.AssetCheckResult:
-    return alerts.check_result(alerts.deliver(context.log, context.instance))
-
-
-# No monitored_jobs: every job of this code location is an evaluation run (the two jobs, and the
-# whole-graph runs of `make run` and the UI's "Materialize all").
-@dg.run_failure_sensor(
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Post a failed evaluation run's alerts to Slack, with the crash itself unless only "
-    "release gates failed.",
-)
-def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext, alerts: AlertsResource) -> None:
-    finish_failed_run(
-        alerts, context.dagster_run, context.get_step_failure_events(), context.instance, context.log
+    @dg.asset_check(
+        asset=service.key("release_decision"),
+        name="regression_alert",
+        description="announce a new regression or a recovery (Slack)",
     )
+    def regression_alert(
+        context: dg.AssetCheckExecutionContext, release_decision: dict
+    ) -> dg.AssetCheckResult:
+        # The decision's run_id is the run that decided.
+        stream = service.stream(f"release:{service.files.baseline_mode}")
+        alert = release_alert(release_decision, stream, alerts.webserver_base_url, alerts.runbook("release"))
+        return alerts.alert_check(alert, context.log)
 
+    @dg.asset_check(
+        asset=service.key("slice_report"),
+        name="alert_outbox_flushed",
+        description="deliver alerts that earlier, finished runs left pending",
+    )
+    def alert_outbox_flushed(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        return alerts.check_result(alerts.deliver(context.log, context.instance))
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Post a finished evaluation run's alerts to Slack, as one message.",
-)
-def evaluation_run_success_sensor(context: dg.RunStatusSensorContext, alerts: AlertsResource) -> None:
-    alerts.deliver(context.log, context.instance)
+    # No monitored_jobs: a run of the service may be one of its jobs or a selection of its assets (the
+    # UI's "Materialize all"); the sensor keeps to the runs of its own service (Service.owns).
+    @dg.run_failure_sensor(
+        name=service.node("evaluation_run_failure_sensor"),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Post a failed evaluation run's alerts to Slack, with the crash itself unless only "
+        "release gates failed.",
+    )
+    def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext) -> None:
+        if service.owns(context.dagster_run):
+            finish_failed_run(
+                alerts, context.dagster_run, context.get_step_failure_events(), context.instance, context.log
+            )
+
+    @dg.run_status_sensor(
+        name=service.node("evaluation_run_success_sensor"),
+        run_status=dg.DagsterRunStatus.SUCCESS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Post a finished evaluation run's alerts to Slack, as one message.",
+    )
+    def evaluation_run_success_sensor(context: dg.RunStatusSensorContext) -> None:
+        if service.owns(context.dagster_run):
+            alerts.deliver(context.log, context.instance)
+
+    return [regression_alert, alert_outbox_flushed], [
+        evaluation_run_failure_sensor,
+        evaluation_run_success_sensor,
+    ]
 
 
 def finish_failed_run(

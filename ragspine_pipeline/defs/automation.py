@@ -9,40 +9,11 @@ import os
 
 import dagster as dg
 
-from ragspine_pipeline.defs.evaluation import golden_evaluation
-from ragspine_pipeline.defs.extraction import extraction_scores
-from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG, golden_set, golden_traces
-from ragspine_pipeline.defs.production import production_metrics, production_traces
-from ragspine_pipeline.defs.reports import slice_report
+from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.resources import IndexManifestResource
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import ManifestMissing
-
-nightly_eval = dg.define_asset_job(
-    "nightly_eval",
-    selection=dg.AssetSelection.assets(production_traces, production_metrics, slice_report),
-    description="Sample the previous day's production traces, score them reference-free, refresh the report.",
-)
-
-reeval_on_index_rebuild = dg.define_asset_job(
-    "reeval_on_index_rebuild",
-    selection=dg.AssetSelection.assets(
-        golden_set, golden_traces, golden_evaluation, extraction_scores
-    ).downstream()
-    - dg.AssetSelection.assets(production_traces, production_metrics),
-    description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "
-    "score the re-extracted documents' channels.",
-)
-
-full_eval = dg.define_asset_job(
-    "full_eval",
-    selection=dg.AssetSelection.all(),
-    description="Everything in one run: the golden replay, decision and baseline, the extraction "
-    "channels, one production day (the run's partition) and the report. What `make run` launches.",
-)
-
-# Daily at 02:00 UTC for the previous day's partition (the daily partitions end at yesterday).
-nightly_eval_schedule = dg.build_schedule_from_partitioned_job(nightly_eval, hour_of_day=2, minute_of_hour=0)
 
 
 def run_key(index_version: str) -> str:
@@ -62,21 +33,66 @@ def sensor_interval(env: dict[str, str] | os._Environ = os.environ) -> int:
     return int(text)
 
 
-@dg.sensor(job=reeval_on_index_rebuild, minimum_interval_seconds=sensor_interval())
-def index_rebuild_sensor(
+def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
+    """The service's jobs, its nightly schedule and its index-rebuild sensor."""
+    key = service.key
+    production = dg.AssetSelection.assets(key("production_traces"), key("production_metrics"))
+    nightly_eval = dg.define_asset_job(
+        service.node("nightly_eval"),
+        selection=production | dg.AssetSelection.assets(key("slice_report")),
+        description="Sample the previous day's production traces, score them reference-free, refresh the "
+        "report.",
+    )
+    reeval_on_index_rebuild = dg.define_asset_job(
+        service.node("reeval_on_index_rebuild"),
+        selection=dg.AssetSelection.assets(
+            key("golden_set"), key("golden_traces"), key("metric_table"), key("extraction_scores")
+        ).downstream()
+        - production,
+        description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "
+        "score the re-extracted documents' channels.",
+    )
+    full_eval = dg.define_asset_job(
+        service.node("full_eval"),
+        selection=dg.AssetSelection.all()
+        if service.name is None
+        else dg.AssetSelection.key_prefixes(service.name),
+        description="Everything in one run: the golden replay, decision and baseline, the extraction "
+        "channels, one production day (the run's partition) and the report. What `make run` launches.",
+    )
+    # Daily (02:00 UTC unless the service says) for the previous day (the daily partitions end at yesterday).
+    hour, minute = service.nightly_at
+    nightly_eval_schedule = dg.build_schedule_from_partitioned_job(
+        nightly_eval, hour_of_day=hour, minute_of_hour=minute
+    )
+
+    @dg.sensor(
+        name=service.node("index_rebuild_sensor"),
+        job=reeval_on_index_rebuild,
+        minimum_interval_seconds=sensor_interval(),
+    )
+    def index_rebuild_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        """Request one `reeval_on_index_rebuild` run for every new `index_version` of the manifest.
+
+        The cursor is the last index version a run was requested for; the manifest is read from a local
+        path or `s3://`. A missing manifest or an unchanged version is a skip with its reason; an
+        unreachable store or a malformed manifest fails the tick with a one-line error.
+
+        Only the live index can be replayed: a version published and replaced between two ticks cannot
+        be evaluated any more. It is never skipped silently: when the manifest lists its
+        `previous_versions`, the run for the new version names those superseded since the cursor in
+        its `ragspine/superseded_versions` tag, and the tick logs them (`superseded`).
+        """
+        return rebuild_tick(context, service.index_manifest)
+
+    jobs = [full_eval, reeval_on_index_rebuild, nightly_eval]
+    return jobs, [nightly_eval_schedule], [index_rebuild_sensor]
+
+
+def rebuild_tick(
     context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource
 ) -> dg.SensorResult | dg.SkipReason:
-    """Request one `reeval_on_index_rebuild` run for every new `index_version` of the manifest.
-
-    The cursor is the last index version a run was requested for; the manifest is read from a local
-    path or `s3://`. A missing manifest or an unchanged version is a skip with its reason; an
-    unreachable store or a malformed manifest fails the tick with a one-line error.
-
-    Only the live index can be replayed: a version published and replaced between two ticks cannot be
-    evaluated any more. It is never skipped silently: when the manifest lists its
-    `previous_versions`, the run for the new version names those superseded since the cursor in
-    its `ragspine/superseded_versions` tag, and the tick logs them (`superseded`).
-    """
+    """One tick of the index-rebuild sensor against ``index_manifest``."""
     try:
         manifest = index_manifest.read()
     except ManifestMissing as exc:

@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ragspine_pipeline.decision import baseline as baselines
-from ragspine_pipeline.decision.config import load_config
 from ragspine_pipeline.decision.evaluation import (
     KNOWN_METRICS,
     coverage_warnings,
@@ -26,145 +25,150 @@ from ragspine_pipeline.decision.evaluation import (
     with_replays,
 )
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
-from ragspine_pipeline.defs.golden import (
-    GROUP,
-    INDEX_VERSION_TAG,
-    METRIC_TABLE,
-    gold_of,
-    golden_set,
-    golden_traces,
-    replays_of,
-)
+from ragspine_pipeline.defs.golden import GROUP, INDEX_VERSION_TAG, gold_of, replays_of
 from ragspine_pipeline.defs.io import to_frame
-from ragspine_pipeline.defs.judge import JUDGE_POOL, JudgeResource, judge_check, judge_check_spec, judge_step
+from ragspine_pipeline.defs.judge import JUDGE_POOL, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.release import decision_metadata, decision_value
-from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles, gates_config_path
+from ragspine_pipeline.defs.resources import METRIC_SCOPE
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
 from ragspine_pipeline.reports.metric_table import means_by_metric, metric_table
 from ragspine_pipeline.sources.replay import failure_warnings
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
-UPSTREAM = {golden_set.key, golden_traces.key}
 
+def evaluation_asset(service: Service) -> dg.AssetsDefinition:
+    """The service's `metric_table` and `release_decision`, computed in one step."""
+    golden_set, golden_traces = service.key("golden_set"), service.key("golden_traces")
+    table_key = service.key("metric_table")
+    upstream = {golden_set, golden_traces}
 
-@dg.multi_asset(
-    name="golden_evaluation",
-    outs={
-        "metric_table": dg.AssetOut(
-            group_name=GROUP,
-            description="Per-case × metric scores in long format (qid, metric, model, value, applicable): "
-            "a flag is 1.0 / 0.0, a metric that does not apply to a case has a null value.",
-        ),
-        "release_decision": dg.AssetOut(
-            group_name=GROUP,
-            description="`ship` or `block` with every reason: failed gates and slices, regressions, "
-            "the causes, index and golden versions; also written as release_decision.json.",
-        ),
-    },
-    internal_asset_deps={"metric_table": UPSTREAM, "release_decision": {*UPSTREAM, METRIC_TABLE}},
-    check_specs=[judge_check_spec("metric_table")],
-    pool=JUDGE_POOL,
-)
-def golden_evaluation(
-    context: dg.AssetExecutionContext,
-    golden_set: pd.DataFrame,
-    golden_traces: pd.DataFrame,
-    eval_files: EvalFiles,
-    judge: JudgeResource,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Score the run's replay, decide, and write the run's reports (`evaluation.json`,
-    `metric_table.parquet`, `release_decision.json`, the judge's report) under `runs/<run id>/`
-    and `latest/`. A `block` is a result, not a crash: both assets are always stored."""
-    gold, lock = gold_of(golden_set)
-    traces, *replays = replays_of(golden_traces)
-    with user_errors():
-        config = load_config(gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)
-        evidence = eval_files.evidence()
-        store = open_versioned(eval_files.baseline_path, "baseline", endpoint_url=s3_endpoint())
-        entries = baselines.read_baseline(store, KNOWN_METRICS, METRIC_SCOPE)
-    judged = judge_step(judge, judge_items(traces, gold, evidence), case_tags(traces, gold), context.log)
-    evaluation = evaluate(
-        gold,
-        traces,
-        gates=config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates_for(gold, traces),
-        config=config,
-        run_id=context.run.run_id,
-        evidence=evidence,
-        baseline=entries.get(eval_files.baseline_mode),
-        compare_baseline=True,
-        lock=lock,
-        judged=judged.metrics,
-        # A run the index-rebuild sensor requested must replay that index, and only that one.
-        expected_index_version=context.run.tags.get(INDEX_VERSION_TAG),
-    )
-    if replays:
-        evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence)
-        context.log.info(flakiness_sentence(evaluation.flakiness))
-    warnings = [
-        *golden_set.attrs.get("warnings", []),
-        *failure_warnings(golden_traces.attrs.get("failed") or {}),
-        *coverage_warnings(evaluation),
-    ]
-    for warning in warnings:
-        context.log.warning(warning)
-    inputs = ReportInputs(
-        golden_set.attrs.get("source", eval_files.golden_path),
-        golden_traces.attrs.get("source", "golden_traces"),
-        eval_files.evidence_path if evidence is not None else None,
-        warnings,
-    )
-    run_id = context.run.run_id
-    table = metric_table(evaluation, [] if judged.run is None else judged.run.judgments)
-    with user_errors():
-        parquet = io.BytesIO()
-        pq.write_table(table, parquet, use_dictionary=["metric", "model"], compression="zstd")
-        table_uri = eval_files.publish(run_id, "metric_table.parquet", parquet.getvalue(), "metric table")
-        if judged.report is not None:
-            judge_uri = eval_files.publish(
-                run_id, "judge_report.json", json_document(judged.report), "judge report"
-            )
-        report = io.StringIO()
-        write_json(evaluation, inputs, report)
-        report_uri = eval_files.publish(run_id, "evaluation.json", report.getvalue(), "evaluation report")
-        decision = decision_value(evaluation, summary(evaluation, inputs), config)
-        decision_uri = eval_files.publish(
-            run_id, "release_decision.json", json_document(decision.record()), "release decision"
-        )
-    means = means_by_metric(table)
-    yield dg.Output(
-        to_frame(table),
-        output_name="metric_table",
-        metadata={
-            "n_cases": evaluation.grounded.counts["cases"],
-            "decision": evaluation.release.decision,
-            "index_version": evaluation.release.index_version or "unknown",
-            # The trend chart of the slice report reads these back from the instance; a metric that does
-            # not apply to this run (denominator 0) is null.
-            "metrics": dg.MetadataValue.json({name: _finite(v) for name, v in evaluation.metrics.items()}),
-            "not_applicable": ", ".join(evaluation.not_applicable) or "none",
-            "means_by_metric": dg.MetadataValue.md(
-                markdown_table(
-                    ["metric", "mean", "applicable cases"],
-                    [
-                        (name, "n/a" if mean is None else f"{mean:.4f}", n)
-                        for name, (mean, n) in sorted(means.items())
-                    ],
-                )
+    @dg.multi_asset(
+        name=service.node("golden_evaluation"),
+        ins={"golden_set": dg.AssetIn(golden_set), "golden_traces": dg.AssetIn(golden_traces)},
+        outs={
+            "metric_table": dg.AssetOut(
+                key=table_key,
+                group_name=service.node(GROUP),
+                description="Per-case × metric scores in long format (qid, metric, model, value, "
+                "applicable): a flag is 1.0 / 0.0, a metric that does not apply to a case has a null value.",
             ),
-            "parquet_path": dg.MetadataValue.path(table_uri),
-            "report_path": dg.MetadataValue.path(report_uri),
-            "judge": judged.status,
-            **({"judge_report_path": dg.MetadataValue.path(judge_uri)} if judged.report is not None else {}),
+            "release_decision": dg.AssetOut(
+                key=service.key("release_decision"),
+                group_name=service.node(GROUP),
+                description="`ship` or `block` with every reason: failed gates and slices, regressions, "
+                "the causes, index and golden versions; also written as release_decision.json.",
+            ),
         },
+        internal_asset_deps={"metric_table": upstream, "release_decision": {*upstream, table_key}},
+        check_specs=[judge_check_spec(table_key)],
+        pool=JUDGE_POOL,
     )
-    yield dg.Output(
-        decision.asset_value(),  # plain data at the Dagster boundary: a dict a notebook loads
-        output_name="release_decision",
-        metadata=decision_metadata(decision, decision_uri),
-    )
-    yield judge_check(judged, "metric_table")
+    def golden_evaluation(
+        context: dg.AssetExecutionContext, golden_set: pd.DataFrame, golden_traces: pd.DataFrame
+    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
+        """Score the run's replay, decide, and write the run's reports (`evaluation.json`,
+        `metric_table.parquet`, `release_decision.json`, the judge's report) under `runs/<run id>/`
+        and `latest/`. A `block` is a result, not a crash: both assets are always stored."""
+        eval_files, judge = service.files, service.judge
+        gold, lock = gold_of(golden_set)
+        traces, *replays = replays_of(golden_traces)
+        with user_errors():
+            config = service.config()
+            evidence = eval_files.evidence()
+            store = open_versioned(eval_files.baseline_path, "baseline", endpoint_url=s3_endpoint())
+            entries = baselines.read_baseline(store, KNOWN_METRICS, METRIC_SCOPE)
+        judged = judge_step(judge, judge_items(traces, gold, evidence), case_tags(traces, gold), context.log)
+        evaluation = evaluate(
+            gold,
+            traces,
+            gates=config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates_for(gold, traces),
+            config=config,
+            run_id=context.run.run_id,
+            evidence=evidence,
+            baseline=entries.get(eval_files.baseline_mode),
+            compare_baseline=True,
+            lock=lock,
+            judged=judged.metrics,
+            # A run the index-rebuild sensor requested must replay that index, and only that one.
+            expected_index_version=context.run.tags.get(INDEX_VERSION_TAG),
+        )
+        if replays:
+            evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence)
+            context.log.info(flakiness_sentence(evaluation.flakiness))
+        warnings = [
+            *golden_set.attrs.get("warnings", []),
+            *failure_warnings(golden_traces.attrs.get("failed") or {}),
+            *coverage_warnings(evaluation),
+        ]
+        for warning in warnings:
+            context.log.warning(warning)
+        inputs = ReportInputs(
+            golden_set.attrs.get("source", eval_files.golden_path),
+            golden_traces.attrs.get("source", "golden_traces"),
+            eval_files.evidence_path if evidence is not None else None,
+            warnings,
+        )
+        run_id = context.run.run_id
+        table = metric_table(evaluation, [] if judged.run is None else judged.run.judgments)
+        with user_errors():
+            parquet = io.BytesIO()
+            pq.write_table(table, parquet, use_dictionary=["metric", "model"], compression="zstd")
+            table_uri = eval_files.publish(run_id, "metric_table.parquet", parquet.getvalue(), "metric table")
+            if judged.report is not None:
+                judge_uri = eval_files.publish(
+                    run_id, "judge_report.json", json_document(judged.report), "judge report"
+                )
+            report = io.StringIO()
+            write_json(evaluation, inputs, report)
+            report_uri = eval_files.publish(run_id, "evaluation.json", report.getvalue(), "evaluation report")
+            decision = decision_value(evaluation, summary(evaluation, inputs), config)
+            decision_uri = eval_files.publish(
+                run_id, "release_decision.json", json_document(decision.record()), "release decision"
+            )
+        means = means_by_metric(table)
+        yield dg.Output(
+            to_frame(table),
+            output_name="metric_table",
+            metadata={
+                "n_cases": evaluation.grounded.counts["cases"],
+                "decision": evaluation.release.decision,
+                "index_version": evaluation.release.index_version or "unknown",
+                # The trend chart of the slice report reads these back from the instance; a metric that does
+                # not apply to this run (denominator 0) is null.
+                "metrics": dg.MetadataValue.json(
+                    {name: _finite(v) for name, v in evaluation.metrics.items()}
+                ),
+                "not_applicable": ", ".join(evaluation.not_applicable) or "none",
+                "means_by_metric": dg.MetadataValue.md(
+                    markdown_table(
+                        ["metric", "mean", "applicable cases"],
+                        [
+                            (name, "n/a" if mean is None else f"{mean:.4f}", n)
+                            for name, (mean, n) in sorted(means.items())
+                        ],
+                    )
+                ),
+                "parquet_path": dg.MetadataValue.path(table_uri),
+                "report_path": dg.MetadataValue.path(report_uri),
+                "judge": judged.status,
+                **(
+                    {"judge_report_path": dg.MetadataValue.path(judge_uri)}
+                    if judged.report is not None
+                    else {}
+                ),
+            },
+        )
+        yield dg.Output(
+            decision.asset_value(),  # plain data at the Dagster boundary: a dict a notebook loads
+            output_name="release_decision",
+            metadata=decision_metadata(decision, decision_uri),
+        )
+        yield judge_check(judged, table_key)
+
+    return golden_evaluation
 
 
 def _finite(value: float | None) -> float | None:

@@ -23,12 +23,8 @@ from ragspine_pipeline.alerts.model import Finding, gate_alert
 from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
-from ragspine_pipeline.defs.resources import (
-    AlertsResource,
-    EvalFiles,
-    IndexManifestResource,
-    TraceStoreResource,
-)
+from ragspine_pipeline.defs.resources import EvalFiles
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.files import VersionedFile
 from ragspine_pipeline.reports.extraction import ExtractionResult
 from ragspine_pipeline.scoring.extraction import CHANNELS
@@ -36,7 +32,6 @@ from ragspine_pipeline.sources.extraction_facts import read_facts
 from ragspine_pipeline.sources.versioned import open_versioned
 
 GROUP = "extraction"
-ASSET_KEY = dg.AssetKey("extraction_scores")
 STREAM = "extraction"
 
 
@@ -44,174 +39,187 @@ def channel_check(channel: str) -> str:
     return f"channel_{channel}"
 
 
-@dg.asset(group_name=GROUP)
-def extraction_scores(
-    context: dg.AssetExecutionContext,
-    eval_files: EvalFiles,
-    trace_store: TraceStoreResource,
-    index_manifest: IndexManifestResource,
-) -> dg.Output[dict]:
-    """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check,
-    as a small dict (what `extraction.json` holds, figures rounded) with the unrounded
-    `accuracies` and the `failed` channels that the checks and the ratchet read.
+def extraction_assets(service: Service) -> list:
+    """The service's `extraction_scores` with its channel checks and alert, and `extraction_baseline`."""
+    asset = service.key("extraction_scores")
 
-    The facts belong to the live index build (its parser re-extracted the documents), so the index
-    version is recorded with them and a new index that fails is announced again.
-    """
-    if not _configured(eval_files):
-        return dg.Output({"configured": False}, metadata={"configured": False})
-    baseline_path = eval_files.extraction_baseline
-    with user_errors():
-        facts = read_facts(
-            eval_files.extraction_facts, endpoint_url=trace_store.endpoint_url, region=trace_store.region
-        )
-        truth = load_truth(eval_files.extraction_truth)
-        listed = thresholds.load_thresholds(_thresholds_store(eval_files)) if baseline_path else None
-    result = ExtractionResult.evaluate(facts, truth, listed, baseline_path)
-    score = result.score
-    if facts.invalid:
-        context.log.warning(
-            f"{len(facts.invalid)} malformed fact line(s) set aside, first: {facts.invalid[0]}"
-        )
-    data = {
-        "configured": True,
-        "run_id": context.run.run_id,
-        "index_version": index_manifest.live_version(),
-        "facts": eval_files.extraction_facts,
-        "truth": eval_files.extraction_truth,
-        **result.to_dict(),
-    }
-    with user_errors():
-        report = json_document(data)
-        uri = eval_files.publish(context.run.run_id, "extraction.json", report, "extraction report")
-    baseline = result.baseline
-    failed = [] if baseline is None else baseline.failed
-    value = {
-        **data,
-        "accuracies": score.accuracies(),
-        "thresholds": {} if baseline is None else dict(baseline.thresholds),
-        "failed": [
-            {"channel": f.channel, "accuracy": f.accuracy, "threshold": f.threshold, "delta": f.delta}
-            for f in failed
-        ],
-    }
-    limits = listed or {}
-    rows = [
-        (
-            name,
-            "n/a" if c.accuracy is None else f"{c.accuracy:.4f}",
-            f"{c.correct} / {c.total}",
-            limits.get(name, "—"),
-        )
-        for name, c in score.channels.items()
-    ]
-    return dg.Output(
-        value,
-        metadata={
-            # A channel with nothing to measure has no accuracy: "n/a" (never a placeholder value).
-            **{
-                f"{name}_accuracy": "n/a" if c.accuracy is None else c.accuracy
-                for name, c in score.channels.items()
-            },
-            "aligned": score.aligned,
-            "invalid_facts": len(facts.invalid),
-            "duplicates": facts.duplicates,
-            "channels": dg.MetadataValue.md(
-                markdown_table(["channel", "accuracy", "correct", "threshold"], rows)
-            ),
-            # Not "path": the IO manager records the pickle's path under that name.
-            "report_path": dg.MetadataValue.path(uri),
-        },
-    )
+    @dg.asset(key=asset, group_name=service.node(GROUP))
+    def extraction_scores(context: dg.AssetExecutionContext) -> dg.Output[dict]:
+        """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check,
+        as a small dict (what `extraction.json` holds, figures rounded) with the unrounded
+        `accuracies` and the `failed` channels that the checks and the ratchet read.
 
-
-@dg.multi_asset_check(
-    specs=[
-        dg.AssetCheckSpec(
-            channel_check(channel),
-            asset=ASSET_KEY,
-            description=f"{channel} accuracy is not below its threshold (equal passes)",
-        )
-        for channel in CHANNELS
-    ],
-    name="extraction_channels",
-)
-def extraction_channels(extraction_scores: dict):
-    failed = {f["channel"] for f in extraction_scores.get("failed", [])}
-    channels = extraction_scores.get("channels", {})
-    limits = extraction_scores.get("thresholds", {})
-    for channel in CHANNELS:
-        measured = channels.get(channel, {})
-        yield dg.AssetCheckResult(
-            asset_key=ASSET_KEY,
-            check_name=channel_check(channel),
-            passed=channel not in failed,
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={
-                "accuracy": measured.get("accuracy", "not configured"),
-                "total": measured.get("total", 0),
-                "threshold": limits.get(channel, "none"),
-            },
-        )
-
-
-@dg.asset_check(asset=ASSET_KEY, description="announce an extraction channel below baseline, or its recovery")
-def extraction_alert(
-    context: dg.AssetCheckExecutionContext, extraction_scores: dict, alerts: AlertsResource
-) -> dg.AssetCheckResult:
-    if not extraction_scores["configured"]:
-        return dg.AssetCheckResult(passed=True, metadata={"new_alert": "none (extraction not configured)"})
-    findings = [
-        Finding(
-            kind="channel",
-            name=f["channel"],
-            value=f["accuracy"],
-            reference=f["threshold"],
-            reference_kind="baseline",
-            op=">=",
-            delta=f["delta"],
-        )
-        for f in extraction_scores["failed"]
-    ]
-    alert = gate_alert(
-        findings,
-        STREAM,
-        "Extraction channels",
-        run_id=extraction_scores.get("run_id"),
-        index_version=extraction_scores.get("index_version"),
-        webserver_base_url=alerts.webserver_base_url,
-        runbook=alerts.runbook("extraction"),
-    )
-    return alerts.alert_check(alert, context.log)
-
-
-@dg.asset(group_name=GROUP)
-def extraction_baseline(extraction_scores: dict, eval_files: EvalFiles) -> dg.MaterializeResult:
-    """The channel thresholds, raised to a passing run's unrounded accuracies (never lowered).
-
-    A run with a channel below its threshold changes nothing and says which channels held it back.
-    """
-    path = eval_files.extraction_baseline
-    if not path or not extraction_scores["configured"]:
-        return dg.MaterializeResult(metadata={"promoted": False, "reason": "extraction not configured"})
-    if extraction_scores["failed"]:
-        below = ", ".join(
-            f"{f['channel']} {f['accuracy']:.4f} < {f['threshold']:.4f}" for f in extraction_scores["failed"]
-        )
-        return dg.MaterializeResult(metadata={"promoted": False, "reason": f"below threshold: {below}"})
-    accuracies, passed = extraction_scores["accuracies"], extraction_scores["pass"]
-    with user_errors():
-        store = _thresholds_store(eval_files)
-        before = thresholds.load_thresholds(store)
-        after = thresholds.promote(store, accuracies, passed=passed)
-    changed = [(c, before.get(c, "—"), f"{v:.4f}") for c, v in after.items() if before.get(c) != v]
-    return dg.MaterializeResult(
-        metadata={
-            "promoted": True,
-            "changes": dg.MetadataValue.md(markdown_table(["channel", "before", "after"], changed)),
-            "path": dg.MetadataValue.path(path),
+        The facts belong to the live index build (its parser re-extracted the documents), so the index
+        version is recorded with them and a new index that fails is announced again.
+        """
+        eval_files, trace_store, index_manifest = service.files, service.trace_store, service.index_manifest
+        if not _configured(eval_files):
+            return dg.Output({"configured": False}, metadata={"configured": False})
+        baseline_path = eval_files.extraction_baseline
+        with user_errors():
+            facts = read_facts(
+                eval_files.extraction_facts, endpoint_url=trace_store.endpoint_url, region=trace_store.region
+            )
+            truth = load_truth(eval_files.extraction_truth)
+            listed = thresholds.load_thresholds(_thresholds_store(eval_files)) if baseline_path else None
+        result = ExtractionResult.evaluate(facts, truth, listed, baseline_path)
+        score = result.score
+        if facts.invalid:
+            context.log.warning(
+                f"{len(facts.invalid)} malformed fact line(s) set aside, first: {facts.invalid[0]}"
+            )
+        data = {
+            "configured": True,
+            "run_id": context.run.run_id,
+            "index_version": index_manifest.live_version(),
+            "facts": eval_files.extraction_facts,
+            "truth": eval_files.extraction_truth,
+            **result.to_dict(),
         }
+        with user_errors():
+            report = json_document(data)
+            uri = eval_files.publish(context.run.run_id, "extraction.json", report, "extraction report")
+        baseline = result.baseline
+        failed = [] if baseline is None else baseline.failed
+        value = {
+            **data,
+            "accuracies": score.accuracies(),
+            "thresholds": {} if baseline is None else dict(baseline.thresholds),
+            "failed": [
+                {"channel": f.channel, "accuracy": f.accuracy, "threshold": f.threshold, "delta": f.delta}
+                for f in failed
+            ],
+        }
+        limits = listed or {}
+        rows = [
+            (
+                name,
+                "n/a" if c.accuracy is None else f"{c.accuracy:.4f}",
+                f"{c.correct} / {c.total}",
+                limits.get(name, "—"),
+            )
+            for name, c in score.channels.items()
+        ]
+        return dg.Output(
+            value,
+            metadata={
+                # A channel with nothing to measure has no accuracy: "n/a" (never a placeholder value).
+                **{
+                    f"{name}_accuracy": "n/a" if c.accuracy is None else c.accuracy
+                    for name, c in score.channels.items()
+                },
+                "aligned": score.aligned,
+                "invalid_facts": len(facts.invalid),
+                "duplicates": facts.duplicates,
+                "channels": dg.MetadataValue.md(
+                    markdown_table(["channel", "accuracy", "correct", "threshold"], rows)
+                ),
+                # Not "path": the IO manager records the pickle's path under that name.
+                "report_path": dg.MetadataValue.path(uri),
+            },
+        )
+
+    @dg.multi_asset_check(
+        specs=[
+            dg.AssetCheckSpec(
+                channel_check(channel),
+                asset=asset,
+                description=f"{channel} accuracy is not below its threshold (equal passes)",
+            )
+            for channel in CHANNELS
+        ],
+        name=service.node("extraction_channels"),
+        ins={"extraction_scores": dg.AssetIn(asset)},
     )
+    def extraction_channels(extraction_scores: dict):
+        failed = {f["channel"] for f in extraction_scores.get("failed", [])}
+        channels = extraction_scores.get("channels", {})
+        limits = extraction_scores.get("thresholds", {})
+        for channel in CHANNELS:
+            measured = channels.get(channel, {})
+            yield dg.AssetCheckResult(
+                asset_key=asset,
+                check_name=channel_check(channel),
+                passed=channel not in failed,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={
+                    "accuracy": measured.get("accuracy", "not configured"),
+                    "total": measured.get("total", 0),
+                    "threshold": limits.get(channel, "none"),
+                },
+            )
+
+    @dg.asset_check(
+        asset=asset,
+        name="extraction_alert",
+        description="announce an extraction channel below baseline, or its recovery",
+    )
+    def extraction_alert(
+        context: dg.AssetCheckExecutionContext, extraction_scores: dict
+    ) -> dg.AssetCheckResult:
+        alerts = service.alerts
+        if not extraction_scores["configured"]:
+            return dg.AssetCheckResult(
+                passed=True, metadata={"new_alert": "none (extraction not configured)"}
+            )
+        findings = [
+            Finding(
+                kind="channel",
+                name=f["channel"],
+                value=f["accuracy"],
+                reference=f["threshold"],
+                reference_kind="baseline",
+                op=">=",
+                delta=f["delta"],
+            )
+            for f in extraction_scores["failed"]
+        ]
+        alert = gate_alert(
+            findings,
+            service.stream(STREAM),
+            "Extraction channels",
+            run_id=extraction_scores.get("run_id"),
+            index_version=extraction_scores.get("index_version"),
+            webserver_base_url=alerts.webserver_base_url,
+            runbook=alerts.runbook("extraction"),
+        )
+        return alerts.alert_check(alert, context.log)
+
+    @dg.asset(
+        key=service.key("extraction_baseline"),
+        group_name=service.node(GROUP),
+        ins={"extraction_scores": dg.AssetIn(asset)},
+    )
+    def extraction_baseline(extraction_scores: dict) -> dg.MaterializeResult:
+        """The channel thresholds, raised to a passing run's unrounded accuracies (never lowered).
+
+        A run with a channel below its threshold changes nothing and says which channels held it back.
+        """
+        eval_files = service.files
+        path = eval_files.extraction_baseline
+        if not path or not extraction_scores["configured"]:
+            return dg.MaterializeResult(metadata={"promoted": False, "reason": "extraction not configured"})
+        if extraction_scores["failed"]:
+            below = ", ".join(
+                f"{f['channel']} {f['accuracy']:.4f} < {f['threshold']:.4f}"
+                for f in extraction_scores["failed"]
+            )
+            return dg.MaterializeResult(metadata={"promoted": False, "reason": f"below threshold: {below}"})
+        accuracies, passed = extraction_scores["accuracies"], extraction_scores["pass"]
+        with user_errors():
+            store = _thresholds_store(eval_files)
+            before = thresholds.load_thresholds(store)
+            after = thresholds.promote(store, accuracies, passed=passed)
+        changed = [(c, before.get(c, "—"), f"{v:.4f}") for c, v in after.items() if before.get(c) != v]
+        return dg.MaterializeResult(
+            metadata={
+                "promoted": True,
+                "changes": dg.MetadataValue.md(markdown_table(["channel", "before", "after"], changed)),
+                "path": dg.MetadataValue.path(path),
+            }
+        )
+
+    return [extraction_scores, extraction_channels, extraction_alert, extraction_baseline]
 
 
 def _thresholds_store(eval_files: EvalFiles) -> VersionedFile:

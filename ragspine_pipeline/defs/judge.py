@@ -97,12 +97,12 @@ def judge_step(
     return JudgeOutcome("ok", run, report)
 
 
-def judge_check(outcome: JudgeOutcome, asset: str) -> dg.AssetCheckResult:
+def judge_check(outcome: JudgeOutcome, asset: dg.AssetKey) -> dg.AssetCheckResult:
     """The ``judge_completed`` check (WARN): fails when a configured judge could not judge."""
     usage = {} if outcome.run is None else outcome.run.usage
     return dg.AssetCheckResult(
         check_name=JUDGE_CHECK,
-        asset_key=dg.AssetKey(asset),
+        asset_key=asset,
         passed=outcome.status != "failed",
         severity=dg.AssetCheckSeverity.WARN,
         description=None if outcome.reason is None else f"the judge step failed: {outcome.reason}"[:1000],
@@ -115,7 +115,7 @@ def judge_check(outcome: JudgeOutcome, asset: str) -> dg.AssetCheckResult:
     )
 
 
-def judge_check_spec(asset: str) -> dg.AssetCheckSpec:
+def judge_check_spec(asset: dg.AssetKey) -> dg.AssetCheckSpec:
     return dg.AssetCheckSpec(
         JUDGE_CHECK, asset=asset, description="the LLM judge ran when configured (WARN, never blocks)"
     )

@@ -30,11 +30,10 @@ import dagster as dg
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.decision.release import ReleaseDecision
-from ragspine_pipeline.defs.alerts import finish_failed_run, regression_alert
-from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG, index_rebuild_sensor
-from ragspine_pipeline.defs.extraction import extraction_alert, extraction_scores
+from ragspine_pipeline.defs.alerts import finish_failed_run
+from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.judge import POOLS
-from ragspine_pipeline.defs.production import production_metrics, production_traces
+from ragspine_pipeline.defs.production import daily
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.files import atomic_output
@@ -46,8 +45,12 @@ ORPHANED = (
     "the process running it ended before the run did (killed, out of memory, or a crash in native code)"
 )
 DAY = timedelta(days=1)
+# The code location's one service is unnamed: its assets have plain keys.
+PRODUCTION_TRACES, PRODUCTION_METRICS = dg.AssetKey("production_traces"), dg.AssetKey("production_metrics")
+EXTRACTION_SCORES = dg.AssetKey("extraction_scores")
 ALERT_CHECKS = {
-    *(check.check_key.name for check in (regression_alert, extraction_alert)),
+    "regression_alert",
+    "extraction_alert",
     "production_alert",  # evaluated inside the production_metrics step (a partitioned asset)
 }
 # The run's event log belongs in the UI (`make dev`); the terminal shows the decision, the failed steps,
@@ -155,9 +158,9 @@ def backfill_production(
     launch them, each run's alerts delivered when it ends; the slice report's production trend then
     covers the demo's whole week from the first ``make run``.
     """
-    done = instance.get_materialized_partitions(production_metrics.key)
+    done = instance.get_materialized_partitions(PRODUCTION_METRICS)
     job = defs.resolve_job_def("nightly_eval")
-    selection = [production_traces.key, production_metrics.key]
+    selection = [PRODUCTION_TRACES, PRODUCTION_METRICS]
     results = []
     for day in days:
         if day in done:
@@ -202,7 +205,8 @@ def reeval_as_sensor_requests(
     previous = instance.get_runs(dg.RunsFilter(job_name="reeval_on_index_rebuild"), limit=1)
     cursor = previous[0].tags.get(INDEX_VERSION_TAG) if previous else None
     resources = {"index_manifest": defs.resources["index_manifest"]}
-    tick = tick_sensor(index_rebuild_sensor, instance, cursor=cursor, resources=resources)
+    sensor = defs.resolve_sensor_def("index_rebuild_sensor")
+    tick = tick_sensor(sensor, instance, cursor=cursor, resources=resources)
     if not tick.runs:
         return f"sensor skipped: {tick.skip_reason}", None
     run = tick.runs[0]  # one index version, one run
@@ -261,14 +265,14 @@ def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
         if quarantined is not None and quarantined.value:
             where = metadata["quarantine_path"].value
             print(f"  quarantined  {quarantined.value} malformed trace line(s): {where}")
-        if event.asset_key == extraction_scores.key and "aligned" in metadata:
+        if event.asset_key == EXTRACTION_SCORES and "aligned" in metadata:
             figures = ", ".join(f"{c} {metadata[f'{c}_accuracy'].value:.4f}" for c in CHANNELS)
             aside = metadata["invalid_facts"].value
             print(
                 f"  extraction   {figures}" + (f"; {aside} malformed fact line(s) set aside" if aside else "")
             )
     for evaluation in result.get_asset_check_evaluations():
-        if evaluation.asset_key == extraction_scores.key and not evaluation.passed:
+        if evaluation.asset_key == EXTRACTION_SCORES and not evaluation.passed:
             values = {key: value.value for key, value in evaluation.metadata.items()}
             if "threshold" in values:
                 print(
@@ -334,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {run_id} had been left STARTED by a runner that died: marked failed, alert queued")
     if args.command == "run":
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
-        days = production_metrics.partitions_def  # from the trace store's first day to yesterday
+        days = daily  # from the trace store's first day to yesterday
         if not days.has_partition_key(day.isoformat()):
             print(f"--partition {day}: not a production day of this deployment ({days})", file=sys.stderr)
             return 2

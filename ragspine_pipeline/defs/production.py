@@ -26,19 +26,14 @@ from ragspine_pipeline.defs.judge import (
     JUDGE_POOL,
     TRACE_SCAN_POOL,
     JudgeOutcome,
-    JudgeResource,
     judge_check,
     judge_check_spec,
     judge_step,
 )
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.partitions import daily_partitions
-from ragspine_pipeline.defs.resources import (
-    AlertsResource,
-    EvalFiles,
-    TraceStoreResource,
-    committed_config,
-)
+from ragspine_pipeline.defs.resources import EvalFiles
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.metrics import Scope
@@ -55,197 +50,197 @@ daily = daily_partitions()
 SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
-@dg.op(out=dg.DynamicOut(list))
-def plan_day_shards(
-    context: dg.OpExecutionContext, trace_store: TraceStoreResource, eval_files: EvalFiles
-) -> Iterator[dg.DynamicOutput[list]]:
-    """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
-    for a day without objects, so the merge still records the empty day). Only the listing is read;
-    the shards' reads are in the `trace_scan` pool."""
-    with user_errors():
-        groups = plan_shards(trace_store.open(), context.partition_key, eval_files.production_shards)
-    for number, objects in enumerate(groups or [[]]):
-        yield dg.DynamicOutput(objects, mapping_key=f"shard_{number}")
+def production_assets(service: Service) -> list[dg.AssetsDefinition]:
+    """The service's nightly `production_traces` (sampled in shards) and `production_metrics`."""
+    metrics_key = service.key("production_metrics")
 
+    @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(list))
+    def plan_day_shards(context: dg.OpExecutionContext) -> Iterator[dg.DynamicOutput[list]]:
+        """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
+        for a day without objects, so the merge still records the empty day). Only the listing is read;
+        the shards' reads are in the `trace_scan` pool."""
+        trace_store, eval_files = service.trace_store, service.files
+        with user_errors():
+            groups = plan_shards(trace_store.open(), context.partition_key, eval_files.production_shards)
+        for number, objects in enumerate(groups or [[]]):
+            yield dg.DynamicOutput(objects, mapping_key=f"shard_{number}")
 
-@dg.op(pool=TRACE_SCAN_POOL, retry_policy=SHARD_RETRIES)
-def sample_day_shard(
-    context: dg.OpExecutionContext, objects: list, trace_store: TraceStoreResource, eval_files: EvalFiles
-) -> dict:
-    """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
-    counts and quarantined lines (redacted) — plain data, merged by `merge_day_sample`."""
-    with user_errors():
-        return sample_shard(
-            trace_store.open(),
-            context.partition_key,
-            objects,
-            n=eval_files.production_sample_size,
-            seed=eval_files.production_seed,
-            stratify=eval_files.production_stratify,
-            redact_text=redact_line,  # PII never reaches the quarantine
+    @dg.op(name=service.node("sample_day_shard"), pool=TRACE_SCAN_POOL, retry_policy=SHARD_RETRIES)
+    def sample_day_shard(context: dg.OpExecutionContext, objects: list) -> dict:
+        """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
+        counts and quarantined lines (redacted) — plain data, merged by `merge_day_sample`."""
+        trace_store, eval_files = service.trace_store, service.files
+        with user_errors():
+            return sample_shard(
+                trace_store.open(),
+                context.partition_key,
+                objects,
+                n=eval_files.production_sample_size,
+                seed=eval_files.production_seed,
+                stratify=eval_files.production_stratify,
+                redact_text=redact_line,  # PII never reaches the quarantine
+            )
+
+    @dg.op(name=service.node("merge_day_sample"))
+    def merge_day_sample(context: dg.OpExecutionContext, shards: list[dict]) -> dg.Output[pd.DataFrame]:
+        """The day's sample from its shards — exactly what one pass over the whole day gives — redacted,
+        as canonical trace rows; `sample.jsonl` and `quarantine.jsonl` are kept in the work folder
+        (`production/dt=<day>/`)."""
+        trace_store, eval_files = service.trace_store, service.files
+        day = context.partition_key
+        work = eval_files.work().child("production", f"dt={day}")
+        with user_errors(), tempfile.TemporaryDirectory(prefix="ragspine-sample-") as scratch:
+            quarantine = Path(scratch) / "quarantine.jsonl"
+            sample = merge_shards(
+                day,
+                shards,
+                n=eval_files.production_sample_size,
+                seed=eval_files.production_seed,
+                stratify=eval_files.production_stratify,
+                redact=redact_trace,  # PII never reaches the sample
+                quarantine=quarantine,
+            )
+            write_jsonl(sample.records, Path(scratch) / "sample.jsonl", "trace sample")
+            table = load_traces(Path(scratch) / "sample.jsonl").table.cast(TRACE_SCHEMA)
+            sample_uri = work.upload("sample.jsonl", Path(scratch) / "sample.jsonl", "trace sample")
+            if sample.quarantine_path is not None:
+                quarantine_uri = work.upload("quarantine.jsonl", quarantine, "quarantine")
+            else:
+                work.delete("quarantine.jsonl")  # nothing bad today: no stale file from an earlier pass
+                quarantine_uri = work.join("quarantine.jsonl")
+        counts = sample.counts
+        quarantined = sum(counts["quarantined"].values())
+        if quarantined:
+            context.log.warning(
+                f"{quarantined} malformed trace line(s) of {day} quarantined in {quarantine_uri}"
+            )
+        return dg.Output(
+            to_frame(table, day=day),
+            metadata={
+                "store": trace_store.open().describe(),
+                "shards": len(shards),
+                "read": counts["read"],
+                "valid": counts["valid"],
+                "duplicates": counts["duplicates"],
+                "quarantined": quarantined,
+                "quarantined_by_reason": dg.MetadataValue.json(counts["quarantined"]),
+                "sampled": counts["sampled"],
+                "seed": eval_files.production_seed,
+                "redacted": dg.MetadataValue.json(counts.get("redacted", {})),
+                "allocation": dg.MetadataValue.json(sample.allocation or {}),
+                "quarantine_path": dg.MetadataValue.path(quarantine_uri),
+                "sample_path": dg.MetadataValue.path(sample_uri),
+            },
         )
 
+    @dg.graph_asset(
+        key=service.key("production_traces"), group_name=service.node(GROUP), partitions_def=daily
+    )
+    def production_traces():
+        """A seeded, de-duplicated, redacted sample of one day's traces (canonical trace rows), sampled in
+        shards and merged exactly; malformed lines quarantined and counted."""
+        shards = plan_day_shards()
+        return merge_day_sample(shards.map(sample_day_shard).collect())
 
-@dg.op
-def merge_day_sample(
-    context: dg.OpExecutionContext,
-    shards: list[dict],
-    trace_store: TraceStoreResource,
-    eval_files: EvalFiles,
-) -> dg.Output[pd.DataFrame]:
-    """The day's sample from its shards — exactly what one pass over the whole day gives — redacted,
-    as canonical trace rows; `sample.jsonl` and `quarantine.jsonl` are kept in the work folder
-    (`production/dt=<day>/`)."""
-    day = context.partition_key
-    work = eval_files.work().child("production", f"dt={day}")
-    with user_errors(), tempfile.TemporaryDirectory(prefix="ragspine-sample-") as scratch:
-        quarantine = Path(scratch) / "quarantine.jsonl"
-        sample = merge_shards(
+    @dg.asset(
+        key=metrics_key,
+        ins={"production_traces": dg.AssetIn(service.key("production_traces"))},
+        group_name=service.node(GROUP),
+        partitions_def=daily,
+        pool=JUDGE_POOL,
+        check_specs=[
+            dg.AssetCheckSpec(
+                "no_significant_drop",
+                asset=metrics_key,
+                description="no rate is significantly worse than over its trailing nights, by at least "
+                "min_drop, with false discoveries controlled over the night's tests (WARN, never blocks)",
+            ),
+            dg.AssetCheckSpec(
+                "production_alert", asset=metrics_key, description="announce drops or their recovery"
+            ),
+            judge_check_spec(metrics_key),
+        ],
+    )
+    def production_metrics(
+        context: dg.AssetExecutionContext, production_traces: pd.DataFrame
+    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
+        """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals
+        (one row per metric and slice), each rate tested against its trailing nights (the nightly drop
+        test, docs/nightly.md; settings in the gates config's `production:` section). The whole night,
+        every test with its p- and q-value included, is also written as `production/<day>.json` in the
+        reports folder: what later nights compare with and the report shows.
+
+        The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
+        significant drop is a WARN and an alert, not a release block. When an LLM judge is configured, a
+        seeded sub-sample of `judge.production_sample` traces is judged too (faithfulness needs the
+        evidence registry; context recall has no reference in production and does not apply).
+        """
+        eval_files, alerts, judge = service.files, service.alerts, service.judge
+        day = context.partition_key
+        with user_errors():
+            config = service.config()
+            settings = config.production
+            traces = mark_refusals(
+                to_table(production_traces, TRACE_SCHEMA), config.refusals.phrases, config.refusals.patterns
+            )
+            evidence = eval_files.evidence()
+        result = {"day": day, **score_production(traces, evidence).to_dict()}
+        items = judge_items(traces, None, evidence)
+        items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
+            : judge.production_sample
+        ]
+        judged = judge_step(judge, items, case_tags(traces), context.log) if items else JudgeOutcome("off")
+        if judged.report is not None:
+            result["judge"] = {
+                key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
+            }
+        history = recent_production_days(
+            eval_files, days=settings.variance_window + settings.recent_nights, before=day
+        )
+        night = drop_tests(result, history, settings)
+        result["drop_tests"] = night.to_dict()
+        with user_errors():
+            summary_uri = production_summaries(eval_files).write_text(
+                f"{day}.json", json_document(result), "summary"
+            )
+        rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
+        yield dg.Output(
+            metric_rows(result),
+            metadata={
+                "n": result["n"],
+                "drop_tests": len(night.tested),
+                "alerting_drops": len(night.alerts),
+                "drops": dg.MetadataValue.md(drop_table(night)),
+                "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
+                "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
+                "summary_path": dg.MetadataValue.path(summary_uri),
+            },
+        )
+        alerting = [t.to_dict() for t in night.alerts]
+        yield dg.AssetCheckResult(
+            check_name="no_significant_drop",
+            passed=not alerting,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=f"{len(alerting)} significant drop(s) on {day}" if alerting else None,
+            metadata={
+                "drops": dg.MetadataValue.json(alerting),
+                "tested": len(night.tested),
+                "fdr": settings.fdr,
+                "min_drop": settings.min_drop,
+            },
+        )
+        alert = drop_alert(
             day,
-            shards,
-            n=eval_files.production_sample_size,
-            seed=eval_files.production_seed,
-            stratify=eval_files.production_stratify,
-            redact=redact_trace,  # PII never reaches the sample
-            quarantine=quarantine,
+            [Drop.of(t) for t in night.alerts],
+            stream=service.stream("production"),
+            run_id=context.run.run_id,
+            webserver_base_url=alerts.webserver_base_url,
+            runbook=alerts.runbook("production"),
         )
-        write_jsonl(sample.records, Path(scratch) / "sample.jsonl", "trace sample")
-        table = load_traces(Path(scratch) / "sample.jsonl").table.cast(TRACE_SCHEMA)
-        sample_uri = work.upload("sample.jsonl", Path(scratch) / "sample.jsonl", "trace sample")
-        if sample.quarantine_path is not None:
-            quarantine_uri = work.upload("quarantine.jsonl", quarantine, "quarantine")
-        else:
-            work.delete("quarantine.jsonl")  # nothing bad today: no stale file from an earlier pass
-            quarantine_uri = work.join("quarantine.jsonl")
-    counts = sample.counts
-    quarantined = sum(counts["quarantined"].values())
-    if quarantined:
-        context.log.warning(f"{quarantined} malformed trace line(s) of {day} quarantined in {quarantine_uri}")
-    return dg.Output(
-        to_frame(table, day=day),
-        metadata={
-            "store": trace_store.open().describe(),
-            "shards": len(shards),
-            "read": counts["read"],
-            "valid": counts["valid"],
-            "duplicates": counts["duplicates"],
-            "quarantined": quarantined,
-            "quarantined_by_reason": dg.MetadataValue.json(counts["quarantined"]),
-            "sampled": counts["sampled"],
-            "seed": eval_files.production_seed,
-            "redacted": dg.MetadataValue.json(counts.get("redacted", {})),
-            "allocation": dg.MetadataValue.json(sample.allocation or {}),
-            "quarantine_path": dg.MetadataValue.path(quarantine_uri),
-            "sample_path": dg.MetadataValue.path(sample_uri),
-        },
-    )
+        yield alerts.alert_check(alert, context.log, check_name="production_alert")
+        yield judge_check(judged, metrics_key)
 
-
-@dg.graph_asset(group_name=GROUP, partitions_def=daily)
-def production_traces():
-    """A seeded, de-duplicated, redacted sample of one day's traces (canonical trace rows), sampled in
-    shards and merged exactly; malformed lines quarantined and counted."""
-    shards = plan_day_shards()
-    return merge_day_sample(shards.map(sample_day_shard).collect())
-
-
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=daily,
-    pool=JUDGE_POOL,
-    check_specs=[
-        dg.AssetCheckSpec(
-            "no_significant_drop",
-            asset="production_metrics",
-            description="no rate is significantly worse than over its trailing nights, by at least "
-            "min_drop, with false discoveries controlled over the night's tests (WARN, never blocks)",
-        ),
-        dg.AssetCheckSpec(
-            "production_alert", asset="production_metrics", description="announce drops or their recovery"
-        ),
-        judge_check_spec("production_metrics"),
-    ],
-)
-def production_metrics(
-    context: dg.AssetExecutionContext,
-    production_traces: pd.DataFrame,
-    eval_files: EvalFiles,
-    alerts: AlertsResource,
-    judge: JudgeResource,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    """Reference-free metrics of the day's sample, overall and per slice, with 95 % Wilson intervals
-    (one row per metric and slice), each rate tested against its trailing nights (the nightly drop
-    test, docs/nightly.md; settings in the gates config's `production:` section). The whole night,
-    every test with its p- and q-value included, is also written as `production/<day>.json` in the
-    reports folder: what later nights compare with and the report shows.
-
-    The checks are evaluated in this step (a check on a daily-partitioned asset sees its day here): a
-    significant drop is a WARN and an alert, not a release block. When an LLM judge is configured, a
-    seeded sub-sample of `judge.production_sample` traces is judged too (faithfulness needs the
-    evidence registry; context recall has no reference in production and does not apply).
-    """
-    day = context.partition_key
-    with user_errors():
-        config = committed_config()
-        settings = config.production
-        traces = mark_refusals(
-            to_table(production_traces, TRACE_SCHEMA), config.refusals.phrases, config.refusals.patterns
-        )
-        evidence = eval_files.evidence()
-    result = {"day": day, **score_production(traces, evidence).to_dict()}
-    items = judge_items(traces, None, evidence)
-    items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
-        : judge.production_sample
-    ]
-    judged = judge_step(judge, items, case_tags(traces), context.log) if items else JudgeOutcome("off")
-    if judged.report is not None:
-        result["judge"] = {
-            key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
-        }
-    history = recent_production_days(
-        eval_files, days=settings.variance_window + settings.recent_nights, before=day
-    )
-    night = drop_tests(result, history, settings)
-    result["drop_tests"] = night.to_dict()
-    with user_errors():
-        summary_uri = production_summaries(eval_files).write_text(
-            f"{day}.json", json_document(result), "summary"
-        )
-    rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
-    yield dg.Output(
-        metric_rows(result),
-        metadata={
-            "n": result["n"],
-            "drop_tests": len(night.tested),
-            "alerting_drops": len(night.alerts),
-            "drops": dg.MetadataValue.md(drop_table(night)),
-            "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
-            "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
-            "summary_path": dg.MetadataValue.path(summary_uri),
-        },
-    )
-    alerting = [t.to_dict() for t in night.alerts]
-    yield dg.AssetCheckResult(
-        check_name="no_significant_drop",
-        passed=not alerting,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=f"{len(alerting)} significant drop(s) on {day}" if alerting else None,
-        metadata={
-            "drops": dg.MetadataValue.json(alerting),
-            "tested": len(night.tested),
-            "fdr": settings.fdr,
-            "min_drop": settings.min_drop,
-        },
-    )
-    alert = drop_alert(
-        day,
-        [Drop.of(t) for t in night.alerts],
-        run_id=context.run.run_id,
-        webserver_base_url=alerts.webserver_base_url,
-        runbook=alerts.runbook("production"),
-    )
-    yield alerts.alert_check(alert, context.log, check_name="production_alert")
-    yield judge_check(judged, "production_metrics")
+    return [production_traces, production_metrics]
 
 
 def drop_table(night: NightTests) -> str:

@@ -24,14 +24,15 @@ from ragspine_pipeline.decision.evaluation import (
 )
 from ragspine_pipeline.decision.gates import Gate, default_gates
 from ragspine_pipeline.decision.release import FailedSlice, GateRow, ReleaseDecision
-from ragspine_pipeline.defs.golden import GROUP, RELEASE_DECISION
+from ragspine_pipeline.defs.golden import GROUP
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
-from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles, committed_config, gates_config_path
+from ragspine_pipeline.defs.resources import METRIC_SCOPE, gates_config_path
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.reports.markdown import md_text
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
-ASSET_KEY = RELEASE_DECISION
+ASSET_KEY = dg.AssetKey("release_decision")  # the unnamed service's
 SLICE_CHECK = "slice_gate"
 BASELINE_CHECK = "no_regression_vs_baseline"
 INDEX_CHECK = "single_index_version"
@@ -129,8 +130,11 @@ def failed_slices_table(failed_slices: list[FailedSlice]) -> str:
     return markdown_table(["slice", "n", "releasable", "95% CI", "needs"], rows)
 
 
-def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefinition:
-    """One blocking check per committed gate, plus the slice gate and the baseline, in one step.
+def release_gates_check(
+    config_path: Path | None = None, *, asset: dg.AssetKey = ASSET_KEY, name: str = "release_gates"
+) -> dg.AssetChecksDefinition:
+    """One blocking check per committed gate, plus the slice gate and the baseline, in one step, on the
+    `release_decision` asset ``asset``.
 
     A separate step from the decision on purpose: the decision is stored and announced
     (``regression_alert``) whatever these checks say, while ``baseline`` waits for them.
@@ -140,7 +144,7 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
     specs = [
         dg.AssetCheckSpec(
             check_name(g.metric),
-            asset=ASSET_KEY,
+            asset=asset,
             blocking=True,
             description=f"{g.severity} gate: {g.metric} {g.op} {g.threshold}",
         )
@@ -149,36 +153,36 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
     specs += [
         dg.AssetCheckSpec(
             SLICE_CHECK,
-            asset=ASSET_KEY,
+            asset=asset,
             blocking=True,
             description="every slice with enough cases meets the slice gate",
         ),
         dg.AssetCheckSpec(
             BASELINE_CHECK,
-            asset=ASSET_KEY,
+            asset=asset,
             blocking=True,
             description="no baselined metric is worse than its baseline (equal passes)",
         ),
         dg.AssetCheckSpec(
             INDEX_CHECK,
-            asset=ASSET_KEY,
+            asset=asset,
             blocking=True,
             description="the replay's traces name one index version, the one the run was requested for",
         ),
     ]
 
-    @dg.multi_asset_check(specs=specs, name="release_gates")
+    @dg.multi_asset_check(specs=specs, name=name, ins={"release_decision": dg.AssetIn(asset)})
     def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
         decision = ReleaseDecision.model_validate(release_decision)
         checked = set()
         for gate in decision.gates or ():
             checked.add(check_name(gate.metric))
-            yield _gate_check(gate)
+            yield _gate_check(gate, asset)
         for unmeasured in decision.unmeasured_gates:  # e.g. a judged metric when the judge failed
             checked.add(check_name(unmeasured.metric))
             yield dg.AssetCheckResult(
                 check_name=check_name(unmeasured.metric),
-                asset_key=ASSET_KEY,
+                asset_key=asset,
                 passed=False,
                 severity=_severity(unmeasured.severity),
                 metadata={"value": "not measured", "threshold": unmeasured.threshold, "op": unmeasured.op},
@@ -186,13 +190,13 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
         for name in check_names:  # a default gate of another dialect than this run's data
             if name not in checked:
                 yield dg.AssetCheckResult(
-                    check_name=name, asset_key=ASSET_KEY, passed=True, metadata={"value": "not gated"}
+                    check_name=name, asset_key=asset, passed=True, metadata={"value": "not gated"}
                 )
         failed_slices = decision.failed_slices
         gate = decision.slice_gate
         yield dg.AssetCheckResult(
             check_name=SLICE_CHECK,
-            asset_key=ASSET_KEY,
+            asset_key=asset,
             passed=not failed_slices,
             metadata={
                 "gate": "no slices (no layered evaluation)"
@@ -206,7 +210,7 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
         )
         yield dg.AssetCheckResult(
             check_name=BASELINE_CHECK,
-            asset_key=ASSET_KEY,
+            asset_key=asset,
             passed=not decision.regressions,
             metadata={
                 "regressions": dg.MetadataValue.json(
@@ -217,7 +221,7 @@ def release_gates_check(config_path: Path | None = None) -> dg.AssetChecksDefini
         integrity = decision.integrity
         yield dg.AssetCheckResult(
             check_name=INDEX_CHECK,
-            asset_key=ASSET_KEY,
+            asset_key=asset,
             passed=not integrity,
             description="; ".join(problem["detail"] for problem in integrity) or None,
             metadata={"index_versions": dg.MetadataValue.json(decision.index_versions)},
@@ -230,70 +234,83 @@ def _severity(severity: str) -> dg.AssetCheckSeverity:
     return dg.AssetCheckSeverity.ERROR if severity == "hard" else dg.AssetCheckSeverity.WARN
 
 
-def _gate_check(gate: GateRow) -> dg.AssetCheckResult:
+def _gate_check(gate: GateRow, asset: dg.AssetKey) -> dg.AssetCheckResult:
     """A gate's check; a gate whose metric does not apply to the run (denominator 0) passes as "n/a"."""
     value = gate.value if gate.applicable else "n/a (applies to no case: does not block)"
     return dg.AssetCheckResult(
         check_name=check_name(gate.metric),
-        asset_key=ASSET_KEY,
+        asset_key=asset,
         passed=gate.passed is not False,
         severity=_severity(gate.severity),
         metadata={"value": value, "threshold": gate.threshold, "op": gate.op},
     )
 
 
-@dg.asset(group_name=GROUP)
-def baseline(
-    context: dg.AssetExecutionContext, release_decision: dict, eval_files: EvalFiles
-) -> dg.MaterializeResult:
-    """The baseline, tightened with a shipping run's metrics (it only ratchets up).
-
-    Downstream of the blocking gate checks: a blocked release never gets here. The ratchet is one
-    locked update of the baseline file (a local path under a lock, or S3 with conditional writes), and
-    inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
-    a stricter value since this run decided, this run is worse than the baseline, nothing is written
-    and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
-    was (`baseline_test: paired`: unless it is a significant improvement); no code path lowers one.
-    """
-    path, mode = eval_files.baseline_path, eval_files.baseline_mode
-    decision = ReleaseDecision.model_validate(release_decision)
-    if not decision.ships or decision.baseline_figures is None:  # defensive: the checks stop a blocked run
-        return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
-    figures = BaselineFigures.from_dict(decision.baseline_figures)
-    seen: dict[str, baselines.BaselineEntry | None] = {}
-
-    def judge(old: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
-        seen["before"] = old
-        comparison = compare_with_baseline(figures, old, config)
-        if comparison.regressions:
-            worse = "; ".join(
-                f"{r.metric} {r.current:.4f} vs {r.baseline:.4f}" for r in comparison.regressions
-            )
-            raise InputError(
-                store.name,
-                f"mode '{mode}': the baseline moved since this run decided ({worse}): not promoted",
-            )
-        return ratchet_entry(figures, comparison, old, config, context.run.run_id)
-
-    with user_errors():
-        config = committed_config()
-        store = open_versioned(path, "baseline", endpoint_url=s3_endpoint())
-        entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge, METRIC_SCOPE)
-    before = seen.get("before")
-    if entry is None or entry is before:
-        return dg.MaterializeResult(metadata={"promoted": False, "reason": "no significant improvement"})
-    old = {} if before is None else before.metrics
-    changed = [
-        (m, "—" if m not in old else f"{old[m]:.4f}", f"{v:.4f}")
-        for m, v in sorted(entry.metrics.items())
-        if old.get(m) != v
-    ]
-    return dg.MaterializeResult(
-        metadata={
-            "promoted": True,
-            "mode": mode,
-            "tightened_or_added": len(changed),
-            "changes": dg.MetadataValue.md(markdown_table(["metric", "before", "after"], changed)),
-            "path": dg.MetadataValue.path(path),
-        }
+def release_assets(service: Service) -> list:
+    """The service's gate checks on `release_decision`, and the `baseline` ratchet behind them."""
+    checks = release_gates_check(
+        service.gates_config, asset=service.key("release_decision"), name=service.node("release_gates")
     )
+
+    @dg.asset(
+        key=service.key("baseline"),
+        group_name=service.node(GROUP),
+        ins={"release_decision": dg.AssetIn(service.key("release_decision"))},
+    )
+    def baseline(context: dg.AssetExecutionContext, release_decision: dict) -> dg.MaterializeResult:
+        """The baseline, tightened with a shipping run's metrics (it only ratchets up).
+
+        Downstream of the blocking gate checks: a blocked release never gets here. The ratchet is one
+        locked update of the baseline file (a local path under a lock, or S3 with conditional writes), and
+        inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
+        a stricter value since this run decided, this run is worse than the baseline, nothing is written
+        and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
+        was (`baseline_test: paired`: unless it is a significant improvement); no code path lowers one.
+        """
+        eval_files = service.files
+        path, mode = eval_files.baseline_path, eval_files.baseline_mode
+        decision = ReleaseDecision.model_validate(release_decision)
+        if (
+            not decision.ships or decision.baseline_figures is None
+        ):  # defensive: the checks stop a blocked run
+            return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
+        figures = BaselineFigures.from_dict(decision.baseline_figures)
+        seen: dict[str, baselines.BaselineEntry | None] = {}
+
+        def judge(old: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
+            seen["before"] = old
+            comparison = compare_with_baseline(figures, old, config)
+            if comparison.regressions:
+                worse = "; ".join(
+                    f"{r.metric} {r.current:.4f} vs {r.baseline:.4f}" for r in comparison.regressions
+                )
+                raise InputError(
+                    store.name,
+                    f"mode '{mode}': the baseline moved since this run decided ({worse}): not promoted",
+                )
+            return ratchet_entry(figures, comparison, old, config, context.run.run_id)
+
+        with user_errors():
+            config = service.config()
+            store = open_versioned(path, "baseline", endpoint_url=s3_endpoint())
+            entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge, METRIC_SCOPE)
+        before = seen.get("before")
+        if entry is None or entry is before:
+            return dg.MaterializeResult(metadata={"promoted": False, "reason": "no significant improvement"})
+        old = {} if before is None else before.metrics
+        changed = [
+            (m, "—" if m not in old else f"{old[m]:.4f}", f"{v:.4f}")
+            for m, v in sorted(entry.metrics.items())
+            if old.get(m) != v
+        ]
+        return dg.MaterializeResult(
+            metadata={
+                "promoted": True,
+                "mode": mode,
+                "tightened_or_added": len(changed),
+                "changes": dg.MetadataValue.md(markdown_table(["metric", "before", "after"], changed)),
+                "path": dg.MetadataValue.path(path),
+            }
+        )
+
+    return [checks, baseline]

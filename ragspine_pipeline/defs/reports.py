@@ -15,12 +15,11 @@ import pandas as pd
 import pyarrow as pa
 
 from ragspine_pipeline.decision.gates import canonical_keys
-from ragspine_pipeline.defs.extraction import extraction_scores
-from ragspine_pipeline.defs.golden import METRIC_TABLE
 from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.metadata import user_errors
-from ragspine_pipeline.defs.production import production_metrics, recent_production_days
+from ragspine_pipeline.defs.production import recent_production_days
 from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles
+from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.reports.html import render_html
 from ragspine_pipeline.reports.slice_report import slice_markdown
 from ragspine_pipeline.sources.objects import ObjectFolder
@@ -40,45 +39,56 @@ SLICE_COLUMNS = pa.schema(
 )
 
 
-# Downstream of everything it shows. The extraction channel checks do not block, so a failed channel
-# is shown, never skipped; a blocked release's decision is shown too (the report follows
-# metric_table, written in the same step, not release_decision, whose gate checks block).
-@dg.asset(group_name="reports", deps=[METRIC_TABLE, production_metrics, extraction_scores])
-def slice_report(context: dg.AssetExecutionContext, eval_files: EvalFiles) -> dg.Output[pd.DataFrame]:
-    """Per-slice health of the latest golden run and production days; writes `slice_report.md` and
-    `slice_report.html` (`runs/<run id>/` and `latest/` in the reports folder)."""
-    instance = context.instance
-    with user_errors():
-        report = _latest_golden_report(instance, eval_files)
-        production = recent_production_days(eval_files)
-        extraction = _latest_json(instance, extraction_scores.key, "report_path", eval_files)
-        judge = _latest_json(instance, METRIC_TABLE, "judge_report_path", eval_files)
-    history = golden_history(instance)
-    extraction = extraction if extraction and extraction.get("configured") else None
-    markdown = slice_markdown(report, production, extraction, judge, history=history)
-    run_id = context.run.run_id
-    with user_errors():
-        if report is not None:
-            page = render_html(
-                report,
-                history=history,
-                production=production,
-                extraction=extraction,
-                judge=judge,
-                title="ragspine release evaluation",
-            )
-            html = eval_files.publish(run_id, "slice_report.html", page, "HTML report")
-        eval_files.publish(run_id, "slice_report.md", markdown, "slice report")
-    return dg.Output(
-        slice_table(report),
-        metadata={
-            "report": dg.MetadataValue.md(markdown),
-            "decision": "none" if report is None else report["release"]["decision"],
-            "golden_runs_in_trend": len(history),
-            "production_days": len(production),
-            **({"html": dg.MetadataValue.path(html)} if report is not None else {}),
-        },
+def report_asset(service: Service) -> dg.AssetsDefinition:
+    """The service's `slice_report`."""
+    metric_table, extraction = service.key("metric_table"), service.key("extraction_scores")
+
+    # Downstream of everything it shows. The extraction channel checks do not block, so a failed channel
+    # is shown, never skipped; a blocked release's decision is shown too (the report follows
+    # metric_table, written in the same step, not release_decision, whose gate checks block).
+    @dg.asset(
+        key=service.key("slice_report"),
+        group_name=service.node("reports"),
+        deps=[metric_table, service.key("production_metrics"), extraction],
     )
+    def slice_report(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
+        """Per-slice health of the latest golden run and production days; writes `slice_report.md` and
+        `slice_report.html` (`runs/<run id>/` and `latest/` in the reports folder)."""
+        eval_files = service.files
+        instance = context.instance
+        with user_errors():
+            report = _latest_golden_report(instance, metric_table, eval_files)
+            production = recent_production_days(eval_files)
+            channels = _latest_json(instance, extraction, "report_path", eval_files)
+            judge = _latest_json(instance, metric_table, "judge_report_path", eval_files)
+        history = golden_history(instance, metric_table)
+        channels = channels if channels and channels.get("configured") else None
+        markdown = slice_markdown(report, production, channels, judge, history=history)
+        run_id = context.run.run_id
+        with user_errors():
+            if report is not None:
+                page = render_html(
+                    report,
+                    history=history,
+                    production=production,
+                    extraction=channels,
+                    judge=judge,
+                    title=service.title,
+                )
+                html = eval_files.publish(run_id, "slice_report.html", page, "HTML report")
+            eval_files.publish(run_id, "slice_report.md", markdown, "slice report")
+        return dg.Output(
+            slice_table(report),
+            metadata={
+                "report": dg.MetadataValue.md(markdown),
+                "decision": "none" if report is None else report["release"]["decision"],
+                "golden_runs_in_trend": len(history),
+                "production_days": len(production),
+                **({"html": dg.MetadataValue.path(html)} if report is not None else {}),
+            },
+        )
+
+    return slice_report
 
 
 def slice_table(report: dict | None) -> pd.DataFrame:
@@ -106,8 +116,10 @@ def slice_table(report: dict | None) -> pd.DataFrame:
     return to_frame(pa.Table.from_pylist(rows, schema=SLICE_COLUMNS))
 
 
-def _latest_golden_report(instance: dg.DagsterInstance, eval_files: EvalFiles) -> dict | None:
-    report = _latest_json(instance, METRIC_TABLE, "report_path", eval_files)
+def _latest_golden_report(
+    instance: dg.DagsterInstance, metric_table: dg.AssetKey, eval_files: EvalFiles
+) -> dict | None:
+    report = _latest_json(instance, metric_table, "report_path", eval_files)
     if report is not None:
         report.pop("cases", None)  # per-case rows are in metric_table.parquet; the page shows aggregates
     return report
@@ -132,9 +144,12 @@ def _latest_json(
     return folder.read_json(name, entry_name)
 
 
-def golden_history(instance: dg.DagsterInstance, limit: int = HISTORY_RUNS) -> list[dict]:
-    """Past golden runs, oldest first: run id, time, index version, decision and metrics."""
-    records = instance.fetch_materializations(METRIC_TABLE, limit=limit).records
+def golden_history(
+    instance: dg.DagsterInstance, metric_table: dg.AssetKey, limit: int = HISTORY_RUNS
+) -> list[dict]:
+    """Past golden runs of a `metric_table` asset, oldest first: run id, time, index version, decision
+    and metrics."""
+    records = instance.fetch_materializations(metric_table, limit=limit).records
     history = []
     for record in reversed(records):
         metadata = record.asset_materialization.metadata if record.asset_materialization else {}

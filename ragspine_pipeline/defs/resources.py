@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Literal
@@ -138,6 +138,10 @@ class AlertsResource(dg.ConfigurableResource):
     ttl_hours: float = Field(
         default=DEFAULT_TTL_HOURS, gt=0, description="undelivered alerts expire after this"
     )
+    slack_channel: str | None = Field(
+        default=None, description="the Slack channel of this service's alerts (default: SLACK_CHANNEL)"
+    )
+    service: str | None = Field(default=None, description="the service named in every alert's title")
 
     def outbox(self) -> AlertOutbox:
         """The outbox (a file, or PostgreSQL when steps run on several hosts); close it after use."""
@@ -154,6 +158,8 @@ class AlertsResource(dg.ConfigurableResource):
     def queue(self, alert: Alert, log=None) -> Alert | None:
         """Queue ``alert`` if it is news for its stream (de-duplication); it is delivered with the rest
         of its run's alerts when the run ends."""
+        if self.service:
+            alert = alert.model_copy(update={"title": f"{self.service}: {alert.title}"})
         with self.outbox() as outbox:
             queued = outbox.observe(alert)  # a full disk: a one-line InputError, nothing queued
         if queued is not None and log is not None:
@@ -166,9 +172,7 @@ class AlertsResource(dg.ConfigurableResource):
         finished = None if instance is None else _finished_on(instance)
         try:
             with self.outbox() as outbox:
-                result = flush(
-                    outbox, SlackSettings.from_env(os.environ), finished=finished, ttl_hours=self.ttl_hours
-                )
+                result = flush(outbox, self.slack(), finished=finished, ttl_hours=self.ttl_hours)
         except InputError as exc:  # the outbox itself is unreachable: nothing was posted, nothing lost
             result = FlushResult(error=str(exc), skipped=f"the outbox cannot be read: {exc}")
         if log is not None:
@@ -184,6 +188,11 @@ class AlertsResource(dg.ConfigurableResource):
                 reason = result.skipped or result.error or next(iter(result.failed.values()), "not attempted")
                 log.warning(f"{result.pending - result.waiting} alert(s) pending in the outbox: {reason}")
         return result
+
+    def slack(self) -> SlackSettings:
+        """Slack's settings from the environment (the token never leaves it), this service's channel."""
+        settings = SlackSettings.from_env(os.environ)
+        return replace(settings, channel=self.slack_channel) if self.slack_channel else settings
 
     def alert_check(self, alert: Alert, log, check_name: str | None = None) -> dg.AssetCheckResult:
         """What an alert check does: queue ``alert`` (when it is news) and say so. It always passes:
@@ -255,13 +264,15 @@ class TraceStoreResource(dg.ConfigurableResource):
 
 class IndexManifestResource(dg.ConfigurableResource):
     """The index manifest the rebuild sensor watches (a JSON object naming the live `index_version`): a
-    local path or `s3://bucket/key`."""
+    local path or `s3://bucket/key` (none: the service publishes no manifest, and the sensor skips)."""
 
-    uri: str
+    uri: str | None
     endpoint_url: str | None = None
     region: str | None = None
 
     def read(self) -> IndexManifest:
+        if self.uri is None:
+            raise ManifestMissing("index manifest", "none is configured for this service")
         return read_manifest(self.uri, endpoint_url=self.endpoint_url, region=self.region)
 
     def live_version(self) -> str | None:

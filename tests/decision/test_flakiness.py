@@ -10,8 +10,6 @@ import pytest
 
 from ragspine_pipeline.decision.flakiness import flakiness, flakiness_sentence
 from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.evaluation import golden_evaluation
-from ragspine_pipeline.defs.golden import golden_set, golden_traces
 from ragspine_pipeline.demo.build import init_demo
 from tests.defs.test_code_location import demo_resources
 
@@ -35,13 +33,15 @@ def test_the_code_location_replays_the_golden_set_as_often_as_configured(tmp_pat
     init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=40)
     defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path, RAGSPINE_REPLAY_REPEAT="3"))
     with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            [golden_set, golden_traces, golden_evaluation],
-            instance=instance,
-            resources=defs.resources,
+        # The golden path up to the decision (golden_evaluation writes metric_table and release_decision).
+        selection = ["golden_set", "golden_traces", "metric_table", "release_decision"]
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey(name) for name in selection]
         )
     assert result.success
-    [traces] = [e for e in result.get_asset_materialization_events() if e.asset_key == golden_traces.key]
+    [traces] = [
+        e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("golden_traces")
+    ]
     assert traces.materialization.metadata["replays"].value == 3
     report = json.loads(next((tmp_path / "reports" / "runs").glob("*/evaluation.json")).read_text())
     # The built-in engine is deterministic: three replays, no flaky case.

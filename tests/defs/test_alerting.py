@@ -13,7 +13,6 @@ import pytest
 from ragspine_pipeline import cli
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs import local
-from ragspine_pipeline.defs.alerts import evaluation_run_failure_sensor, evaluation_run_success_sensor
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo
 
@@ -114,7 +113,7 @@ def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fa
 def run_failure_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: dg.Definitions):
     [record] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     return dg.build_run_status_sensor_context(
-        sensor_name=evaluation_run_failure_sensor.name,
+        sensor_name="evaluation_run_failure_sensor",
         dagster_event=record.get_dagster_event(),
         dagster_instance=instance,
         dagster_run=run,
@@ -132,7 +131,9 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
     with dg.instance_for_test() as instance:
         crashed = job.execute_in_process(instance=instance, raise_on_error=False)
         assert not crashed.success
-        evaluation_run_failure_sensor(run_failure_context(instance, crashed.dagster_run, defs))
+        defs.resolve_sensor_def("evaluation_run_failure_sensor")(
+            run_failure_context(instance, crashed.dagster_run, defs)
+        )
         [post] = fake_slack.posts
         assert post["text"].startswith("Evaluation run failed: reeval_on_index_rebuild at step golden_traces")
         assert f"127.0.0.1:{closed_port}" in post["text"] and TOKEN not in post["text"]
@@ -146,7 +147,9 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
             instance=instance, raise_on_error=False
         )
         assert not blocked.success
-        evaluation_run_failure_sensor(run_failure_context(instance, blocked.dagster_run, defs))
+        defs.resolve_sensor_def("evaluation_run_failure_sensor")(
+            run_failure_context(instance, blocked.dagster_run, defs)
+        )
     assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Evaluation run failed", "Release blocked"]
 
 
@@ -169,7 +172,7 @@ def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake
         blocked = job.execute_in_process(instance=instance, raise_on_error=False)
         assert not blocked.success and fake_slack.posts == []  # queued during the run, not posted
         context = run_status_context(instance, blocked.dagster_run, defs, dg.DagsterEventType.RUN_FAILURE)
-        evaluation_run_failure_sensor(context.for_run_failure())
+        defs.resolve_sensor_def("evaluation_run_failure_sensor")(context.for_run_failure())
         [post] = fake_slack.posts
         assert post["text"].startswith("Release blocked: index demo-ix-0002-degraded-parser")
         assert post["text"].endswith("Also: Extraction channels: below baseline.")
@@ -178,7 +181,7 @@ def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake
         rebuild(demo_env)
         healthy = job.execute_in_process(instance=instance, raise_on_error=False)
         assert healthy.success and len(fake_slack.posts) == 1
-        evaluation_run_success_sensor(
+        defs.resolve_sensor_def("evaluation_run_success_sensor")(
             run_status_context(instance, healthy.dagster_run, defs, dg.DagsterEventType.RUN_SUCCESS)
         )
     [recovered] = fake_slack.posts[1:]

@@ -19,13 +19,12 @@ import pytest
 from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
 from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.automation import index_rebuild_sensor, run_key
+from ragspine_pipeline.defs.automation import run_key
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.defs.release import (
     BASELINE_CHECK,
     INDEX_CHECK,
     SLICE_CHECK,
-    baseline,
     check_name,
     committed_gates,
     release_gates_check,
@@ -232,6 +231,7 @@ def test_a_failed_extraction_channel_is_shown_in_the_report_not_skipped(healthy_
 
 def test_the_sensor_requests_one_run_per_new_index_version(demo, instance, tmp_path):
     defs = build_definitions(demo_resources(demo, tmp_path))
+    index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     resources = {"index_manifest": defs.resources["index_manifest"]}
     version = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
 
@@ -251,6 +251,7 @@ def test_the_sensor_requests_one_run_per_new_index_version(demo, instance, tmp_p
 
 def test_a_missing_manifest_makes_the_sensor_skip_with_a_reason(tmp_path, instance):
     defs = build_definitions(demo_resources(tmp_path / "nowhere", tmp_path))
+    index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     context = dg.build_sensor_context(
         instance=instance, resources={"index_manifest": defs.resources["index_manifest"]}
     )
@@ -305,7 +306,7 @@ def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(
         ) as context,
         pytest.raises(dg.Failure, match=r"the baseline moved since this run decided .*releasable_rate"),
     ):
-        baseline(context, decision)
+        defs.resolve_assets_def("baseline")(context, decision)
     assert path.read_text() == before
     path.write_text(original)  # the module's demo, as the other tests left it
 
@@ -350,6 +351,7 @@ def test_the_rebuild_sensor_interval_comes_from_the_environment():
 
 def test_versions_replaced_between_ticks_are_named_never_skipped_silently(demo, instance, tmp_path):
     defs = build_definitions(demo_resources(demo, tmp_path))
+    index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     resources = {"index_manifest": defs.resources["index_manifest"]}
     evaluated = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
     first = rebuild_index(demo)["index_version"]  # published, then replaced before the next tick

@@ -11,12 +11,13 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.extraction import channel_check, extraction_baseline, extraction_scores
+from ragspine_pipeline.defs.extraction import channel_check
 from ragspine_pipeline.defs.local import finish
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.workbook import write_extraction_demo
 
-SELECTION = [extraction_scores.key, extraction_baseline.key]
+SCORES, BASELINE = dg.AssetKey("extraction_scores"), dg.AssetKey("extraction_baseline")
+SELECTION = [SCORES, BASELINE]
 
 
 @pytest.fixture
@@ -72,9 +73,7 @@ def test_a_channel_regression_blocks_promotion_and_alerts_exactly_once(tmp_path,
             channel_check("header_attribution"): dg.AssetCheckSeverity.ERROR,
         }
         assert degraded.success  # a channel is not a release gate: the run itself ends well ...
-        [kept] = [
-            e for e in degraded.get_asset_materialization_events() if e.asset_key == extraction_baseline.key
-        ]
+        [kept] = [e for e in degraded.get_asset_materialization_events() if e.asset_key == BASELINE]
         assert kept.materialization.metadata["promoted"].value is False
         assert kept.materialization.metadata["reason"].value.startswith("below threshold: color_mapping 0.")
         assert paths["baseline"].read_text() == before  # ... and nothing is promoted
@@ -97,7 +96,7 @@ def test_without_extraction_files_the_asset_says_so_and_nothing_fails(tmp_path):
     with dg.instance_for_test() as instance:
         result = run(defs, instance)
     assert result.success and failed_checks(result) == set()
-    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == extraction_scores.key]
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == SCORES]
     assert event.materialization.metadata["configured"].value is False
 
 

@@ -9,9 +9,7 @@ from dagster._core.definitions.selector import InstigatorSelector
 from dagster._core.scheduler.instigation import TickStatus
 
 from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.automation import index_rebuild_sensor
 from ragspine_pipeline.defs.local import backfill_production, reeval_as_sensor_requests
-from ragspine_pipeline.defs.production import production_metrics
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 from tests.defs.test_code_location import demo_resources
@@ -56,6 +54,7 @@ def test_a_run_key_already_launched_is_a_skipped_tick_even_without_a_cursor(tmp_
     init_demo(tmp_path / "demo", today=TODAY, traces_per_day=40)
     defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path))
     resources = {"index_manifest": defs.resources["index_manifest"]}
+    index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     with dg.instance_for_test() as instance:
         first = tick_sensor(index_rebuild_sensor, instance, cursor=None, resources=resources)
         job = defs.resolve_job_def("reeval_on_index_rebuild")
@@ -75,7 +74,7 @@ def test_the_backfill_scores_only_the_days_not_yet_on_the_instance(tmp_path):
         assert len(first) == 2 and all(run.success for run in first)
         second = backfill_production(defs, instance, days)
         assert len(second) == 1 and second[0].dagster_run.tags["dagster/partition"] == days[2]
-        assert set(instance.get_materialized_partitions(production_metrics.key)) == set(days)
+        assert set(instance.get_materialized_partitions(dg.AssetKey("production_metrics"))) == set(days)
     assert sorted(p.name for p in (tmp_path / "reports" / "production").iterdir()) == [
         f"{day}.json" for day in days
     ]

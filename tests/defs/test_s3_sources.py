@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.automation import index_rebuild_sensor, run_key
+from ragspine_pipeline.defs.automation import run_key
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo
 
@@ -90,6 +90,7 @@ def test_the_sensor_reads_the_manifest_from_s3(demo, bucket, s3_endpoint, tmp_pa
     upload(client, name, demo)
     version = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
     defs = s3_defs(demo, tmp_path, s3_endpoint, name)
+    index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     resources = {"index_manifest": defs.resources["index_manifest"]}
     with dg.instance_for_test() as instance:
         first = index_rebuild_sensor(dg.build_sensor_context(instance=instance, resources=resources))
@@ -104,5 +105,5 @@ def test_the_sensor_reads_the_manifest_from_s3(demo, bucket, s3_endpoint, tmp_pa
         context = dg.build_sensor_context(
             instance=instance, resources={"index_manifest": missing.resources["index_manifest"]}
         )
-        outcome = index_rebuild_sensor(context)
+        outcome = missing.resolve_sensor_def("index_rebuild_sensor")(context)
     assert isinstance(outcome, dg.SkipReason) and "nowhere/manifest.json" in outcome.skip_message

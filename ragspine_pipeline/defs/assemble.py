@@ -1,0 +1,42 @@
+"""Everything one evaluated service contributes to a code location, read top to bottom: the golden path
+(golden set → SUT replay → metrics and decision → gate checks → baseline), the extraction channels, the
+nightly production path, the report, the alerts, then the jobs, schedule and sensors.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ragspine_pipeline.defs.alerts import alert_defs
+from ragspine_pipeline.defs.automation import automation_defs
+from ragspine_pipeline.defs.evaluation import evaluation_asset
+from ragspine_pipeline.defs.extraction import extraction_assets
+from ragspine_pipeline.defs.golden import golden_assets
+from ragspine_pipeline.defs.production import production_assets
+from ragspine_pipeline.defs.release import release_assets
+from ragspine_pipeline.defs.reports import report_asset
+from ragspine_pipeline.defs.service import Service
+
+
+def service_definitions(service: Service) -> dg.Definitions:
+    """The assets, checks, jobs, schedule and sensors of ``service`` (no resources: each step reads
+    the service's own settings)."""
+    checks, baseline = release_assets(service)
+    extraction_scores, extraction_channels, extraction_alert, extraction_baseline = extraction_assets(service)
+    alert_checks, alert_sensors = alert_defs(service)
+    jobs, schedules, sensors = automation_defs(service)
+    return dg.Definitions(
+        assets=[
+            *golden_assets(service),
+            evaluation_asset(service),
+            baseline,
+            extraction_scores,
+            extraction_baseline,
+            *production_assets(service),
+            report_asset(service),
+        ],
+        asset_checks=[checks, extraction_channels, extraction_alert, *alert_checks],
+        jobs=jobs,
+        schedules=schedules,
+        sensors=[*sensors, *alert_sensors],
+    )

@@ -1,0 +1,190 @@
+"""Several services in one code location, each a `ragspine_pipeline.RagEvaluation` in a defs.yaml: two
+services on loopback HTTP fakes with different JSON shapes (one behind a bearer token) evaluated side by
+side, one ships and one blocks, each with its own assets, baseline, alerts and reports, and the token
+nowhere; `dg list components`, `dg scaffold defs` then `dg check defs` in a project of one's own; an
+instance without its required settings fails to load with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ragspine_pipeline.errors import InputError
+from tests.fake_rag_service import NESTED_MAPPING, FakeRagService
+
+ROOT = Path(__file__).resolve().parents[2]
+WFGY = ROOT / "examples" / "wfgy"
+TOKEN = "tok-beta-4f1e9c2d7a"
+GATES = "gates:\n  precision: {min: 0.80}\n  chr: {min: 0.75}\n  compliance: {min: 0.98}\n"
+PYPROJECT = """\
+[project]
+name = "evals"
+version = "0.0.1"
+
+[tool.dg]
+directory_type = "project"
+
+[tool.dg.project]
+root_module = "evals"
+"""
+
+
+def project(folder: Path) -> Path:
+    """A Dagster project of the reader's own: `evals`, its services under `evals/defs/`."""
+    (folder / "evals" / "defs").mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(PYPROJECT)
+    (folder / "evals" / "__init__.py").write_text("")
+    (folder / "evals" / "defs" / "__init__.py").write_text("")
+    (folder / "evals" / "definitions.py").write_text(
+        "from pathlib import Path\n\nimport dagster as dg\n\n"
+        "defs = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)\n"
+    )
+    return folder
+
+
+def declare(folder: Path, name: str, attributes: dict) -> None:
+    path = folder / "evals" / "defs" / name / "defs.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"type": "ragspine_pipeline.RagEvaluation", "attributes": attributes}))
+
+
+def traces(worse: bool = False) -> dict[str, dict]:
+    rows = [json.loads(line) for line in (WFGY / "traces.jsonl").read_text().splitlines()]
+    if worse:  # every other answer loses its citations
+        for row in rows[::2]:
+            row["answer_json"] = {**row["answer_json"], "citations": []}
+    return {row["qid"]: row for row in rows}
+
+
+def load(folder: Path, monkeypatch, package: str = "evals") -> dg.Definitions:
+    monkeypatch.syspath_prepend(str(folder))
+    for module in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+        del sys.modules[module]
+    return dg.load_from_defs_folder(path_within_project=folder / package)
+
+
+def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeypatch):
+    folder = project(tmp_path / "evals-project")
+    shutil.copy(WFGY / "gold.jsonl", folder / "gold.jsonl")
+    (folder / "gates.yaml").write_text(GATES)
+    (folder / "traces").mkdir()
+    monkeypatch.setenv("BETA_TOKEN", TOKEN)
+    with (
+        FakeRagService(traces()) as alpha_service,
+        FakeRagService(traces(worse=True), shape="nested", token=TOKEN, path="/v2/ask") as beta_service,
+    ):
+        common = {"golden_set": "gold.jsonl", "gates": "gates.yaml", "trace_store": "traces"}
+        declare(folder, "alpha", {**common, "sut": {"kind": "http", "url": alpha_service.url}})
+        beta_sut = {
+            "kind": "http",
+            "url": beta_service.url,
+            "headers": {"Authorization": "Bearer ${BETA_TOKEN}"},
+            "body": {"id": "{qid}", "input": {"text": "{question}"}},
+            "response": NESTED_MAPPING,
+        }
+        declare(folder, "beta", {**common, "sut": beta_sut, "alerts": {"slack_channel": "#beta-eval"}})
+        monkeypatch.chdir(folder)
+        defs = load(folder, monkeypatch)
+        assert {job.name for job in defs.jobs} >= {"alpha__nightly_eval", "beta__reeval_on_index_rebuild"}
+        with dg.instance_for_test() as instance:
+            for name in ("alpha", "beta"):
+                job = defs.resolve_job_def(f"{name}__reeval_on_index_rebuild")
+                job.execute_in_process(instance=instance, raise_on_error=False)
+            materialized = {
+                key.to_user_string()
+                for key in instance.get_asset_keys()
+                if instance.get_latest_materialization_event(key)
+            }
+            logs = " ".join(
+                str(record) for run in instance.get_runs() for record in instance.all_logs(run.run_id)
+            )
+    assert {"alpha/release_decision", "beta/release_decision", "alpha/baseline"} <= materialized
+    assert "beta/baseline" not in materialized  # a blocked release promotes nothing
+    decision = {
+        name: json.loads((folder / "var" / name / "reports" / "latest" / "release_decision.json").read_text())
+        for name in ("alpha", "beta")
+    }
+    assert decision["alpha"]["decision"] == "ship" and decision["beta"]["decision"] == "block"
+    assert (folder / "var" / "alpha" / "baseline.json").exists()
+    assert not (folder / "var" / "beta" / "baseline.json").exists()
+    assert beta_service.unauthorised == 0 and sum(beta_service.asked.values()) == 20
+    beta_outbox = (folder / "var" / "beta" / "alerts" / "outbox.jsonl").read_text()
+    assert (
+        '"title": "beta: Release blocked' in beta_outbox and '"stream": "beta/release:golden"' in beta_outbox
+    )
+    alpha_outbox = folder / "var" / "alpha" / "alerts" / "outbox.jsonl"
+    assert not alpha_outbox.exists() or "Release blocked" not in alpha_outbox.read_text()
+    written = [p for p in folder.rglob("*") if p.is_file()]
+    assert all(TOKEN not in p.read_text(errors="replace") for p in written)
+    assert TOKEN not in logs
+
+
+def test_an_instance_without_its_settings_fails_to_load_with_one_line(tmp_path, monkeypatch):
+    folder = project(tmp_path / "evals-project")
+    declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces"})
+    with pytest.raises(Exception) as info:
+        load(folder, monkeypatch)
+    cause = info.value
+    while not isinstance(cause, InputError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    assert isinstance(cause, InputError)
+    assert (
+        str(cause)
+        == f"{folder / 'evals' / 'defs' / 'gamma' / 'defs.yaml'}: sut is not set: say which sut to evaluate"
+    )
+
+
+def dg_command(folder: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(folder), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "dg"), *argv],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_component_is_listed_scaffolded_and_checked_in_a_project_of_ones_own(tmp_path):
+    folder = project(tmp_path / "evals-project")
+    listed = dg_command(folder, "list", "components")
+    assert "ragspine_pipeline.RagEvaluation" in listed.stdout, listed.stderr
+    scaffolded = dg_command(folder, "scaffold", "defs", "ragspine_pipeline.RagEvaluation", "support_bot")
+    assert scaffolded.returncode == 0, scaffolded.stderr
+    text = (folder / "evals" / "defs" / "support_bot" / "defs.yaml").read_text()
+    assert "name: support_bot" in text and text.startswith("# One evaluated service")
+    checked = dg_command(folder, "check", "defs")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "All definitions loaded successfully." in checked.stdout + checked.stderr
+
+
+def test_a_project_from_init_loads_in_dagster_and_decides_against_the_service(tmp_path, monkeypatch):
+    """`ragspine-eval init` writes a Dagster project too: `dg check defs` passes, and its service's
+    re-evaluation asks the (loopback) service and decides."""
+    from ragspine_pipeline.cli import main
+    from tests.test_your_service_doc import answers
+
+    with FakeRagService(answers(), token=TOKEN, path="/v1/answer") as service:
+        folder = tmp_path / "support-bot"
+        assert main(["init", str(folder), "--sut-url", service.url]) == 0
+        checked = dg_command(folder, "check", "defs")
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        monkeypatch.setenv("SUPPORT_BOT_TOKEN", TOKEN)
+        monkeypatch.chdir(folder)
+        defs = load(folder, monkeypatch, "support_bot_evaluation")
+        with dg.instance_for_test() as instance:
+            job = defs.resolve_job_def("support_bot__reeval_on_index_rebuild")
+            result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    decision = json.loads((folder / "var" / "reports" / "latest" / "release_decision.json").read_text())
+    assert decision["decision"] == "ship" and decision["metrics"]["under_refusal"] == 0.0
+    assert sum(service.asked.values()) == 5 and service.unauthorised == 0
