@@ -200,9 +200,9 @@ def redact_trace(trace: dict, *, phone_region: str = DEFAULT_PHONE_REGION) -> tu
 
     Redacted: ``question`` / ``q``; ``answer`` when it is text; in ``answer`` and ``answer_json`` objects
     their ``claim``, ``support_phrases`` and, for every entry of ``claims``, its ``text`` and
-    ``support_phrases``; ``outcome.narrative_answer`` and every string at any depth inside
-    ``outcome.retrieved_context``. Every other field (ids, citations, versions, tags, numbers,
-    timestamps) is copied unchanged. ``trace`` is not mutated.
+    ``support_phrases``; ``outcome.narrative_answer``, every string at any depth inside
+    ``outcome.retrieved_context``, and the ``text`` of every passage of ``contexts``. Every other field
+    (ids, citations, versions, tags, numbers, timestamps) is copied unchanged. ``trace`` is not mutated.
     """
     counts: Counter[str] = Counter()
 
@@ -238,6 +238,10 @@ def redact_trace(trace: dict, *, phone_region: str = DEFAULT_PHONE_REGION) -> tu
     outcome = redacted.get("outcome")
     if isinstance(outcome, dict):
         clean_fields(outcome, ("narrative_answer", "retrieved_context"))
+    contexts = redacted.get("contexts")
+    for passage in contexts if isinstance(contexts, list) else ():
+        if isinstance(passage, dict):
+            clean_fields(passage, ("text",))
     return redacted, counts
 
 

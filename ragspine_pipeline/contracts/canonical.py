@@ -180,6 +180,8 @@ def trace_sql(source: str, extra: str = "") -> str:
         {text("outcome.narrative_answer")} AS outcome_narrative,
         [CASE json_type(e) WHEN 'VARCHAR' THEN e ->> '$' ELSE e ->> '$.text' END
             FOR e IN outcome.retrieved_context] AS outcome_context,
+        [c.id ->> '$' FOR c IN contexts] AS context_ids,
+        [c.text ->> '$' FOR c IN contexts] AS context_texts,
         {_first((*TRACE_QID_ALIASES, *QUESTION_ALIASES))} IS NOT NULL AS _usable{extra}
     FROM ledgered
     """

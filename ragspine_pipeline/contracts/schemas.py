@@ -72,6 +72,8 @@ TRACE_SCHEMA = pa.schema(
         pa.field("outcome_source_docs", STR_LIST),
         pa.field("outcome_narrative", pa.string()),
         pa.field("outcome_context", STR_LIST),
+        pa.field("context_ids", STR_LIST),
+        pa.field("context_texts", STR_LIST),
     ]
 )
 """Canonical trace columns. Null means "not in the trace": a null ``citations`` is an answer that carries
@@ -82,7 +84,8 @@ no citation list (non-compliant), a null stage is a stage the trace does not car
 ``completion_tokens`` come from ``token_usage``; ``outcome_refused`` is ``outcome.refused``, which decides
 whether the trace is a refusal when it is given; the other ``outcome_*`` columns are what the QA gates
 read: ``clarification_mode``, ``found_value`` / ``found_unit``, ``found_source`` (doc, locator), the
-docs of ``sources``, ``narrative_answer`` and the texts of ``retrieved_context``."""
+docs of ``sources``, ``narrative_answer`` and the texts of ``retrieved_context``. ``context_ids`` and
+``context_texts`` are the trace's own ``contexts`` (the passages its answer was given), null without."""
 
 EVIDENCE_SCHEMA = pa.schema(
     [

@@ -88,6 +88,17 @@ class ContextPassage(BaseModel):
     text: str
 
 
+class TraceContext(BaseModel):
+    """One passage the service put in front of its model: its chunk ``id`` and ``text``. A trace's
+    ``contexts`` stand for the evidence of its answer when no evidence registry is given (the
+    faithfulness metrics and the judge read them); other keys are kept, unread."""
+
+    model_config = MODEL_CONFIG
+
+    id: Id
+    text: str
+
+
 class Outcome(BaseModel):
     """What the SUT observed about its own answer, for the QA gates. ``narrative_answer`` and
     ``retrieved_context`` feed the narrative gates (``scoring.narrative``); other keys (``route``, …)
@@ -146,6 +157,7 @@ class Trace(BaseModel):
     citations: list[str] | None = None
     outcome: Outcome | None = None
     ok: StrictBool | None = None
+    contexts: list[TraceContext] | None = None
     latency_ms: FiniteFloat | None = None
     token_usage: TokenUsage | None = None
     tags: dict[str, str] | None = None

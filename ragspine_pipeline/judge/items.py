@@ -35,7 +35,10 @@ def judge_items(
                 qid=qid,
                 question=row["question"] or case.get("question"),
                 answer=row["claim"],
-                context=tuple(texts[c] for c in chunk_ids if c in texts),
+                # The registry's texts of the chunks the answer was given, else the trace's own contexts.
+                context=tuple(texts[c] for c in chunk_ids if c in texts)
+                if evidence is not None
+                else tuple(row["context_texts"] or ()),
                 reference=_reference(case, texts),
             )
         )
@@ -55,7 +58,7 @@ def case_tags(traces: pa.Table, gold: pa.Table | None = None) -> dict[str, list[
 
 
 _GOLD = ["qid", "question", "gold_claim", "gold_claim_substr", "gold_citations"]
-_TRACE = ["qid", "question", "claim", "selected_context_ids", "retrieved_ids"]
+_TRACE = ["qid", "question", "claim", "selected_context_ids", "retrieved_ids", "context_texts"]
 
 
 def _reference(case: dict, texts: dict[str, str]) -> tuple[str, ...]:

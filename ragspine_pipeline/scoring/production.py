@@ -20,10 +20,12 @@ Each metric as value; denominator n (the registry, ``ragspine_pipeline.metrics``
 * ``production_admissible_rate`` (with a registry) = |{t ∈ T : admissible}| / |T|; n = |T|.
 * ``production_fabrication`` = the count |{t ∈ R : a number remains}|, with ``rate`` = count / |R|;
   n = |R|.
-* ``lexical_faithfulness`` (with a registry) = claims of S supported by a selected chunk / claims of S;
-  n = claims of S. The claims of one answer are not independent, so the entry also carries an
-  ``effective_n`` (cluster-robust: the number of independent observations the claims are worth), which
-  the nightly drop test uses instead of n.
+* ``lexical_faithfulness`` (with a registry, or traces that carry their ``contexts``) = claims of S
+  supported by a selected chunk / claims of S; n = claims of S. Without a registry, a trace's own
+  ``contexts`` are its selected chunks, and only the answers that carry some are counted. The claims of
+  one answer are not independent, so the entry also carries an ``effective_n`` (cluster-robust: the
+  number of independent observations the claims are worth), which the nightly drop test uses instead
+  of n.
 * ``latency_p50_ms``, ``latency_p95_ms`` = the 50th / 95th percentile of ``latency_ms``; n = traces with
   a latency.
 * ``prompt_tokens_mean``, ``completion_tokens_mean`` = the mean count; n = traces with that count.
@@ -235,11 +237,19 @@ def production_metrics(
     ] or [_per_trace(traces, registry, required_versions, period_pattern)]
     per_trace = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
-    (overall,) = _metric_sets(per_trace, np.arange(n), np.zeros(n, dtype=np.int64), 1, registry is not None)
+    # Faithfulness is judged against the registry, else against the traces' own contexts when some carry them.
+    faithful = registry is not None or bool(
+        "context_ids" in traces.column_names and pc.sum(pc.is_valid(traces.column("context_ids"))).as_py()
+    )
+    (overall,) = _metric_sets(
+        per_trace, np.arange(n), np.zeros(n, dtype=np.int64), 1, registry is not None, faithful
+    )
     rows, groups, labels = _slice_membership(traces.column("tags"), dimensions)
     slices: dict[str, dict[str, MetricSet]] = {dimension: {} for dimension in dimensions or ()}
     for (dimension, value), metric_set in zip(
-        labels, _metric_sets(per_trace, rows, groups, len(labels), registry is not None), strict=True
+        labels,
+        _metric_sets(per_trace, rows, groups, len(labels), registry is not None, faithful),
+        strict=True,
     ):
         slices.setdefault(dimension, {})[value] = metric_set
     failures = {} if registry is None else {rule: int(per_trace[rule].sum()) for rule in GOLD_FREE_RULES}
@@ -298,11 +308,54 @@ def _per_trace(traces: pa.Table, registry: Registry | None, required_versions, p
         support = claim_support(claims, selected, registry)
         out["claims"] = np.bincount(claims.rows, minlength=n)
         out["supported"] = np.bincount(claims.rows[support.by_selected], minlength=n)
+    elif "context_ids" in t:
+        # Without a registry, a trace's own contexts are the evidence of its answer: only the answers
+        # that carry some are judged.
+        contexts, given = _context_registry(t["context_ids"], t["context_texts"])
+        claims = answer_claims(t, refused | ~given, n)
+        support = claim_support(claims, contexts.selected, contexts.registry)
+        out["claims"] = np.bincount(claims.rows, minlength=n)
+        out["supported"] = np.bincount(claims.rows[support.by_selected], minlength=n)
     return out
 
 
+@dataclass(frozen=True)
+class _Contexts:
+    registry: Registry
+    selected: pa.Array
+
+
+def _context_registry(ids: pa.Array, texts: pa.Array) -> tuple[_Contexts, np.ndarray]:
+    """The traces' own passages as a registry of their own (a passage's id made unique per trace, so
+    that two traces may give the same id different texts) and each trace's list of them; and which
+    traces carry at least one."""
+    n = len(ids)
+    lengths = np.asarray(pc.fill_null(pc.list_value_length(ids), 0), dtype=np.int64)
+    rows = np.repeat(np.arange(n), lengths)
+    unique = pc.binary_join_element_wise(
+        pa.array(rows.astype(str)), pc.cast(pc.list_flatten(ids), pa.string()), "\x1f"
+    )
+    evidence = pa.table(
+        {
+            "chunk_id": unique,
+            "version": pa.nulls(len(unique), pa.string()),
+            "permitted": pa.array(np.ones(len(unique), dtype=bool)),
+            "current": pa.array(np.ones(len(unique), dtype=bool)),
+            "text": pc.fill_null(pc.list_flatten(texts), ""),
+        }
+    )
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    selected = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), unique)
+    return _Contexts(Registry(evidence), selected), lengths > 0
+
+
 def _metric_sets(
-    per_trace: dict, rows: np.ndarray, groups: np.ndarray, n_groups: int, with_registry: bool
+    per_trace: dict,
+    rows: np.ndarray,
+    groups: np.ndarray,
+    n_groups: int,
+    with_registry: bool,
+    with_faithfulness: bool,
 ) -> list[MetricSet]:
     """The metrics of each group, where trace ``rows[i]`` belongs to group ``groups[i]``."""
 
@@ -314,9 +367,11 @@ def _metric_sets(
     figures = {
         m.name: _rates(m.name, total(m.numerator), n if m.denominator == "traces" else total(m.denominator))
         for m in PROPORTIONS
-        if with_registry or not m.requires_registry
+        if with_registry
+        or not m.requires_registry
+        or (with_faithfulness and m.name == "lexical_faithfulness")
     }
-    if with_registry:
+    if with_faithfulness:
         effective = _clustered_effective_n(per_trace, rows, groups, n_groups)
         figures["lexical_faithfulness"] = [
             Rate(r.value, r.n, r.low, r.high, float(e))

@@ -68,6 +68,7 @@ _OUTCOME = (
     "outcome_source_docs",
     "outcome_narrative",
     "outcome_context",
+    "context_texts",
 )
 
 
@@ -207,7 +208,8 @@ def score_qa_gates(
         g["expected_narrative_doc"],
         claim,
         col["outcome_narrative"],
-        col["outcome_context"],
+        # The retrieved context the trace reports, else the passages it says its answer was given.
+        pc.coalesce(col["outcome_context"], col["context_texts"]),
         references,
     )
     outcomes = {
