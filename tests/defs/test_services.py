@@ -167,6 +167,29 @@ def test_the_component_is_listed_scaffolded_and_checked_in_a_project_of_ones_own
     assert "All definitions loaded successfully." in checked.stdout + checked.stderr
 
 
+def test_a_scaffolded_service_evaluates_the_demo_as_written(tmp_path, monkeypatch):
+    from ragspine_pipeline.cli import main
+
+    folder = project(tmp_path / "evals-project")
+    assert (
+        dg_command(folder, "scaffold", "defs", "ragspine_pipeline.RagEvaluation", "support_bot").returncode
+        == 0
+    )
+    assert main(["demo", "init", "--root", str(folder / "var" / "demo"), "--traces-per-day", "40"]) == 0
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("RAGSPINE_HOME", raising=False)
+    defs = load(folder, monkeypatch)
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("support_bot__reeval_on_index_rebuild").execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+    decision = json.loads(
+        (folder / "var" / "support_bot" / "reports" / "latest" / "release_decision.json").read_text()
+    )
+    assert decision["decision"] == "ship", [e.message for e in result.all_events if e.is_failure]
+    assert (folder / "var" / "support_bot" / "baseline.json").exists()
+
+
 def test_a_project_from_init_loads_in_dagster_and_decides_against_the_service(tmp_path, monkeypatch):
     """`ragspine-eval init` writes a Dagster project too: `dg check defs` passes, and its service's
     re-evaluation asks the (loopback) service and decides."""
