@@ -70,18 +70,23 @@ def load(folder: Path, monkeypatch, package: str = "evals") -> dg.Definitions:
     return dg.load_from_defs_folder(path_within_project=folder / package)
 
 
-def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeypatch):
+def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeypatch, fake_slack):
     folder = project(tmp_path / "evals-project")
     shutil.copy(WFGY / "gold.jsonl", folder / "gold.jsonl")
     (folder / "gates.yaml").write_text(GATES)
     (folder / "traces").mkdir()
     monkeypatch.setenv("BETA_TOKEN", TOKEN)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_CHANNEL", "#rag-releases")
+    monkeypatch.setenv("SLACK_API_BASE_URL", fake_slack.url)
     with (
         FakeRagService(traces()) as alpha_service,
         FakeRagService(traces(worse=True), shape="nested", token=TOKEN, path="/v2/ask") as beta_service,
     ):
         common = {"golden_set": "gold.jsonl", "gates": "gates.yaml", "trace_store": "traces"}
-        declare(folder, "alpha", {**common, "sut": {"kind": "http", "url": alpha_service.url}})
+        monkeypatch.setenv("ALPHA_URL", alpha_service.url)  # a setting filled from the environment
+        alpha_sut = {"kind": "http", "url": "{{ env.ALPHA_URL }}"}
+        declare(folder, "alpha", {**common, "sut": alpha_sut, "nightly_at": "03:30"})
         beta_sut = {
             "kind": "http",
             "url": beta_service.url,
@@ -93,10 +98,25 @@ def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeyp
         monkeypatch.chdir(folder)
         defs = load(folder, monkeypatch)
         assert {job.name for job in defs.jobs} >= {"alpha__nightly_eval", "beta__reeval_on_index_rebuild"}
+        assert defs.resolve_schedule_def("alpha__nightly_eval_schedule").cron_schedule == "30 3 * * *"
+        assert defs.resolve_schedule_def("beta__nightly_eval_schedule").cron_schedule == "0 2 * * *"
         with dg.instance_for_test() as instance:
             for name in ("alpha", "beta"):
                 job = defs.resolve_job_def(f"{name}__reeval_on_index_rebuild")
                 job.execute_in_process(instance=instance, raise_on_error=False)
+            for name in ("alpha", "beta"):  # the run-status sensors: each service posts its own runs
+                for run in instance.get_runs():
+                    sensor = defs.resolve_sensor_def(f"{name}__evaluation_run_failure_sensor")
+                    if run.is_failure and run.job_name.startswith(f"{name}__"):
+                        [record] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+                        sensor(
+                            dg.build_run_status_sensor_context(
+                                sensor_name=sensor.name,
+                                dagster_event=record.get_dagster_event(),
+                                dagster_instance=instance,
+                                dagster_run=run,
+                            ).for_run_failure()
+                        )
             materialized = {
                 key.to_user_string()
                 for key in instance.get_asset_keys()
@@ -121,6 +141,8 @@ def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeyp
     )
     alpha_outbox = folder / "var" / "alpha" / "alerts" / "outbox.jsonl"
     assert not alpha_outbox.exists() or "Release blocked" not in alpha_outbox.read_text()
+    [post] = fake_slack.posts  # alpha shipped: nothing to say; beta blocked, in its own channel
+    assert post["channel"] == "#beta-eval" and post["text"].startswith("beta: Release blocked")
     written = [p for p in folder.rglob("*") if p.is_file()]
     assert all(TOKEN not in p.read_text(errors="replace") for p in written)
     assert TOKEN not in logs
