@@ -131,7 +131,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
             work_dir=path(self.work, base["eval_files"].work_dir if base else home("work")),
             s3_endpoint_url=self.s3_endpoint_url or (base and base["eval_files"].s3_endpoint_url),
             production_sample_size=self.sample_size
-            if not base
+            if base is None or "sample_size" in self.model_fields_set
             else base["eval_files"].production_sample_size,
             **(
                 {}
