@@ -178,7 +178,7 @@ def test_a_replay_killed_half_way_asks_only_the_unanswered_cases_when_run_again(
         assert set(service.asked) == set(TRACES) - kept and set(service.asked.values()) == {1}
 
     def decision(traces: str) -> dict:
-        out = tmp_path / f"{traces}.decision.json"
+        out = tmp_path / f"{Path(traces).parent.name}-{Path(traces).name}.decision.json"
         main(["score", "--gold", str(GOLD), "--trace", str(traces), "--run-id", "r", "--out", str(out)])
         return {key: value for key, value in json.loads(out.read_text()).items() if key != "trace"}
 
