@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -124,7 +125,10 @@ class AnswerStore:
         return kept
 
     def add(self, key: str, qid: str, trace: dict | None) -> None:
-        line = jsonl_line({"key": key, "qid": qid, "trace": trace}) + "\n"
+        try:
+            line = jsonl_line({"key": key, "qid": qid, "trace": trace}) + "\n"
+        except ValueError:  # NaN or infinity, which JSON has not: the contract quarantines the trace
+            return  # not kept: a re-run asks this case again
         try:
             append_durably(self.path, line.encode("utf-8"), "replay answers")
         except OSError as exc:
@@ -200,7 +204,7 @@ def replay(
         if problem is None:
             kept_traces.append(trace)
         else:
-            rejected.append({"qid": qid, **problem, "raw": trace})
+            rejected.append({"qid": qid, **problem, "raw": _writable(trace)})
     for path, records, what in ((out, kept_traces, "golden traces"), (quarantine, rejected, "quarantine")):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(records, path, what, sort_keys=True)
@@ -225,6 +229,18 @@ def failure_warnings(failed: dict[str, str]) -> list[str]:
     shown = "; ".join(f"{qid} ({cause})" for qid, cause in sorted(failed.items())[:10])
     more = f"; and {len(failed) - 10} more" if len(failed) > 10 else ""
     return [f"{len(failed)} case(s) could not be asked of the SUT and are scored as missing: {shown}{more}"]
+
+
+def _writable(value):
+    """``value`` with every non-finite number as its text (``"nan"``): JSON has no NaN, and a quarantine
+    keeps what was received."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_writable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _writable(item) for key, item in value.items()}
+    return value
 
 
 def _has_id(trace: dict) -> bool:

@@ -183,3 +183,20 @@ def test_a_replay_killed_half_way_asks_only_the_unanswered_cases_when_run_again(
         return {key: value for key, value in json.loads(out.read_text()).items() if key != "trace"}
 
     assert decision(str(tmp_path / "second.jsonl")) == decision(str(ROOT / "examples/wfgy/traces.jsonl"))
+
+
+def test_an_answer_json_cannot_keep_is_quarantined_not_a_crash(tmp_path, http_server):
+    from tests.conftest import Reply
+
+    http_server.script(Reply(200, '{"qid": "q1", "answer": "x", "latency_ms": NaN}'))
+    store = AnswerStore(tmp_path / "answers", "sut-nan", None)
+    client = HttpSut(url=http_server.url + "/answer", retries=0).client()
+    result = replay(
+        [("q1", "?", None)],
+        client.answer,
+        out=tmp_path / "t.jsonl",
+        quarantine=tmp_path / "q.jsonl",
+        store=store,
+    )
+    assert (result.answered, result.quarantined) == (0, 1)
+    assert not store.path.exists()  # not kept: asked again next time
