@@ -112,7 +112,9 @@ class HttpSut(_Settings):
     timeout_s: float = Field(default=10.0, gt=0)
     retries: int = Field(default=3, ge=0, description="retries of a 429/5xx or a dropped connection")
     concurrency: int = Field(default=8, ge=1, le=256, description="questions in flight")
-    max_rps: float | None = Field(default=None, gt=0, description="at most this many requests a second")
+    max_rps: float | None = Field(
+        default=None, gt=0, description="at most this many questions a second (their retries aside)"
+    )
 
     @field_validator("url")
     @classmethod
@@ -147,6 +149,7 @@ class HttpSut(_Settings):
             timeout=self.timeout_s,
             max_retries=self.retries,
             max_rps=self.max_rps,
+            concurrency=self.concurrency,
         )
 
 
@@ -304,6 +307,7 @@ class HttpSutClient:
         body: dict | None = None,
         response: dict[str, str] | None = None,
         max_rps: float | None = None,
+        concurrency: int = 8,
     ) -> None:
         base = urlsplit(base_url)
         joined = base.path.rstrip("/") + "/" + path.lstrip("/") if path else base.path
@@ -323,8 +327,8 @@ class HttpSutClient:
             raise_on_status=False,  # the last response is reported by its status, below
         )
         self._session = requests.Session()
-        self._session.mount("http://", HTTPAdapter(max_retries=retry, pool_maxsize=32))
-        self._session.mount("https://", HTTPAdapter(max_retries=retry, pool_maxsize=32))
+        for scheme in ("http://", "https://"):  # a connection kept for every question in flight
+            self._session.mount(scheme, HTTPAdapter(max_retries=retry, pool_maxsize=max(concurrency, 10)))
         self._session.headers.update(headers or {})
 
     def describe(self) -> str:
