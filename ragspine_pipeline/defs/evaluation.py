@@ -142,6 +142,9 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
                     {name: _finite(v) for name, v in evaluation.metrics.items()}
                 ),
                 "not_applicable": ", ".join(evaluation.not_applicable) or "none",
+                # One number per gated metric, so the asset page plots each over materialisations; a
+                # metric that does not apply to this run has no entry (never NaN).
+                **gated_figures(evaluation),
                 "means_by_metric": dg.MetadataValue.md(
                     markdown_table(
                         ["metric", "mean", "applicable cases"],
@@ -169,6 +172,16 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
         yield judge_check(judged, table_key)
 
     return golden_evaluation
+
+
+def gated_figures(evaluation) -> dict[str, dg.FloatMetadataValue]:
+    """``{"gate/<metric>": value}`` of every gate of the run whose metric applies."""
+    figures = {}
+    for gate in evaluation.gates:
+        value = _finite(gate.value)
+        if value is not None:
+            figures[f"gate/{gate.gate.metric}"] = dg.MetadataValue.float(value)
+    return figures
 
 
 def _finite(value: float | None) -> float | None:

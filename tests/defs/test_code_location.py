@@ -376,3 +376,17 @@ def test_what_the_sensor_says_about_superseded_versions():
     missed, note = superseded("z", ["x", "y"])
     assert missed == ["x", "y"] and "does not reach back to the last evaluated version z" in note
     assert "keeps no previous_versions" in superseded("a", [])[1]
+
+
+def test_every_gated_metric_is_a_number_on_the_metric_table_so_the_ui_plots_it(healthy_run, instance):
+    _defs, result, out = healthy_run
+    [event] = [
+        e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("metric_table")
+    ]
+    metadata = event.materialization.metadata
+    decision = json.loads((out / "reports" / "latest" / "release_decision.json").read_text())
+    gated = {gate["metric"]: gate["value"] for gate in decision["gates"] if gate["applicable"]}
+    assert gated and {f"gate/{m}" for m in gated} == {k for k in metadata if k.startswith("gate/")}
+    for metric, value in gated.items():
+        entry = metadata[f"gate/{metric}"]
+        assert isinstance(entry, dg.FloatMetadataValue) and abs(entry.value - value) < 1e-4
