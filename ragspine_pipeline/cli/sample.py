@@ -58,6 +58,14 @@ def run_sample(args: argparse.Namespace) -> int:
     summary: dict[str, Any] = {"source": store.describe(), "date": day, "seed": args.seed, **sample.counts}
     if sample.allocation is not None:
         summary["allocation"] = sample.allocation
+        if sample.allocation["exceeded_n"]:
+            strata = len(sample.allocation["strata"])
+            print(
+                f"ragspine-eval: warning: sampled {sample.counts['sampled']} traces, more than --n "
+                f"{args.n}: each of the {strata} strata keeps at least --floor {args.floor} traces (or all "
+                "it has), so that its rates mean something; lower --floor or raise --n",
+                file=sys.stderr,
+            )
     if sample.quarantine_path is not None:
         summary["quarantine"] = str(sample.quarantine_path)
     print(json.dumps(summary, ensure_ascii=False), file=sys.stderr)

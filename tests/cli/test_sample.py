@@ -142,3 +142,14 @@ def test_an_s3_store_gives_the_same_sample_as_the_local_one(store, bucket, s3_en
     assert len(from_s3.splitlines()) == 30
     code, _, stderr = run(capsys, "--source", f"s3://{name}-absent/t", "--endpoint-url", s3_endpoint, *common)
     assert code == 2 and stderr[0].startswith(f"ragspine-eval: error: s3://{name}-absent/t")
+
+
+def test_a_sample_larger_than_n_says_so_and_why(store, capsys):
+    argv = ["--source", str(store), "--date", DAY, "--n", "5", "--seed", "7", "--stratify", "topic"]
+    code, _stdout, stderr = run(capsys, *argv, "--floor", "10", "--no-redact")
+    summary = json.loads(stderr[-1])
+    assert code == 0 and summary["sampled"] == 24 and summary["allocation"]["exceeded_n"]
+    assert stderr[-2] == (
+        "ragspine-eval: warning: sampled 24 traces, more than --n 5: each of the 3 strata keeps at least "
+        "--floor 10 traces (or all it has), so that its rates mean something; lower --floor or raise --n"
+    )
