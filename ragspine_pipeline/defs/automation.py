@@ -83,16 +83,17 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         `previous_versions`, the run for the new version names those superseded since the cursor in
         its `ragspine/superseded_versions` tag, and the tick logs them (`superseded`).
         """
-        return rebuild_tick(context, service.index_manifest)
+        return rebuild_tick(context, service.index_manifest, service.key("metric_table"))
 
     jobs = [full_eval, reeval_on_index_rebuild, nightly_eval]
     return jobs, [nightly_eval_schedule], [index_rebuild_sensor]
 
 
 def rebuild_tick(
-    context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource
+    context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource, metric_table: dg.AssetKey
 ) -> dg.SensorResult | dg.SkipReason:
-    """One tick of the index-rebuild sensor against ``index_manifest``."""
+    """One tick of the index-rebuild sensor against ``index_manifest``; a version some run evaluated
+    (a ``metric_table`` materialisation names it: ``make run``, a run launched by hand) was not missed."""
     try:
         manifest = index_manifest.read()
     except ManifestMissing as exc:
@@ -101,7 +102,8 @@ def rebuild_tick(
     if version == context.cursor:
         return dg.SkipReason(f"index {version} was already evaluated (run key {run_key(version)})")
     tags = {INDEX_VERSION_TAG: version, "ragspine/corpus_hash": manifest.corpus_hash or ""}
-    missed, note = superseded(context.cursor, manifest.previous_versions)
+    evaluated = evaluated_versions(context.instance, metric_table)
+    missed, note = superseded(context.cursor, manifest.previous_versions, evaluated)
     if missed:
         tags[SUPERSEDED_TAG] = ",".join(missed)[:1000]
     if note:
@@ -112,20 +114,41 @@ def rebuild_tick(
 SUPERSEDED_TAG = "ragspine/superseded_versions"
 
 
-def superseded(cursor: str | None, previous: list[str]) -> tuple[list[str], str | None]:
+def evaluated_versions(instance: dg.DagsterInstance, metric_table: dg.AssetKey, limit: int = 100) -> set[str]:
+    """The index versions the last ``limit`` evaluations of ``metric_table`` named."""
+    records = instance.fetch_materializations(metric_table, limit=limit).records
+    versions = set()
+    for record in records:
+        entry = (
+            record.asset_materialization.metadata.get("index_version")
+            if record.asset_materialization
+            else None
+        )
+        if entry is not None:
+            versions.add(str(entry.value))
+    return versions
+
+
+def superseded(
+    cursor: str | None, previous: list[str], evaluated: set[str] | frozenset[str] = frozenset()
+) -> tuple[list[str], str | None]:
     """The versions published after ``cursor`` and replaced before this tick (from the manifest's
-    ``previous_versions``, oldest first), and what to say about them (None: nothing was missed)."""
+    ``previous_versions``, oldest first) that no run evaluated (``evaluated``), and what to say about
+    them (None: nothing was missed)."""
     if cursor is None:
         return [], None
     if cursor in previous:
-        missed = previous[previous.index(cursor) + 1 :]
+        missed = [v for v in previous[previous.index(cursor) + 1 :] if v not in evaluated]
         if not missed:
             return [], None
         return missed, f"{len(missed)} version(s) replaced before they were evaluated: {', '.join(missed)}"
     if previous:
-        return list(previous), (
+        missed = [v for v in previous if v not in evaluated]
+        if not missed:
+            return [], None
+        return missed, (
             f"the manifest's history does not reach back to the last evaluated version {cursor}: "
-            f"at least {len(previous)} version(s) were replaced unevaluated"
+            f"at least {len(missed)} version(s) were replaced unevaluated"
         )
     return [], (
         f"the manifest keeps no previous_versions: versions published after {cursor} and replaced "

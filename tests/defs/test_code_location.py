@@ -367,6 +367,23 @@ def test_versions_replaced_between_ticks_are_named_never_skipped_silently(demo, 
     assert isinstance(again, dg.SkipReason)
 
 
+def test_a_version_a_run_evaluated_meanwhile_is_not_called_missed(demo, tmp_path):
+    defs = build_definitions(demo_resources(demo, tmp_path))
+    sensor = defs.resolve_sensor_def("index_rebuild_sensor")
+    cursor = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
+    first = rebuild_index(demo)["index_version"]
+    second = rebuild_index(demo)["index_version"]
+    with dg.instance_for_test() as instance:
+        # `make run` (not the sensor) evaluated the first one: its metric table names the index.
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("metric_table", metadata={"index_version": first})
+        )
+        outcome = sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+    [request] = outcome.run_requests
+    assert request.run_key == run_key(second) and "ragspine/superseded_versions" not in request.tags
+    rebuild_index(demo)  # healthy again for the tests that follow
+
+
 def test_what_the_sensor_says_about_superseded_versions():
     from ragspine_pipeline.defs.automation import superseded
 
@@ -376,6 +393,13 @@ def test_what_the_sensor_says_about_superseded_versions():
     missed, note = superseded("z", ["x", "y"])
     assert missed == ["x", "y"] and "does not reach back to the last evaluated version z" in note
     assert "keeps no previous_versions" in superseded("a", [])[1]
+    # A version a run evaluated by other means (make run, a run launched by hand) was not missed.
+    assert superseded("a", ["a", "b", "c"], {"b"}) == (
+        ["c"],
+        "1 version(s) replaced before they were evaluated: c",
+    )
+    assert superseded("a", ["a", "b"], {"b"}) == ([], None)
+    assert superseded("z", ["x", "y"], {"x", "y"}) == ([], None)
 
 
 def test_every_gated_metric_is_a_number_on_the_metric_table_so_the_ui_plots_it(healthy_run, instance):
