@@ -156,7 +156,7 @@ def _metric_table(rows: list[MetricRow]) -> str:
         table.append(
             (
                 row.name,
-                _number(row.name, row.value),
+                _number(row.name, row.value) + (f" ({row.counts[0]}/{row.counts[1]})" if row.counts else ""),
                 _bar(row.name, row.gate),
                 _bar(row.name, row.baseline),
             )

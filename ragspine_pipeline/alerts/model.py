@@ -45,7 +45,8 @@ class Finding(BaseModel):
     reference_kind: Literal["threshold", "baseline"]
     op: str  # what passing needs: ">=" or "<="
     delta: float  # value − reference
-    n: int | None = None  # cases behind a slice's rate
+    n: int | None = None  # cases behind a slice's rate; cells behind a channel's accuracy
+    correct: int | None = None  # a channel's correct cells (of n)
 
     @property
     def key(self) -> str:
@@ -97,6 +98,7 @@ class MetricRow(BaseModel):
     gate: tuple[str, float] | None = None  # (op, threshold) of a failed gate
     baseline: tuple[str, float] | None = None  # (op, baseline) when worse than its baseline
     shortfall: float  # the larger of the two, in the metric's own direction
+    counts: tuple[int, int] | None = None  # (correct, total) behind a channel's accuracy
 
 
 class Alert(BaseModel):
@@ -145,6 +147,8 @@ class Alert(BaseModel):
                 {"name": name, "kind": "channel" if f.kind == "channel" else "metric", "value": f.value,
                  "shortfall": f.shortfall},
             )  # fmt: skip
+            if f.correct is not None and f.n is not None:
+                row["counts"] = (f.correct, f.n)
             row["shortfall"] = max(row["shortfall"], f.shortfall)
             if f.kind == "gate":
                 row["gate"], row["value"] = (f.op, f.reference), f.value

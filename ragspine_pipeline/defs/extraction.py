@@ -171,6 +171,8 @@ def extraction_assets(service: Service) -> list:
                 reference_kind="baseline",
                 op=">=",
                 delta=f["delta"],
+                n=extraction_scores["channels"][f["channel"]]["total"],
+                correct=extraction_scores["channels"][f["channel"]]["correct"],
             )
             for f in extraction_scores["failed"]
         ]

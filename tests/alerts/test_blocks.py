@@ -243,3 +243,17 @@ def test_a_release_blocked_by_mixed_index_versions_says_so_first():
         "Release blocked: index ix-0002 Blocked: traces name ix-A (20 traces), ix-B (20 traces)."
     )
     assert texts(blocks(alert))[0] == "*Blocked*: traces name ix-A (20 traces), ix-B (20 traces)"
+
+
+def test_a_channel_below_its_threshold_shows_its_correct_and_total_cells():
+    from ragspine_pipeline.alerts.model import Finding
+
+    finding = Finding(
+        kind="channel", name="color_mapping", value=0.775, reference=0.95, reference_kind="baseline",
+        op=">=", delta=-0.175, n=40, correct=31,
+    )  # fmt: skip
+    alert = gate_alert([finding], "extraction", "Extraction channels", run_id="abc-123")
+    [row] = alert.metric_rows()
+    assert row.counts == (31, 40)
+    table = next(text for text in texts(blocks(alert)) if text.startswith("*Channels below"))
+    assert re.search(r"color_mapping\s+0\.7750 \(31/40\)", table), table
