@@ -55,6 +55,7 @@ class AlertSettings(dg.Model):
     slack_channel: str | None = Field(default=None, description="default: SLACK_CHANNEL")
     runbook: str | None = Field(default=None, description="a runbook link shown in every alert")
     webserver_url: str | None = Field(default=None, description="the Dagster UI the alerts link to")
+    reports_url: str | None = Field(default=None, description="where the reports folder is served")
 
 
 class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
@@ -167,6 +168,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
                     "slack_channel": given.slack_channel,
                     "runbook_url": given.runbook,
                     "webserver_base_url": given.webserver_url,
+                    "reports_base_url": given.reports_url,
                     "service": name if self.prefixed else None,
                 }.items()
                 if value is not None

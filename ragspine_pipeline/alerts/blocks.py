@@ -55,7 +55,8 @@ def message(alerts: Sequence[Alert]) -> tuple[str, list[dict]]:
     for alert in rest:
         out += [{"type": "divider"}, _section(f"*{_escape(alert.title)}*"), *_body(alert)]
     url = next((a.run_url for a in ordered if a.run_url), None)
-    out = out[: MAX_BLOCKS - 2] + _footer(url, lead)
+    report = next((a.report_url for a in ordered if a.report_url), None)
+    out = out[: MAX_BLOCKS - 2] + _footer(url, report, lead)
     return text, out
 
 
@@ -240,21 +241,16 @@ def _header(title: str) -> dict:
     return {"type": "header", "text": {"type": "plain_text", "text": _clip(_escape(title), 150)}}
 
 
-def _footer(url: str | None, lead: Alert) -> list[dict]:
+def _footer(url: str | None, report: str | None, lead: Alert) -> list[dict]:
     out = []
-    if url:
-        out.append(
-            {
-                "type": "actions",
-                "elements": [
-                    {
-                        "type": "button",
-                        "text": {"type": "plain_text", "text": "Open the run in Dagster"},
-                        "url": url,
-                    }
-                ],
-            }
-        )
+    links = [("Open the run in Dagster", url), ("Open the report", report)]
+    buttons = [
+        {"type": "button", "text": {"type": "plain_text", "text": text}, "url": link}
+        for text, link in links
+        if link
+    ]
+    if buttons:
+        out.append({"type": "actions", "elements": buttons})
     out.append(
         {
             "type": "context",

@@ -116,6 +116,7 @@ class Alert(BaseModel):
     golden_version: str | None = None
     run_id: str | None = None
     run_url: str | None = None
+    report_url: str | None = None  # the run's HTML report, where reports are served
     findings: list[Finding] = Field(default_factory=list)
     drops: list[Drop] = Field(default_factory=list)
     causes: dict | None = None  # a release decision's causes (first failed stages, rules, worst cases)

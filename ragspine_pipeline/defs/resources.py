@@ -130,6 +130,11 @@ class AlertsResource(dg.ConfigurableResource):
     webserver_base_url: str | None = Field(
         default="http://127.0.0.1:3000", description="Dagster UI base URL for the run links in messages"
     )
+    reports_base_url: str | None = Field(
+        default=None,
+        description="where the reports folder is served (its runs/<run id>/slice_report.html is linked "
+        "from every message of a run)",
+    )
     runbook_url: str | None = Field(default=None, description="runbook link shown in every alert")
     runbooks: dict[str, str] = Field(
         default_factory=dict,
@@ -160,6 +165,9 @@ class AlertsResource(dg.ConfigurableResource):
         of its run's alerts when the run ends."""
         if self.service:
             alert = alert.model_copy(update={"title": f"{self.service}: {alert.title}"})
+        if self.reports_base_url and alert.run_id and alert.kind != "run_failure":
+            report = f"{self.reports_base_url.rstrip('/')}/runs/{alert.run_id}/slice_report.html"
+            alert = alert.model_copy(update={"report_url": report})
         with self.outbox() as outbox:
             queued = outbox.observe(alert)  # a full disk: a one-line InputError, nothing queued
         if queued is not None and log is not None:
@@ -406,9 +414,10 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     S3-compatible store); the SUT is :func:`sut_settings_from_env`'s; ``RAGSPINE_REPLAY_REPEAT`` (default
     1) replays the golden set that many times per run, ``RAGSPINE_REPLAY_MAX_FAILED_SHARE`` (default 0)
     is the share of cases that may fail to be asked. ``RAGSPINE_ALERTS_OUTBOX`` (default
-    ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_WEBSERVER_URL`` the Dagster UI the
-    alerts link to, ``RAGSPINE_RUNBOOK_URL`` a runbook link for every alert (the gates config's
-    ``alerts.runbook`` gives a line per stream), ``RAGSPINE_ALERT_TTL_HOURS`` (default 24) how long an
+    ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_UI_URL`` (or ``RAGSPINE_WEBSERVER_URL``)
+    the Dagster UI the alerts link to, ``RAGSPINE_REPORTS_URL`` where the reports folder is served,
+    ``RAGSPINE_RUNBOOK_URL`` a runbook link for every alert (the gates config's ``alerts.runbook`` gives
+    a line per stream), ``RAGSPINE_ALERT_TTL_HOURS`` (default 24) how long an
     undelivered alert is still posted; Slack's own settings are read at delivery
     (``alerts.slack.SlackSettings``). The LLM
     judge's endpoint is read when a run starts (``judge.client.JudgeEndpoint.from_env``); how it is used
@@ -444,7 +453,10 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
         "index_manifest": IndexManifestResource(uri=manifest, endpoint_url=endpoint, region=region),
         "alerts": AlertsResource(
             outbox_path=path("RAGSPINE_ALERTS_OUTBOX", DEFAULT_OUTBOX),
-            webserver_base_url=env.get("RAGSPINE_WEBSERVER_URL") or "http://127.0.0.1:3000",
+            webserver_base_url=env.get("RAGSPINE_UI_URL")
+            or env.get("RAGSPINE_WEBSERVER_URL")
+            or "http://127.0.0.1:3000",
+            reports_base_url=env.get("RAGSPINE_REPORTS_URL") or None,
             runbook_url=env.get("RAGSPINE_RUNBOOK_URL") or None,
             runbooks=dict(committed_config().alerts.runbook),
             ttl_hours=ttl_hours_from_env(env),

@@ -94,7 +94,8 @@ def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeyp
             "body": {"id": "{qid}", "input": {"text": "{question}"}},
             "response": NESTED_MAPPING,
         }
-        declare(folder, "beta", {**common, "sut": beta_sut, "alerts": {"slack_channel": "#beta-eval"}})
+        beta_alerts = {"slack_channel": "#beta-eval", "reports_url": "https://reports.example.com/beta"}
+        declare(folder, "beta", {**common, "sut": beta_sut, "alerts": beta_alerts})
         monkeypatch.chdir(folder)
         defs = load(folder, monkeypatch)
         assert {job.name for job in defs.jobs} >= {"alpha__nightly_eval", "beta__reeval_on_index_rebuild"}
@@ -143,6 +144,12 @@ def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeyp
     assert not alpha_outbox.exists() or "Release blocked" not in alpha_outbox.read_text()
     [post] = fake_slack.posts  # alpha shipped: nothing to say; beta blocked, in its own channel
     assert post["channel"] == "#beta-eval" and post["text"].startswith("beta: Release blocked")
+    buttons = {
+        e["text"]["text"]: e["url"] for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]
+    }
+    run_id = decision["beta"]["run_id"]
+    assert buttons["Open the report"] == f"https://reports.example.com/beta/runs/{run_id}/slice_report.html"
+    assert (folder / "var" / "beta" / "reports" / "runs" / run_id / "slice_report.html").exists()
     written = [p for p in folder.rglob("*") if p.is_file()]
     assert all(TOKEN not in p.read_text(errors="replace") for p in written)
     assert TOKEN not in logs
