@@ -8,8 +8,9 @@ together as one Slack message by ``evaluation_run_success_sensor`` / ``evaluatio
 
 The Slack token, channel and API base URL are read from the environment (``SLACK_BOT_TOKEN``,
 ``SLACK_CHANNEL``, ``SLACK_API_BASE_URL``) at delivery time and are never resource config, so they
-never reach the UI, run metadata or the outbox. The alert checks are WARN-only and never fail a run:
-a blocked release fails through ``release_gates``, not because Slack is absent or down.
+never reach the UI, run metadata or the outbox. The alert checks are WARN-only and never fail a run.
+A blocked release is a successful run (announced by ``regression_alert``); a failed run is a pipeline
+that could not evaluate, announced with its crash.
 """
 
 import dagster as dg
@@ -18,10 +19,6 @@ from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
 from ragspine_pipeline.defs.resources import AlertsResource
 from ragspine_pipeline.defs.service import Service
-
-# A run that failed only because a blocking gate check said "block" is a regression, announced by
-# regression_alert; the run-failure alert is for everything else.
-GATE_FAILURE = "DagsterAssetCheckFailedError"
 
 
 def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[dg.SensorDefinition]]:
@@ -54,8 +51,7 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
     @dg.run_failure_sensor(
         name=service.node("evaluation_run_failure_sensor"),
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Post a failed evaluation run's alerts to Slack, with the crash itself unless only "
-        "release gates failed.",
+        description="Post a failed evaluation run's alerts to Slack, with the crash itself.",
     )
     def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext) -> None:
         if service.owns(context.dagster_run):
@@ -86,10 +82,9 @@ def finish_failed_run(
     instance: dg.DagsterInstance,
     log=None,
 ) -> tuple[Alert | None, FlushResult]:
-    """Queue the crash of a failed run (unless only its release gates failed: that is the regression
-    its release alert announces), then deliver the run's alerts as one message."""
+    """Queue the crash of a failed run, then deliver the run's alerts as one message."""
     alert = step_failure_alert(run, step_failures, alerts.webserver_base_url, alerts.runbook("run_failure"))
-    queued = None if alert is None else alerts.queue(alert, log)
+    queued = alerts.queue(alert, log)
     return queued, alerts.deliver(log, instance)
 
 
@@ -98,12 +93,9 @@ def step_failure_alert(
     step_failures: list[dg.DagsterEvent],
     webserver_base_url: str | None,
     runbook: str | None = None,
-) -> Alert | None:
-    """The run-failure alert of ``run`` from its step failures; None when only gate checks failed."""
-    crashes = [e for e in step_failures if _error_class(e) != GATE_FAILURE]
-    if step_failures and not crashes:
-        return None
-    first = crashes[0] if crashes else None
+) -> Alert:
+    """The run-failure alert of ``run``, naming its first failed step and that step's error."""
+    first = step_failures[0] if step_failures else None
     return run_failure_alert(
         run.job_name,
         run.run_id,
@@ -112,11 +104,6 @@ def step_failure_alert(
         webserver_base_url,
         runbook,
     )
-
-
-def _error_class(event: dg.DagsterEvent) -> str | None:
-    error = event.step_failure_data.error
-    return error.cls_name if error else None
 
 
 def _error_text(event: dg.DagsterEvent) -> str:

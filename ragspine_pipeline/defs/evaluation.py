@@ -29,7 +29,7 @@ from ragspine_pipeline.defs.golden import GROUP, INDEX_VERSION_TAG, gold_of, rep
 from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.judge import JUDGE_POOL, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
-from ragspine_pipeline.defs.release import decision_metadata, decision_value
+from ragspine_pipeline.defs.release import DECISION_TAG, decision_metadata, decision_value
 from ragspine_pipeline.defs.resources import METRIC_SCOPE
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.judge.items import case_tags, judge_items
@@ -128,6 +128,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             decision_uri = eval_files.publish(
                 run_id, "release_decision.json", json_document(decision.record()), "release decision"
             )
+        context.instance.add_run_tags(run_id, {DECISION_TAG: decision.decision})
         means = means_by_metric(table)
         yield dg.Output(
             to_frame(table),

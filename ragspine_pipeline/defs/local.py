@@ -54,8 +54,7 @@ ALERT_CHECKS = {
     "production_alert",  # evaluated inside the production_metrics step (a partitioned asset)
 }
 # The run's event log belongs in the UI (`make dev`); the terminal shows the decision, the failed steps,
-# quarantined input and alerts (print_decision, print_run_notes). A blocked release's failed gate step
-# is the decision, not an error to print with a stack trace.
+# quarantined input and alerts (print_decision, print_run_notes).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 

@@ -1,10 +1,13 @@
-"""The release decision's gates as blocking asset checks, and the baseline ratchet.
+"""The release decision's gates as asset checks, and the baseline ratchet.
 
-``release_decision`` (a dict, from ``defs.evaluation``) is always stored — a ``block`` is a result, not a
-crash. ``release_gates`` then reports one check per gate of the committed config (ERROR for hard gates,
-WARN for soft ones), one for the slice gate, one for baseline regressions and one for the index the
-traces name. A failed ERROR check fails the run and skips ``baseline``, so a blocked release can never
-promote anything.
+A blocked release is a successful evaluation: ``release_decision`` (a dict, from ``defs.evaluation``) is
+always stored and the run succeeds, tagged ``ragspine/decision=ship|block``; a run fails only when no
+evaluation could be made, so on-call can tell "the release is bad" (a red check, a ``block`` tag) from
+"the pipeline broke" (a failed run). ``release_gates`` reports one check per gate of the committed config
+(ERROR for hard gates, WARN for soft ones), one for the slice gate, one for baseline regressions, one for
+the index the traces name, and ``release_ships`` (the verdict itself: green for ``ship``, red for
+``block``). The checks do not block the run; ``baseline`` reads the decision and promotes only from
+``ship``.
 """
 
 from collections.abc import Iterator
@@ -33,6 +36,9 @@ from ragspine_pipeline.reports.markdown import md_text
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 ASSET_KEY = dg.AssetKey("release_decision")  # the unnamed service's
+# The run's verdict, for automation that waits on runs: a blocked release is a successful run.
+DECISION_TAG = "ragspine/decision"
+SHIPS_CHECK = "release_ships"
 SLICE_CHECK = "slice_gate"
 BASELINE_CHECK = "no_regression_vs_baseline"
 INDEX_CHECK = "single_index_version"
@@ -133,40 +139,36 @@ def failed_slices_table(failed_slices: list[FailedSlice]) -> str:
 def release_gates_check(
     config_path: Path | None = None, *, asset: dg.AssetKey = ASSET_KEY, name: str = "release_gates"
 ) -> dg.AssetChecksDefinition:
-    """One blocking check per committed gate, plus the slice gate and the baseline, in one step, on the
-    `release_decision` asset ``asset``.
-
-    A separate step from the decision on purpose: the decision is stored and announced
-    (``regression_alert``) whatever these checks say, while ``baseline`` waits for them.
-    """
+    """One check per committed gate, plus the slice gate, the baseline, the index and the verdict, in one
+    step, on the `release_decision` asset ``asset``. None of them blocks: a failed ERROR check is a red
+    mark on a successful run, and the decision it reports is already stored and announced."""
     _config, gates = committed_gates(config_path)
     check_names = [check_name(g.metric) for g in gates]
     specs = [
         dg.AssetCheckSpec(
             check_name(g.metric),
             asset=asset,
-            blocking=True,
             description=f"{g.severity} gate: {g.metric} {g.op} {g.threshold}",
         )
         for g in gates
     ]
     specs += [
         dg.AssetCheckSpec(
+            SHIPS_CHECK, asset=asset, description="the release decision is ship (red when it blocks)"
+        ),
+        dg.AssetCheckSpec(
             SLICE_CHECK,
             asset=asset,
-            blocking=True,
             description="every slice with enough cases meets the slice gate",
         ),
         dg.AssetCheckSpec(
             BASELINE_CHECK,
             asset=asset,
-            blocking=True,
             description="no baselined metric is worse than its baseline (equal passes)",
         ),
         dg.AssetCheckSpec(
             INDEX_CHECK,
             asset=asset,
-            blocking=True,
             description="the replay's traces name one index version, the one the run was requested for",
         ),
     ]
@@ -174,6 +176,15 @@ def release_gates_check(
     @dg.multi_asset_check(specs=specs, name=name, ins={"release_decision": dg.AssetIn(asset)})
     def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
         decision = ReleaseDecision.model_validate(release_decision)
+        why = None if decision.ships else cause_sentence(decision.causes)
+        yield dg.AssetCheckResult(
+            check_name=SHIPS_CHECK,
+            asset_key=asset,
+            passed=decision.ships,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=why,
+            metadata={"decision": decision.decision, **({"why": why} if why else {})},
+        )
         checked = set()
         for gate in decision.gates or ():
             checked.add(check_name(gate.metric))
@@ -256,11 +267,13 @@ def release_assets(service: Service) -> list:
         key=service.key("baseline"),
         group_name=service.node(GROUP),
         ins={"release_decision": dg.AssetIn(service.key("release_decision"))},
+        output_required=False,  # a blocked release materialises nothing
     )
-    def baseline(context: dg.AssetExecutionContext, release_decision: dict) -> dg.MaterializeResult:
+    def baseline(context: dg.AssetExecutionContext, release_decision: dict) -> Iterator[dg.MaterializeResult]:
         """The baseline, tightened with a shipping run's metrics (it only ratchets up).
 
-        Downstream of the blocking gate checks: a blocked release never gets here. The ratchet is one
+        It reads the decision and promotes only from `ship`: after a blocked release the step succeeds
+        without a materialisation and the baseline file is not touched. The ratchet is one
         locked update of the baseline file (a local path under a lock, or S3 with conditional writes), and
         inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
         a stricter value since this run decided, this run is worse than the baseline, nothing is written
@@ -270,10 +283,9 @@ def release_assets(service: Service) -> list:
         eval_files = service.files
         path, mode = eval_files.baseline_path, eval_files.baseline_mode
         decision = ReleaseDecision.model_validate(release_decision)
-        if (
-            not decision.ships or decision.baseline_figures is None
-        ):  # defensive: the checks stop a blocked run
-            return dg.MaterializeResult(metadata={"promoted": False, "reason": "release blocked"})
+        if not decision.ships or decision.baseline_figures is None:
+            context.log.info(f"release {decision.decision}: the baseline is not touched")
+            return
         figures = BaselineFigures.from_dict(decision.baseline_figures)
         seen: dict[str, baselines.BaselineEntry | None] = {}
 
@@ -296,14 +308,15 @@ def release_assets(service: Service) -> list:
             entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge, METRIC_SCOPE)
         before = seen.get("before")
         if entry is None or entry is before:
-            return dg.MaterializeResult(metadata={"promoted": False, "reason": "no significant improvement"})
+            yield dg.MaterializeResult(metadata={"promoted": False, "reason": "no significant improvement"})
+            return
         old = {} if before is None else before.metrics
         changed = [
             (m, "—" if m not in old else f"{old[m]:.4f}", f"{v:.4f}")
             for m, v in sorted(entry.metrics.items())
             if old.get(m) != v
         ]
-        return dg.MaterializeResult(
+        yield dg.MaterializeResult(
             metadata={
                 "promoted": True,
                 "mode": mode,

@@ -100,7 +100,7 @@ def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fa
         again = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
         )
-    assert not again.success and len(fake_slack.posts) == 1
+    assert again.success and len(fake_slack.posts) == 1
 
     rebuild(demo_env)
     assert local.main(["reeval", "--expect", "ship"]) == 0
@@ -121,7 +121,7 @@ def run_failure_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: 
     ).for_run_failure()
 
 
-def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
+def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_the_regression(
     demo_env, fake_slack, closed_port, monkeypatch
 ):
     monkeypatch.setenv("RAGSPINE_SUT", "http")
@@ -139,16 +139,16 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_does_not(
         assert f"127.0.0.1:{closed_port}" in post["text"] and TOKEN not in post["text"]
         assert crashed.run_id in str(post["blocks"])
 
-        # A blocked release fails its run too, but that is the regression alert's news, not a crash.
+        # A blocked release is a successful run: the regression alert's news, not a crash.
         monkeypatch.setenv("RAGSPINE_SUT", "reference")
         rebuild(demo_env, "--degraded")
         defs = build_definitions(default_resources())
         blocked = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
         )
-        assert not blocked.success
-        defs.resolve_sensor_def("evaluation_run_failure_sensor")(
-            run_failure_context(instance, blocked.dagster_run, defs)
+        assert blocked.success
+        defs.resolve_sensor_def("evaluation_run_success_sensor")(
+            run_status_context(instance, blocked.dagster_run, defs, dg.DagsterEventType.RUN_SUCCESS)
         )
     assert [p["text"].split(":")[0] for p in fake_slack.posts] == ["Evaluation run failed", "Release blocked"]
 
@@ -170,9 +170,9 @@ def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake
     job = defs.resolve_job_def("reeval_on_index_rebuild")
     with dg.instance_for_test() as instance:
         blocked = job.execute_in_process(instance=instance, raise_on_error=False)
-        assert not blocked.success and fake_slack.posts == []  # queued during the run, not posted
-        context = run_status_context(instance, blocked.dagster_run, defs, dg.DagsterEventType.RUN_FAILURE)
-        defs.resolve_sensor_def("evaluation_run_failure_sensor")(context.for_run_failure())
+        assert blocked.success and fake_slack.posts == []  # queued during the run, not posted
+        context = run_status_context(instance, blocked.dagster_run, defs, dg.DagsterEventType.RUN_SUCCESS)
+        defs.resolve_sensor_def("evaluation_run_success_sensor")(context)
         [post] = fake_slack.posts
         assert post["text"].startswith("Release blocked: index demo-ix-0002-degraded-parser")
         assert post["text"].endswith("Also: Extraction channels: below baseline.")

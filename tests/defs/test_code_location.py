@@ -23,7 +23,9 @@ from ragspine_pipeline.defs.automation import run_key
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.defs.release import (
     BASELINE_CHECK,
+    DECISION_TAG,
     INDEX_CHECK,
+    SHIPS_CHECK,
     SLICE_CHECK,
     check_name,
     committed_gates,
@@ -93,16 +95,18 @@ def test_a_config_without_gates_gets_a_check_for_every_default_gate(tmp_path):
     assert [g.metric for g in gates] == [*DEFAULT_GATES, *DEFAULT_QA_GATES]
     check = release_gates_check(config)
     names = {key.name for key in check.check_keys}
-    assert names == {check_name(g.metric) for g in gates} | {SLICE_CHECK, BASELINE_CHECK, INDEX_CHECK}
+    fixed = {SHIPS_CHECK, SLICE_CHECK, BASELINE_CHECK, INDEX_CHECK}
+    assert names == {check_name(g.metric) for g in gates} | fixed
 
 
-def test_the_healthy_demo_ships_and_writes_every_report(healthy_run):
+def test_the_healthy_demo_ships_and_writes_every_report(healthy_run, instance):
     _defs, result, out = healthy_run
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     latest = out / "reports" / "latest"
     decision = json.loads((latest / "release_decision.json").read_text())
     assert decision["decision"] == "ship"
     assert decision["failed_gates"] == [] and decision["failed_slices"] == []
+    assert instance.get_run_by_id(result.run_id).tags[DECISION_TAG] == "ship"
     table = pq.read_table(latest / "metric_table.parquet")
     metrics = set(table.column("metric").to_pylist())
     assert {"releasable", "admissible", "context_recall", "claim_faithfulness", "citation_hit"} <= metrics
@@ -186,9 +190,11 @@ def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healt
     manifest = rebuild_index(demo, degraded=True)
     job = defs.resolve_job_def("reeval_on_index_rebuild")
     result = job.execute_in_process(instance=instance, raise_on_error=False)
-    assert not result.success  # the blocking ERROR checks fail the run ...
+    # A blocked release is a successful evaluation: the run succeeds, tagged with its verdict, ...
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert instance.get_run_by_id(result.run_id).tags[DECISION_TAG] == "block"
     decision = json.loads((out / "reports" / "runs" / result.run_id / "release_decision.json").read_text())
-    assert decision["decision"] == "block"  # ... after the decision itself was recorded
+    assert decision["decision"] == "block"
     assert decision["index_version"] == manifest["index_version"]
     assert "admissible_rate" in {g["metric"] for g in decision["failed_gates"]}
     assert decision["failed_slices"]
@@ -196,8 +202,14 @@ def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healt
     assert next(iter(decision["causes"]["first_failed_stage"])) == "admissibility"
     event = instance.get_latest_materialization_event(dg.AssetKey("release_decision"))
     assert event.asset_materialization.metadata["why"].value == cause_sentence(decision["causes"])
-    failed_checks = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
-    assert check_name("admissible_rate") in failed_checks
+    # ... and every failed hard gate (and the verdict) is a failed ERROR check: red in the UI.
+    evaluations = result.get_asset_check_evaluations()
+    failed_checks = {c.check_name for c in evaluations if not c.passed}
+    hard = {check_name(g["metric"]) for g in decision["failed_gates"] if g["severity"] == "hard"}
+    assert hard and hard | {SHIPS_CHECK, SLICE_CHECK} <= failed_checks
+    assert all(c.severity == dg.AssetCheckSeverity.ERROR for c in evaluations if c.check_name in hard)
+    failed_gate_checks = {n for n in failed_checks if n.startswith("gate_")}
+    assert failed_gate_checks == {check_name(g["metric"]) for g in decision["gates"] if g["pass"] is False}
     # The UI's reasons: the failed gates, then the failed slices, each a table; the slice check too.
     reasons = event.asset_materialization.metadata["reasons"].value
     assert reasons.startswith("| gate | value | needs | delta | severity |")
@@ -306,7 +318,7 @@ def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(
         ) as context,
         pytest.raises(dg.Failure, match=r"the baseline moved since this run decided .*releasable_rate"),
     ):
-        defs.resolve_assets_def("baseline")(context, decision)
+        list(defs.resolve_assets_def("baseline")(context, decision))
     assert path.read_text() == before
     path.write_text(original)  # the module's demo, as the other tests left it
 

@@ -33,7 +33,9 @@ def test_reeval_runs_once_per_index_version_like_the_daemon(tmp_path):
 
         newer = rebuild_index(tmp_path / "demo", degraded=True)["index_version"]
         message, blocked = reeval_as_sensor_requests(defs, instance)
-        assert blocked is not None and not blocked.success  # the blocking gate checks fail the run
+        # A blocked release is a successful evaluation run, tagged with its verdict.
+        assert blocked is not None and blocked.success
+        assert instance.get_run_by_id(blocked.run_id).tags["ragspine/decision"] == "block"
         assert blocked.dagster_run.tags["ragspine/index_version"] == newer
 
         # What the UI shows: each run launched by the sensor from a stored tick, and the three ticks

@@ -107,17 +107,17 @@ def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeyp
                 job.execute_in_process(instance=instance, raise_on_error=False)
             for name in ("alpha", "beta"):  # the run-status sensors: each service posts its own runs
                 for run in instance.get_runs():
-                    sensor = defs.resolve_sensor_def(f"{name}__evaluation_run_failure_sensor")
-                    if run.is_failure and run.job_name.startswith(f"{name}__"):
-                        [record] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-                        sensor(
-                            dg.build_run_status_sensor_context(
-                                sensor_name=sensor.name,
-                                dagster_event=record.get_dagster_event(),
-                                dagster_instance=instance,
-                                dagster_run=run,
-                            ).for_run_failure()
+                    assert run.is_success, run.job_name  # a blocked release is a successful evaluation
+                    sensor = defs.resolve_sensor_def(f"{name}__evaluation_run_success_sensor")
+                    [record] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)
+                    sensor(
+                        dg.build_run_status_sensor_context(
+                            sensor_name=sensor.name,
+                            dagster_event=record.get_dagster_event(),
+                            dagster_instance=instance,
+                            dagster_run=run,
                         )
+                    )
             materialized = {
                 key.to_user_string()
                 for key in instance.get_asset_keys()
