@@ -143,6 +143,12 @@ def _add_score(commands: Any) -> None:
     )
     score.add_argument("--format", choices=("json", "markdown"), default="json")
     score.add_argument("--out", help="write the report here instead of standard output")
+    score.add_argument(
+        "--explorer",
+        metavar="PATH",
+        help="also write the case explorer (one standalone HTML page: every case, its answer and its flip "
+        "against the per-case outcomes the --baseline entry kept)",
+    )
     score.set_defaults(run="ragspine_pipeline.cli.score:run_score")
 
 

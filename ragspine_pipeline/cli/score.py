@@ -35,9 +35,11 @@ from ragspine_pipeline.decision.evaluation import (
 )
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import atomic_writer
+from ragspine_pipeline.files import atomic_writer, write_text_atomically
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
+from ragspine_pipeline.reports.explorer import baseline_cases, explorer_document, render_explorer
+from ragspine_pipeline.reports.metric_table import metric_table
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 
@@ -57,10 +59,10 @@ def run_score(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     lock, unfrozen = golden.verified_lock(args.gold)
     warnings += [unfrozen] if unfrozen else []
-    store = None
+    store, entry = None, None
     if args.baseline:  # read first: a broken baseline should not cost a full scoring pass
         store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
-        baselines.parse_baseline(store.read(), store.name, scope)
+        entry = baselines.parse_baseline(store.read(), store.name, scope)[1].get(mode)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     gold, traces = _gold_and_traces(args.gold, args.trace[0])
     evidence = load_evidence(args.evidence).table if args.evidence else None
@@ -93,7 +95,18 @@ def run_score(args: argparse.Namespace) -> int:
     write = write_json if args.format == "json" else write_markdown
     with _output(args.out) as out:
         write(evaluation, inputs, out)
+    if args.explorer:
+        _write_explorer(args.explorer, evaluation, gold, traces, entry)
     return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
+
+
+def _write_explorer(
+    path: str, evaluation: Evaluation, gold: pa.Table, traces: pa.Table, entry: baselines.BaselineEntry | None
+) -> None:
+    """The case explorer page; flips against the per-case outcomes the baseline entry kept (paired
+    mode), the baseline as read before this run (no reports folder here to read its run's report)."""
+    document = explorer_document(evaluation, gold, traces, metric_table(evaluation), baseline_cases(entry))
+    write_text_atomically(path, render_explorer(document), "case explorer")
 
 
 def _gold_and_traces(gold_path: str, trace_path: str) -> tuple[pa.Table, pa.Table]:

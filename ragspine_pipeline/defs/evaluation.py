@@ -33,7 +33,14 @@ from ragspine_pipeline.defs.release import DECISION_TAG, decision_metadata, deci
 from ragspine_pipeline.defs.resources import METRIC_SCOPE
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.judge.items import case_tags, judge_items
+from ragspine_pipeline.pages import CASE_EXPLORER_PAGE, CASES_DOCUMENT
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary, write_json
+from ragspine_pipeline.reports.explorer import (
+    baseline_cases,
+    explorer_document,
+    explorer_json,
+    render_explorer,
+)
 from ragspine_pipeline.reports.metric_table import means_by_metric, metric_table
 from ragspine_pipeline.sources.replay import failure_warnings
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
@@ -70,8 +77,9 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, golden_set: pd.DataFrame, golden_traces: pd.DataFrame
     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         """Score the run's replay, decide, and write the run's reports (`evaluation.json`,
-        `metric_table.parquet`, `release_decision.json`, the judge's report) under `runs/<run id>/`
-        and `latest/`. A `block` is a result, not a crash: both assets are always stored."""
+        `metric_table.parquet`, `release_decision.json`, the judge's report, the case explorer
+        `case_explorer.html` and its `cases.json`) under `runs/<run id>/` and `latest/`. A `block` is
+        a result, not a crash: both assets are always stored."""
         eval_files, judge = service.files, service.judge
         gold, lock = gold_of(golden_set)
         traces, *replays = replays_of(golden_traces)
@@ -128,6 +136,13 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             decision_uri = eval_files.publish(
                 run_id, "release_decision.json", json_document(decision.record()), "release decision"
             )
+            # Flips are against the run that set the baseline, judged from its own report where it is kept.
+            baseline_run = baseline_cases(entries.get(eval_files.baseline_mode), eval_files.reports())
+            explorer = explorer_document(evaluation, gold, traces, table, baseline_run)
+            eval_files.publish(run_id, CASES_DOCUMENT, explorer_json(explorer), "case explorer data")
+            explorer_uri = eval_files.publish(
+                run_id, CASE_EXPLORER_PAGE, render_explorer(explorer), "case explorer"
+            )
         context.instance.add_run_tags(run_id, {DECISION_TAG: decision.decision})
         means = means_by_metric(table)
         yield dg.Output(
@@ -137,6 +152,9 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
                 "n_cases": evaluation.grounded.counts["cases"],
                 "decision": evaluation.release.decision,
                 "index_version": evaluation.release.index_version or "unknown",
+                # The report's trend compares only runs of the same golden set and baseline mode.
+                "golden_version": evaluation.release.golden_version or "unknown",
+                "mode": eval_files.baseline_mode,
                 # The trend chart of the slice report reads these back from the instance; a metric that does
                 # not apply to this run (denominator 0) is null.
                 "metrics": dg.MetadataValue.json(
@@ -157,6 +175,8 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
                 ),
                 "parquet_path": dg.MetadataValue.path(table_uri),
                 "report_path": dg.MetadataValue.path(report_uri),
+                "case_explorer": dg.MetadataValue.path(explorer_uri),
+                "flips": explorer["counts"]["changed"],  # cases pass→fail or fail→pass since the baseline run
                 "judge": judged.status,
                 **(
                     {"judge_report_path": dg.MetadataValue.path(judge_uri)}

@@ -20,11 +20,14 @@ from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.production import recent_production_days
 from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles
 from ragspine_pipeline.defs.service import Service
+from ragspine_pipeline.pages import REPORT_PAGE
 from ragspine_pipeline.reports.html import render_html
+from ragspine_pipeline.reports.html_trend import comparable_runs
 from ragspine_pipeline.reports.slice_report import slice_markdown
 from ragspine_pipeline.sources.objects import ObjectFolder
 
-HISTORY_RUNS = 30
+# Materialisations read for the trend: it charts the latest 30 of this golden set and mode among them.
+HISTORY_RUNS = 100
 SLICE_COLUMNS = pa.schema(
     [
         ("dimension", pa.string()),
@@ -63,7 +66,8 @@ def report_asset(service: Service) -> dg.AssetsDefinition:
             judge = _latest_json(instance, metric_table, "judge_report_path", eval_files)
         history = golden_history(instance, metric_table)
         channels = channels if channels and channels.get("configured") else None
-        markdown = slice_markdown(report, production, channels, judge, history=history)
+        mode = eval_files.baseline_mode  # the trend compares runs of one golden set and one mode
+        markdown = slice_markdown(report, production, channels, judge, history=history, mode=mode)
         run_id = context.run.run_id
         with user_errors():
             if report is not None:
@@ -74,15 +78,16 @@ def report_asset(service: Service) -> dg.AssetsDefinition:
                     extraction=channels,
                     judge=judge,
                     title=service.title,
+                    mode=mode,
                 )
-                html = eval_files.publish(run_id, "slice_report.html", page, "HTML report")
+                html = eval_files.publish(run_id, REPORT_PAGE, page, "HTML report")
             eval_files.publish(run_id, "slice_report.md", markdown, "slice report")
         return dg.Output(
             slice_table(report),
             metadata={
                 "report": dg.MetadataValue.md(markdown),
                 "decision": "none" if report is None else report["release"]["decision"],
-                "golden_runs_in_trend": len(history),
+                "golden_runs_in_trend": len(comparable_runs(history, _golden_version(report), mode).runs),
                 "production_days": len(production),
                 **({"html": dg.MetadataValue.path(html)} if report is not None else {}),
             },
@@ -147,7 +152,8 @@ def _latest_json(
 def golden_history(
     instance: dg.DagsterInstance, metric_table: dg.AssetKey, limit: int = HISTORY_RUNS
 ) -> list[dict]:
-    """Past golden runs of a `metric_table` asset, oldest first: run id, time, index version, decision
+    """Past golden runs of a `metric_table` asset, oldest first: run id, time, index version, golden-set
+    version and baseline mode (None for a run recorded before `metric_table` carried them), decision
     and metrics."""
     records = instance.fetch_materializations(metric_table, limit=limit).records
     history = []
@@ -160,6 +166,8 @@ def golden_history(
                 "run_id": record.run_id,
                 "timestamp": record.timestamp,
                 "index_version": _text(metadata.get("index_version")),
+                "golden_version": _text(metadata.get("golden_version")),
+                "mode": _text(metadata.get("mode")),
                 "decision": _text(metadata.get("decision")),
                 # Runs recorded before a metric was renamed read under its current name.
                 "metrics": canonical_keys(metadata["metrics"].value, METRIC_SCOPE),
@@ -170,3 +178,7 @@ def golden_history(
 
 def _text(entry) -> str | None:
     return None if entry is None else str(entry.value)
+
+
+def _golden_version(report: dict | None) -> str | None:
+    return None if report is None else report["release"].get("golden_version")

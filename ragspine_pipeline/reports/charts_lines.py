@@ -1,8 +1,10 @@
 """Inline SVG charts over an x axis of runs or days: a line chart, and small multiples (one panel per series).
 
-The contract of :mod:`reports.charts` holds here too: one self-contained ``<svg>`` whose first child is a
-``<title>``, tick labels, an x- and a y-axis label (classes ``x-axis`` and ``y-axis``), every text
-escaped, no point for a missing or non-finite value, and output that depends only on the arguments.
+The contract of :mod:`reports.charts` holds here too: a wide and a narrow self-contained ``<svg>``, each
+with a ``<title>`` first, tick labels, an x- and a y-axis label (classes ``x-axis`` and ``y-axis``),
+every text escaped, no point for a missing or non-finite value, and output that depends only on the
+arguments. Where the x labels do not fit between the points, the wide drawing turns them; the narrow one
+labels every k-th point instead (always the highlighted one, else the latest), never turned.
 
 Use small multiples when series share a range and would hide each other on one plot (daily rates that
 all sit at 100 %): each series gets its own panel and its own y range, under one shared x axis.
@@ -19,6 +21,7 @@ from ragspine_pipeline.reports.charts import (
     CHAR_PX,
     GRID,
     MUTED,
+    NARROW,
     WIDTH,
     Format,
     Key,
@@ -33,6 +36,7 @@ from ragspine_pipeline.reports.charts import (
     svg,
     text,
     ticks,
+    wrapped_text,
 )
 
 PLOT_PX = 240
@@ -68,7 +72,30 @@ def line_chart(
 ) -> str:
     """Points at evenly spaced x positions on one y axis, one legend entry per series; a missing value
     breaks its line (no point is invented). ``sub_labels`` is a second, smaller x label line."""
-    left, right = 58.0, WIDTH - 18.0
+    return "".join(
+        _line_chart(
+            width, x_labels, series, title, description, y_label, x_label, sub_labels, floor, ceil,
+            tick_format, point_format,
+        )
+        for width in (WIDTH, NARROW)
+    )  # fmt: skip
+
+
+def _line_chart(
+    width: float,
+    x_labels: Sequence[str],
+    series: Sequence[Series],
+    title: str,
+    description: str,
+    y_label: str,
+    x_label: str,
+    sub_labels: Sequence[str],
+    floor: float,
+    ceil: float | None,
+    tick_format: Format,
+    point_format: Format,
+) -> str:
+    left, right = 58.0, width - 18.0
     keys = [Key("line", s.colour, s.name) for s in series]
     parts, legend_px = legend(keys, left, 6, right - left)
     top, bottom = 6 + legend_px + 12, 6 + legend_px + 12 + PLOT_PX
@@ -77,12 +104,13 @@ def line_chart(
     xs = _positions(len(x_labels), left, right)
     parts += _y_axis(y, left, right, tick_format)
     parts.append(_y_label(y_label, top, bottom))
-    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, bottom, None)
+    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, bottom, None, width)
     parts += label_parts
-    parts.append(_x_label(x_label, left, right, bottom + label_px + 14))
+    named, more = _x_label(x_label, left, right, bottom + label_px + 14)
+    parts.append(named)
     for s in series:
         parts += _series(s, xs, y, x_labels, (), point_format)
-    return svg(WIDTH, bottom + label_px + 24, title, description, parts)
+    return svg(width, bottom + label_px + 24 + more, title, description, parts, _variant(width))
 
 
 def small_multiples(
@@ -108,7 +136,31 @@ def small_multiples(
     Each panel's y range is its own (:func:`_panel_domain`), with its ticks labelled, so a series flat
     at 100 % and one moving between 10 % and 30 % are both readable.
     """
-    left, right = 58.0, WIDTH - 18.0
+    return "".join(
+        _small_multiples(
+            width, x_labels, series, title, description, y_label, x_label, sub_labels, point_fills,
+            extra_keys, tick_format, highlight, point_format,
+        )
+        for width in (WIDTH, NARROW)
+    )  # fmt: skip
+
+
+def _small_multiples(
+    width: float,
+    x_labels: Sequence[str],
+    series: Sequence[Series],
+    title: str,
+    description: str,
+    y_label: str,
+    x_label: str,
+    sub_labels: Sequence[str],
+    point_fills: Sequence[str | None],
+    extra_keys: Sequence[Key],
+    tick_format: Format,
+    highlight: int | None,
+    point_format: Format,
+) -> str:
+    left, right = 58.0, width - 18.0
     parts, legend_px = legend(list(extra_keys), left, 6, right - left)
     xs = _positions(len(x_labels), left, right)
     top = 6 + legend_px
@@ -123,10 +175,15 @@ def small_multiples(
     for x in xs:  # the shared x positions, carried through every panel
         parts.append(line(x, first, x, top, GRID, 1, ' stroke-dasharray="2 4"'))
     parts.append(_y_label(y_label, first, top))
-    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, top, highlight)
+    label_parts, label_px = _x_labels(x_labels, sub_labels, xs, top, highlight, width)
     parts += label_parts
-    parts.append(_x_label(x_label, left, right, top + label_px + 14))
-    return svg(WIDTH, top + label_px + 24, title, description, parts)
+    named, more = _x_label(x_label, left, right, top + label_px + 14)
+    parts.append(named)
+    return svg(width, top + label_px + 24 + more, title, description, parts, _variant(width))
+
+
+def _variant(width: float) -> str:
+    return "narrow" if width == NARROW else "wide"
 
 
 def _panel_domain(s: Series) -> tuple[float, float]:
@@ -165,39 +222,57 @@ def _y_label(label: str, top: float, bottom: float) -> str:
     return text(14, middle, label, anchor="middle", cls="axis y-axis", extra=rotate)
 
 
-def _x_label(label: str, left: float, right: float, y: float) -> str:
-    return text((left + right) / 2, y, label, anchor="middle", cls="axis x-axis")
+def _x_label(label: str, left: float, right: float, y: float) -> tuple[str, float]:
+    """The x axis's name under the plot, on two lines where one would not fit; and the height added."""
+    return wrapped_text((left + right) / 2, y, label, right - left, anchor="middle", cls="axis x-axis")
 
 
 def _x_labels(
-    labels: Sequence[str], subs: Sequence[str], xs: Sequence[float], bottom: float, bold: int | None
+    labels: Sequence[str],
+    subs: Sequence[str],
+    xs: Sequence[float],
+    bottom: float,
+    bold: int | None,
+    width: float,
 ) -> tuple[list[str], float]:
-    """Horizontal labels when they fit between points, otherwise rotated (then without the second line).
+    """Horizontal labels when they fit between points; otherwise turned in the wide drawing (then
+    without the second line) and thinned out in the narrow one: the bold point (else the last), the
+    first, every k-th point counted from the bold one, and none that would overlap a label placed.
 
     A horizontal label that would run past the chart's edge is aligned to that edge instead of centred
     on its point.
     """
-    step = xs[1] - xs[0] if len(xs) > 1 else WIDTH
+    step = xs[1] - xs[0] if len(xs) > 1 else width
     longest = max([1, *(len(shorten(label, X_LABEL_CHARS)) for label in labels)])
-    rotate = len(labels) > 1 and longest * CHAR_PX > step - 6
-    parts = []
-    for i, (x, label) in enumerate(zip(xs, labels, strict=True)):
-        shown = shorten(label, X_LABEL_CHARS)
+    narrow = width == NARROW
+    widest = max([longest * BOLD_CHAR_PX, *(len(sub) * CHAR_PX for sub in subs)])
+    rotate = not narrow and len(labels) > 1 and longest * CHAR_PX > step - 6
+    every = math.ceil((widest + 8) / step) if narrow and len(labels) > 1 and widest > step - 6 else 1
+    first = bold if bold is not None else len(labels) - 1
+    # The bold (or last) point first, then the oldest, so that both ends of the axis are named.
+    order = sorted(range(len(labels)), key=lambda i: (i != first, i != 0, abs(i - first), i))
+    placed: list[tuple[int, str]] = []
+    taken: list[tuple[float, float]] = []
+    for i in (i for i in order if i == 0 or (i - first) % every == 0):
+        x, shown = xs[i], shorten(labels[i], X_LABEL_CHARS)
         cls = "tick strong" if i == bold else "tick"
         if rotate:
             extra = f' transform="rotate(-35 {coord(x)} {coord(bottom + 14)})"'
-            parts.append(text(x, bottom + 14, shown, anchor="end", cls=cls, extra=extra))
+            placed.append((i, text(x, bottom + 14, shown, anchor="end", cls=cls, extra=extra)))
             continue
         sub = subs[i] if i < len(subs) else ""
-        half = max(len(shown) * (BOLD_CHAR_PX if i == bold else CHAR_PX), len(sub) * CHAR_PX) / 2
-        anchor, at = "middle", x
-        if x + half > WIDTH - 2:
-            anchor, at = "end", WIDTH - 2.0
-        elif x - half < 2:
-            anchor, at = "start", 2.0
-        parts.append(text(at, bottom + 16, shown, anchor=anchor, cls=cls))
-        if sub:
-            parts.append(text(at, bottom + 30, sub, anchor=anchor, cls="small"))
+        span = max(len(shown) * (BOLD_CHAR_PX if i == bold else CHAR_PX), len(sub) * CHAR_PX)
+        anchor, at, start = "middle", x, x - span / 2
+        if x + span / 2 > width - 2:
+            anchor, at, start = "end", width - 2.0, width - 2.0 - span
+        elif x - span / 2 < 2:
+            anchor, at, start = "start", 2.0, 2.0
+        if narrow and any(start < end + 6 and other < start + span + 6 for other, end in taken):
+            continue
+        taken.append((start, start + span))
+        below = text(at, bottom + 30, sub, anchor=anchor, cls="small") if sub else ""
+        placed.append((i, text(at, bottom + 16, shown, anchor=anchor, cls=cls) + below))
+    parts = [markup for _, markup in sorted(placed)]  # in the order of the points, left to right
     return parts, (longest * CHAR_PX * 0.6 + 24 if rotate else 36)
 
 

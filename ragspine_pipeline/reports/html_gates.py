@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS
-from ragspine_pipeline.reports.charts import INK, STATUS, Key, Row, esc, finite, plain, row_chart
+from ragspine_pipeline.reports.charts import INK, STATUS, Key, esc, finite, plain
+from ragspine_pipeline.reports.charts_rows import Row, row_chart
 from ragspine_pipeline.reports.html_parts import (
     STATUS_ORDER,
     count,

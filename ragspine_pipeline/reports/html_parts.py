@@ -289,9 +289,14 @@ ol.worst { margin: 0 0 8px; }
 ul.reasons li { color: #a40e26; }
 ul.soft li { color: #9a6700; }
 p.verdict { color: #1a7f37; font-weight: 600; }
+p.verdict.fail { color: #a40e26; }
+p.verdict.warn { color: #9a6700; }
+a.more { font-size: 12px; color: #57606a; }
+p, li, dd, figcaption, h1, h2, h3, code { overflow-wrap: anywhere; }
 figure { margin: 10px 0 14px; }
 figcaption { color: #57606a; font-size: 13px; margin-bottom: 4px; }
-svg.chart { display: block; max-width: 100%; height: auto; }
+svg.chart { display: block; width: 100%; height: auto; }
+svg.chart.narrow { display: none; max-width: 560px; }
 svg text { fill: #24292f; }
 svg .tick, svg .small, svg .legend, svg .axis { fill: #57606a; }
 svg .tick, svg .small { font-size: 11px; }
@@ -315,7 +320,15 @@ tr.ungated td { color: #57606a; }
 .pill.fail { background: #ffebe9; color: #a40e26; }
 .pill.na, .pill.warn { background: #eaeef2; color: #57606a; }
 .note { color: #57606a; font-style: italic; }
-code.id { white-space: nowrap; }
+/* A phone: the narrow drawing of each chart (labels above the bars), less padding, facts stacked. */
+@media screen and (max-width: 759px) {
+  main { padding: 12px 12px 32px; }
+  h1 { font-size: 20px; }
+  svg.chart.wide { display: none; }
+  svg.chart.narrow { display: block; }
+  dl.facts { grid-template-columns: 1fr; gap: 0; }
+  dl.facts dd { margin-bottom: 6px; }
+}
 @media print {
   main { max-width: none; padding: 0; }
   h2, h3 { break-after: avoid; }

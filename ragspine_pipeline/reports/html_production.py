@@ -1,7 +1,8 @@
 """The production section of the HTML report: daily reference-free rates, latency, the latest day's slices.
 
 Reads the daily production summaries, oldest first: ``{day, n, metrics: {name: {value, n, low, high}}, slices:
-{dimension: {value: {n, metrics}}}}``; a metric may also be a bare number. Charts: ``production-trend`` (one
+{dimension: {value: {n, metrics}}}, drop_tests}``; a metric may also be a bare number. The latest night's
+drop tests are summed up in one line. Charts: ``production-trend`` (one
 small panel per rate: rates near 100 % would hide each other on one plot) and ``production-latency``; a
 chart with nothing to plot is a note of the same name.
 """
@@ -39,8 +40,24 @@ def production_section(production: Sequence[Mapping]) -> str:
     subs = [f"n = {count(d.get('n'))}" for d in days]
     parts = [_production_rates(days, labels, subs), _latency(days, labels, subs)]
     if days:
-        parts.append(_production_slices(days[-1]))
+        parts += [_drop_tests(days[-1]), _production_slices(days[-1])]
     return section("production", "Production (sampled traffic)", *parts)
+
+
+def _drop_tests(day: Mapping) -> str:
+    """The latest night's drop tests in one line (its alerts are listed under "What failed"); "" for a
+    summary written without them."""
+    tests = mapping(day.get("drop_tests"))
+    if not tests:
+        return ""
+    alerts = [mapping(a) for a in tests.get("alerts") or []]
+    named = ", ".join(f"{a.get('metric')} on {a.get('slice')}" for a in alerts)
+    text = (
+        f"Drop tests of {day.get('day') or 'the latest night'}: {count(tests.get('tested'))} rate(s) "
+        f"tested, {count(tests.get('untested'))} not testable, {len(alerts)} alert(s)"
+        + (f": {named}." if named else ".")
+    )
+    return note(text, "production-drops")
 
 
 def _metric(day: Mapping, name: str) -> Mapping:

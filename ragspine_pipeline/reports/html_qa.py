@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ragspine_pipeline.reports.charts import INK, STATUS, Key, Row, esc, finite, row_chart
+from ragspine_pipeline.reports.charts import INK, STATUS, Key, esc, finite
+from ragspine_pipeline.reports.charts_rows import Row, row_chart
 from ragspine_pipeline.reports.html_parts import (
     compact,
     count,

@@ -1,12 +1,14 @@
 """The slice report in Markdown, from the JSON summary of a golden run and the daily production summaries.
 
 The same inputs as the HTML report (:mod:`reports.html`), so the two never disagree. A reader learns, in
-order: the decision and why (where the failing cases stop, the worst of them, then every failed gate,
-slice and regression, and the slices too small to be gated), every gate with its severity, the QA gates
-(when the golden set has RAGSpine cases), each slice worst first with its interval and how the slice
-gate judged it, the first failed stage per case, the LLM judge and the extraction channels (when
-given), the key metrics over past golden runs, and production: the key rates of every day given, then
-the latest day per slice.
+order: the decision and what failed, whatever the decision (the verdict, where a blocked release's
+failing cases stop and the worst of them, then every failure of :func:`reports.html_failed.failures`:
+those that block first, then failed soft gates, extraction channels, production drops and the judge),
+the slices too small to be gated, the link to the run's case explorer; then every gate with its
+severity, the QA gates (when the golden set has RAGSpine cases), each slice worst first with its
+interval and how the slice gate judged it, the first failed stage per case, the LLM judge and the
+extraction channels (when given), the key metrics over past runs of the same golden set, and
+production: the key rates of every day given, then the latest day per slice.
 """
 
 from __future__ import annotations
@@ -14,20 +16,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragspine_pipeline.decision.baseline import COUNT_METRICS
-from ragspine_pipeline.decision.release import FailedGate, ReleaseDecision, UnmeasuredGate
-from ragspine_pipeline.reports.html import DEFAULT_SLICE_GATE, TREND_TABLE_RUNS, trend_points
+from ragspine_pipeline.pages import CASE_EXPLORER_PAGE
+from ragspine_pipeline.reports.html import DEFAULT_SLICE_GATE
+from ragspine_pipeline.reports.html_failed import Failure, failures, held, verdict
 from ragspine_pipeline.reports.html_parts import (
     compact,
     count,
     day,
     fixed,
     headline_figures,
-    interval,
     share,
 )
 from ragspine_pipeline.reports.html_production import FABRICATION as PRODUCTION_FABRICATION
 from ragspine_pipeline.reports.html_production import RATES as PRODUCTION_METRICS
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
+from ragspine_pipeline.reports.html_trend import TREND_TABLE_RUNS, Trend, comparable_runs, trend_points
 from ragspine_pipeline.reports.markdown import code_span, md_text
 from ragspine_pipeline.reports.slice_gate import (
     UNGATED,
@@ -56,20 +59,25 @@ def slice_markdown(
     judge: dict | None = None,
     *,
     history: Sequence[Mapping] = (),
+    mode: str | None = None,
+    case_explorer: str | None = CASE_EXPLORER_PAGE,
 ) -> str:
     """Markdown for the Dagster UI and ``slice_report.md``; ``report`` None when no golden run exists yet.
 
     ``production``: the daily summaries, oldest first (every day in one table, the latest per slice).
     ``extraction``: an extraction result (``ExtractionResult.to_dict``), shown as a channel table.
     ``judge``: the golden run's LLM-judge report (``judge.report.judge_report``), shown with intervals.
-    ``history``: past golden runs, oldest first, as :func:`reports.html.render_html` takes them.
+    ``history``: past golden runs, oldest first, as :func:`reports.html.render_html` takes them; the
+    trend keeps those of this run's golden set and of ``mode`` (when given), as the HTML page does.
+    ``case_explorer``: the relative link to the run's case explorer (None: no link).
     """
     parts = ["# Slice report\n"]
     if report is None:
         parts.append("No golden evaluation has been materialised yet (`reeval_on_index_rebuild`).\n")
     else:
         gate = slice_gate_of(report, DEFAULT_SLICE_GATE)
-        parts += [_decision(report, gate), _gates(report)]
+        found = failures(report, gate, extraction=extraction, judge=judge, production=production)
+        parts += [_decision(report, gate, found, extraction, case_explorer), _gates(report)]
         if report.get("qa_gates"):
             parts.append(_qa_gates(report))
         parts.append(_slices(report, gate))
@@ -80,59 +88,47 @@ def slice_markdown(
         parts.append(judge_markdown(judge))
     if extraction is not None:
         parts.append(_extraction(extraction))
-    if history:
-        parts.append(_trend(history))
+    golden = ((report or {}).get("release") or {}).get("golden_version")
+    trend = comparable_runs(history, golden, mode)
+    if trend.runs or trend.left_out:
+        parts.append(_trend(trend))
     if production:
         parts += [_production_days(production), _production(production[-1])]
     return "\n".join(parts)
 
 
-def _decision(report: dict, gate: SliceGate) -> str:
-    release = ReleaseDecision.model_validate(report["release"])
+def _decision(
+    report: dict, gate: SliceGate, found: list[Failure], extraction: dict | None, case_explorer: str | None
+) -> str:
+    """The verdict, why a blocked release is blocked, every failure (those that block first), the
+    slices too small to gate, the link to the case explorer and the run's versions."""
+    release = report["release"]
+    decision = release.get("decision")
     lines = [
-        f"## Release decision: **{release.decision.upper()}**\n",
-        f"index {code_span(release.index_version)} · "
-        f"golden {code_span(release.golden_version)} · run {code_span(release.run_id)}\n",
+        f"## Release decision: **{str(decision).upper()}**\n",
+        md_text(verdict(decision, found, held(report, gate, extraction))) + "\n",
     ]
-    for problem in release.integrity:
-        lines.append(f"- **blocked: {md_text(problem.get('reason'))}**: {md_text(problem.get('detail'))}")
-    why = why_markdown(release.causes) if not release.ships else ""
-    if why:
-        lines.append(why)
-    for failed in release.failed_gates:
-        delta = f"{failed.delta:+g}" if failed.metric in COUNT_METRICS else f"{failed.delta:+.4f}"
-        lines.append(
-            f"- failed gate **{failed.metric}** = {_gate_value(failed)}, needs {failed.op} "
-            f"{_threshold(failed)} (Δ {delta})"
-        )
-    for unmeasured in release.unmeasured_gates:
-        lines.append(
-            f"- {unmeasured.severity} gate **{unmeasured.metric}** was not measured (needs "
-            f"{unmeasured.op} {_threshold(unmeasured)}): it fails"
-        )
-    for warned in release.warned_gates:
-        lines.append(
-            f"- soft gate **{warned.metric}** = {_gate_value(warned)}, wants {warned.op} "
-            f"{_threshold(warned)} (warning)"
-        )
-    for failed in release.failed_slices:
-        low, high = failed.ci95 or (None, None)
-        lines.append(
-            f"- failed slice **{md_text(failed.dimension)}={md_text(failed.value)}**: releasable "
-            f"{failed.releasable_rate:.1%} of {failed.n} (95% CI {interval(low, high)}), "
-            f"needs ≥ {failed.min_rate:.0%}"
-        )
-    for regression in release.regressions:
-        lines.append(
-            f"- regression **{regression.metric}**: {regression.current:.4f} vs baseline "
-            f"{regression.baseline:.4f}"
-        )
-    if release.ships and not (release.blocks() or release.unmeasured_gates):  # a soft one says nothing held
-        ungated = ungated_slices(report, gate)
-        slices = "every gated slice" if ungated else "every slice"
-        lines.append(f"Every gate, {slices} and every baselined metric holds.")
+    if decision == "block":
+        lines.append(why_markdown(release.get("causes")))
+    for blocks, heading in ((True, "**Blocks the release:**"), (False, "**Does not block:**")):
+        items = [_failure(f) for f in found if f.blocks is blocks]
+        if items:
+            lines.append(f"{heading}\n\n" + "\n".join(items) + "\n")
     lines.append(_ungated_line(report, gate))
-    return "\n".join(line for line in lines if line) + "\n"
+    if case_explorer:
+        link = f"[case explorer]({case_explorer})"
+        lines.append(f"Every case of this run, its answer and its scores: {link}.\n")
+    versions = [(name, release.get(key) or "n/a") for name, key in _VERSIONS]
+    lines.append(" · ".join(f"{name} {code_span(value)}" for name, value in versions) + "\n")
+    return "\n".join(line for line in lines if line)
+
+
+_VERSIONS = (("index", "index_version"), ("golden", "golden_version"), ("run", "run_id"))
+
+
+def _failure(failure: Failure) -> str:
+    name = f" **{md_text(failure.name)}**" if failure.name else ""
+    return f"- {md_text(failure.what)}{name}{md_text(failure.detail)}"
 
 
 def _ungated_line(report: dict, gate: SliceGate) -> str:
@@ -141,25 +137,20 @@ def _ungated_line(report: dict, gate: SliceGate) -> str:
         return ""
     listed = ", ".join(md_text(name) for name in names)
     return (
-        f"\n{len(names)} slice(s) with fewer than {gate.min_n} cases are not gated (shown, never "
-        f"blocking): {listed}."
+        f"{len(names)} slice(s) with fewer than {gate.min_n} cases are not gated (shown, never "
+        f"blocking): {listed}.\n"
     )
 
 
-def _gate_value(gate: Mapping | FailedGate) -> str:
+def _gate_value(gate: Mapping) -> str:
     """A gate's value: a count as a whole number, a rate with four decimals."""
-    metric, value = _field(gate, "metric"), _field(gate, "value")
-    return count(value) if metric in COUNT_METRICS else _num(value)
+    return count(gate.get("value")) if gate.get("metric") in COUNT_METRICS else _num(gate.get("value"))
 
 
-def _threshold(gate: Mapping | FailedGate | UnmeasuredGate) -> str:
+def _threshold(gate: Mapping) -> str:
     """A gate's threshold as configured (``0.8``); a count's as a whole number."""
-    metric, threshold = _field(gate, "metric"), _field(gate, "threshold")
-    return count(threshold) if metric in COUNT_METRICS else str(threshold)
-
-
-def _field(row: Mapping | FailedGate | UnmeasuredGate, name: str) -> object:
-    return row[name] if isinstance(row, Mapping) else getattr(row, name)
+    threshold = gate.get("threshold")
+    return count(threshold) if gate.get("metric") in COUNT_METRICS else str(threshold)
 
 
 def _gates(report: dict) -> str:
@@ -273,14 +264,21 @@ def _stages(report: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _trend(history: Sequence[Mapping]) -> str:
-    """The key metrics of the latest past golden runs, oldest first (the HTML page charts them)."""
-    points, values = trend_points(history)
+def _trend(trend: Trend) -> str:
+    """The key metrics of the latest comparable golden runs, oldest first (the HTML page charts them),
+    after the line on the runs of other golden sets or modes left out."""
+    points, values = trend_points(trend.runs)
     shown = points[-TREND_TABLE_RUNS:]
-    head = ["run", "index version", "day", "decision", *values]
-    title = "## Trend over past golden runs"
+    title = "## Trend over past golden runs of this golden set"
     title += f" (the latest {len(shown)} of {len(points)})\n" if len(shown) < len(points) else "\n"
-    rows = [title, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = [title]
+    if trend.left_out:
+        rows.append(f"_{md_text(trend.left_out[0].upper() + trend.left_out[1:])}_\n")
+    if not shown or not values:
+        rows.append("No past run of this golden set has key metrics yet.")
+        return "\n".join(rows) + "\n"
+    head = ["run", "index version", "day", "decision", *values]
+    rows += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     offset = len(points) - len(shown)
     for i, run in enumerate(shown, offset):
         cells = [_code(run.get("run_id") or "n/a"), _code(run.get("index_version") or "n/a")]

@@ -5,7 +5,8 @@ No Dagster: ``ragspine-eval demo init`` writes the demo, the reference engine an
 production summaries are ``scoring.production`` over each demo day, the extraction result is what
 ``ragspine-eval extraction`` computes, and the page and the Markdown are ``render_html`` and
 ``slice_markdown``, as ``slice_report`` calls them. ``demo rebuild-index --degraded`` (what
-``make demo-regression`` publishes) turns the next run into a blocked one.
+``make demo-regression`` publishes) turns the next run into a blocked one; ``--degraded-parser`` (what
+``make demo-extraction-regression`` publishes) gives a shipping run with two failed extraction channels.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ TODAY = "2026-11-25"
 TRACES_PER_DAY = 200  # the demo's size: the tables are as wide as a real night makes them
 DAY_SECONDS = 86_400.0
 FIRST_RUN = 1_795_000_000.0  # a fixed clock: the pages are the same on every run
+MODE = "golden"  # the baseline mode of the demo's runs
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,12 @@ class DemoPages:
     shipping: dict
     blocked: dict
     production: list[dict]
+    extraction: dict
+    # the parser regression: the release ships, two extraction channels fall below their thresholds
+    parser_html: str
+    parser_markdown: str
+    parser: dict
+    parser_extraction: dict
 
 
 def build_demo_pages(root: Path) -> DemoPages:
@@ -56,26 +64,39 @@ def build_demo_pages(root: Path) -> DemoPages:
     shipping = _golden_run(demo, root / "ship", "run-ship", evidence)
     assert main(["demo", "rebuild-index", "--root", str(demo), "--degraded"]) == 0
     blocked = _golden_run(demo, root / "block", "run-block", evidence)
-    history = [history_entry(shipping, timestamp=FIRST_RUN)]
-    history.append(history_entry(blocked, timestamp=FIRST_RUN + DAY_SECONDS))
+    assert main(["demo", "rebuild-index", "--root", str(demo), "--degraded-parser"]) == 0
+    parser, parser_extraction = _golden_run(demo, root / "parser", "run-parser", evidence), _extraction(demo)
+    history = [
+        history_entry(report, timestamp=FIRST_RUN + i * DAY_SECONDS, mode=MODE)
+        for i, report in enumerate((shipping, blocked, parser))
+    ]
 
-    def page(report: dict, runs: list[dict]) -> str:
+    def page(report: dict, runs: list[dict], channels: dict = extraction) -> str:
         return render_html(
             report,
             history=runs,
             production=production,
-            extraction=extraction,
+            extraction=channels,
             title="ragspine release evaluation",
+            mode=MODE,
         )
+
+    def markdown(report: dict, runs: list[dict], channels: dict = extraction) -> str:
+        return slice_markdown(report, production, channels, history=runs, mode=MODE)
 
     return DemoPages(
         shipping_html=page(shipping, history[:1]),
-        blocked_html=page(blocked, history),
-        shipping_markdown=slice_markdown(shipping, production, extraction, history=history[:1]),
-        blocked_markdown=slice_markdown(blocked, production, extraction, history=history),
+        blocked_html=page(blocked, history[:2]),
+        shipping_markdown=markdown(shipping, history[:1]),
+        blocked_markdown=markdown(blocked, history[:2]),
         shipping=shipping,
         blocked=blocked,
         production=production,
+        extraction=extraction,
+        parser_html=page(parser, history, parser_extraction),
+        parser_markdown=markdown(parser, history, parser_extraction),
+        parser=parser,
+        parser_extraction=parser_extraction,
     )
 
 

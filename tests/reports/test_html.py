@@ -73,12 +73,17 @@ def blocked(tmp_path_factory) -> dict:
     )
 
 
-def _history(n: int, report: dict | None = None) -> list[dict]:
+def _history(n: int, report: dict | None = None, golden_version: str | None = None) -> list[dict]:
+    """``n`` past runs (and ``report``'s run after them) on ``report``'s golden set, else on
+    ``golden_version``."""
+    if report is not None:
+        golden_version = report["release"].get("golden_version")
     runs = [
         {
             "run_id": f"2026111{i}T041903Z-{i:08x}",
             "timestamp": 1_763_000_000.0 + 86_400 * i,
             "index_version": f"ix-2026-11-{10 + i:02d}",
+            "golden_version": golden_version,
             "decision": "block" if i % 3 == 0 else "ship",
             "metrics": {
                 "releasable_rate": 0.8 + 0.02 * i,
@@ -91,6 +96,10 @@ def _history(n: int, report: dict | None = None) -> list[dict]:
     if report is not None:
         runs.append(history_entry(report, timestamp=1_763_000_000.0 + 86_400 * n))
     return runs
+
+
+def _golden(report: dict) -> str:
+    return report["release"]["golden_version"]
 
 
 def _rate(value: float, n: int) -> dict:
@@ -204,8 +213,10 @@ def test_every_chart_is_an_svg_with_a_title_inside_its_named_figure(shipped):
         "production-latency",
     }
     for name, figure in found.items():
-        (svg,) = figure.all("svg")
-        assert svg.children[0].tag == "title" and svg.children[0].content().strip(), name
+        wide, narrow = figure.all("svg")  # one drawing for a wide window, one for a phone
+        assert (wide.attrs["class"], narrow.attrs["class"]) == ("chart wide", "chart narrow"), name
+        for svg in (wide, narrow):
+            assert svg.children[0].tag == "title" and svg.children[0].content().strip(), name
         assert figure.all("figcaption")
 
 
@@ -313,7 +324,7 @@ def test_stage_histogram_chart_has_one_bar_row_per_stage(blocked):
 
 def test_trend_needs_two_runs_otherwise_a_note(shipped):
     for n in (0, 1):
-        root = parse(render_html(shipped, history=_history(n)))
+        root = parse(render_html(shipped, history=_history(n, golden_version=_golden(shipped))))
         assert "trend" not in figures(root) and "trend" in notes(root)
     root = parse(render_html(shipped, history=_history(1, shipped)))
     trend = figures(root)["trend"].all("svg")[0]
@@ -325,7 +336,7 @@ def test_trend_needs_two_runs_otherwise_a_note(shipped):
 
 
 def test_a_missing_history_value_breaks_the_line_and_reads_n_a(shipped):
-    history = _history(4)
+    history = _history(4, golden_version=_golden(shipped))
     history[1]["metrics"]["precision"] = None
     history[2]["metrics"]["precision"] = float("nan")
     root = parse(render_html(shipped, history=history))

@@ -1,4 +1,5 @@
-"""The HTML report in a real browser: a shipping and a blocked demo run at 1280 px, in headless Chromium.
+"""The HTML report in a real browser: a shipping and a blocked demo run at 1280 px, and the three demo runs
+(shipping, blocked, the parser regression) on a 390 px phone, in headless Chromium.
 
 The pages are built through the functions the ``slice_report`` asset calls (:mod:`tests.reports.demo_pages`),
 loaded from files, measured with the layout Chromium computes, and photographed. What is asserted:
@@ -8,7 +9,10 @@ loaded from files, measured with the layout Chromium computes, and photographed.
   and no chart text runs outside its chart. The tables sit in ``.scroll`` containers as a safety net for
   narrow windows; at 1280 px none of them may have to scroll, so they are held to the same rule;
 * every chart has a title and a named x and y axis;
-* the blocked page shows its cause (the decision's ``causes``) before the gates and any chart.
+* the blocked page shows its cause (the decision's ``causes``) before the gates and any chart;
+* at 390 px the page does not scroll sideways, "What failed" starts on the first screen, and every chart
+  shown is the phone drawing at about the scale it was drawn at (its text as large as drawn, give or
+  take a fifth), never the wide one shrunk to a third.
 
 It needs Chromium (Debian: ``apt-get install chromium``) and is skipped, saying so, without it. Set
 ``RAGSPINE_SCREENSHOT_DIR`` to keep the two full-page screenshots; otherwise they go to a temporary folder.
@@ -91,19 +95,47 @@ MEASURE = """
 """
 
 
+PHONE = 390
+# Runs in the page at phone width: what sticks out, where "What failed" starts, how each chart is drawn.
+PHONE_MEASURE = """
+(() => {
+  const shown = [...document.querySelectorAll('svg.chart')]
+    .filter(svg => svg.getBoundingClientRect().width > 0);
+  return {
+    scrollWidth: document.documentElement.scrollWidth,
+    failedTop: document.querySelector('#failed').getBoundingClientRect().top,
+    firstSection: document.querySelector('section').id,
+    charts: shown.map(svg => ({
+      name: svg.closest('figure[data-chart]').dataset.chart,
+      variant: svg.classList.contains('narrow') ? 'narrow' : 'wide',
+      scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width,
+    })),
+  };
+})()
+"""
+
+
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> dict[str, dict]:
-    """Each demo page loaded at 1280 px: its measurements and its full-page screenshot."""
+def pages(tmp_path_factory) -> dict[str, Path]:
+    """The demo pages as files: shipping, blocked and the parser regression."""
     root = tmp_path_factory.mktemp("browser")
-    pages = build_demo_pages(root / "build")
-    shots = Path(os.environ.get("RAGSPINE_SCREENSHOT_DIR") or root / "screenshots")
+    built = build_demo_pages(root / "build")
+    html = {"shipping": built.shipping_html, "blocked": built.blocked_html, "parser": built.parser_html}
+    for name, page in html.items():
+        (root / f"{name}.html").write_text(page, encoding="utf-8")
+    return {name: root / f"{name}.html" for name in html}
+
+
+@pytest.fixture(scope="module")
+def measured(pages, tmp_path_factory) -> dict[str, dict]:
+    """Each demo page loaded at 1280 px: its measurements and its full-page screenshot."""
+    root = tmp_path_factory.mktemp("screenshots")
+    shots = Path(os.environ.get("RAGSPINE_SCREENSHOT_DIR") or root)
     shots.mkdir(parents=True, exist_ok=True)
     found = {}
     with Chromium(CHROMIUM) as browser:
-        for name, html in (("shipping", pages.shipping_html), ("blocked", pages.blocked_html)):
-            path = root / f"{name}.html"
-            path.write_text(html, encoding="utf-8")
-            page = browser.open(path, WIDTH)
+        for name in ("shipping", "blocked"):
+            page = browser.open(pages[name], WIDTH)
             found[name] = {**page.evaluate(MEASURE), "screenshot": page.screenshot(shots / f"{name}.png")}
     return found
 
@@ -147,3 +179,25 @@ def test_a_full_page_screenshot_is_taken(measured, name):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
     assert width == WIDTH and height > 2000
+
+
+@pytest.fixture(scope="module")
+def phone(pages) -> dict[str, dict]:
+    with Chromium(CHROMIUM) as browser:
+        return {name: browser.open(path, PHONE).evaluate(PHONE_MEASURE) for name, path in pages.items()}
+
+
+@pytest.mark.parametrize("name", ["shipping", "blocked", "parser"])
+def test_on_a_phone_nothing_scrolls_sideways_and_what_failed_is_on_the_first_screen(phone, name):
+    page = phone[name]
+    assert page["scrollWidth"] <= PHONE, "the page scrolls sideways"
+    assert page["firstSection"] == "failed" and page["failedTop"] < 200  # right under the title
+
+
+@pytest.mark.parametrize("name", ["shipping", "blocked", "parser"])
+def test_on_a_phone_every_chart_is_the_narrow_drawing_at_about_its_drawn_size(phone, name):
+    charts = phone[name]["charts"]
+    assert {"gates", "extraction", "production-trend"} <= {chart["name"] for chart in charts}
+    for chart in charts:
+        assert chart["variant"] == "narrow", chart["name"]
+        assert 0.8 <= chart["scale"] <= 1.25, chart  # 12 px text shows at 10–15 px

@@ -60,12 +60,21 @@ PLAIN = """# Slice report
 
 ## Release decision: **BLOCK**
 
-index `ix-7` · golden `g-3` · run `r-1`
+Blocked: 1 gate, 1 slice and 1 baseline regression failed. Also failed, without blocking it: 1 soft gate.
 
-- failed gate **precision** = 0.7100, needs >= 0.8 (Δ -0.0900)
-- soft gate **point_coverage** = 0.7000, wants >= 0.8 (warning)
-- failed slice **workflow=access**: releasable 75.0% of 4 (95% CI 30.0%–95.0%), needs ≥ 95%
-- regression **chr**: 0.8500 vs baseline 0.9000
+**Blocks the release:**
+
+- gate **precision** = 0.7100, needs ≥ 0.8000 (Δ -0.0900)
+- slice **workflow=access**: releasable 75.0% of 4 (95% CI 30.0%–95.0%), needs ≥ 95.0%
+- baseline regression **chr**: 0.8500 vs baseline 0.9000 (Δ -0.0500)
+
+**Does not block:**
+
+- soft gate **point_coverage** = 0.7000, needs ≥ 0.8000 (Δ -0.1000)
+
+Every case of this run, its answer and its scores: [case explorer](case_explorer.html).
+
+index `ix-7` · golden `g-3` · run `r-1`
 
 ## Gates
 
@@ -117,14 +126,14 @@ def test_a_blocked_release_says_why_before_the_failed_gates():
     report["release"]["causes"] = CAUSES
     text = slice_markdown(report, PRODUCTION)
     why = (
-        "index `ix-7` · golden `g-3` · run `r-1`\n\n"
+        "1 soft gate.\n\n"
         "**Why:** 36 of 84 cases fail first at admissibility (27 stale, 9 restricted, 1 missing trace); "
         "3 at candidate retrieval; 2 at answer faithfulness.\n\n"
         "**Worst cases:**\n\n"
         "1. `q017` (admissibility: restricted, stale) — How long are &lt;script&gt;alert(1)&lt;/script&gt; "
         "\\*\\*logs\\*\\* kept?\n"
         "2. `` q`9 `` (admissibility: stale)\n\n"
-        "- failed gate **precision**"
+        "**Blocks the release:**\n\n- gate **precision**"
     )
     assert why in text
     assert "<script>" not in text  # a question is text, never markup
@@ -271,20 +280,19 @@ def test_the_gate_table_names_each_gates_severity_and_a_count_reads_as_a_count()
     report["release"]["failed_gates"] = [
         {"metric": "fabrication", "value": 2.0, "op": "<=", "threshold": 0.0, "delta": 2.0}
     ]
-    assert "- failed gate **fabrication** = 2, needs <= 0 (Δ +2)" in slice_markdown(report)
+    assert "- gate **fabrication** = 2, needs ≤ 0 (Δ +2)" in slice_markdown(report)
 
 
 def test_a_slice_below_min_n_is_not_gated_and_the_verdict_does_not_claim_it_holds():
     text = slice_markdown(_shipping())
     assert "| workflow=tiny | 1 | 0.0000 | 0.000–0.790 | not gated (n < 5) |" in text
     assert "| workflow=access | 12 | 0.9000 | 0.600–0.980 | holds |" in text
-    assert "Every gate, every gated slice and every baselined metric holds." in text
+    assert "Nothing failed: 3 gates, 1 slice hold." in text  # the slice of one case is not counted
     assert "1 slice(s) with fewer than 5 cases are not gated (shown, never blocking): workflow=tiny." in text
-    assert "every slice and" not in text
     big = _shipping()
     del big["slices"]["workflow"]["tiny"]
     text = slice_markdown(big)
-    assert "Every gate, every slice and every baselined metric holds." in text
+    assert "Nothing failed: 3 gates, 1 slice hold." in text
     assert "not gated (n < 5)" not in text and "are not gated" not in text
 
 
@@ -302,7 +310,8 @@ def test_first_failed_stage_histogram_in_pipeline_order():
 def _runs(n: int) -> list[dict]:
     return [
         {"run_id": f"run-{i}", "timestamp": 1_795_000_000.0 + 86_400 * i, "index_version": f"ix-{i}",
-         "decision": "block" if i % 2 else "ship", "metrics": {"releasable_rate": 0.9 - 0.01 * i}}
+         "golden_version": "g-3", "mode": "golden", "decision": "block" if i % 2 else "ship",
+         "metrics": {"releasable_rate": 0.9 - 0.01 * i}}
         for i in range(n)
     ]  # fmt: skip
 
@@ -315,7 +324,7 @@ def test_trend_over_past_golden_runs():
         "| `run-2` | `ix-2` | 2026-11-20 | ship | 0.8800 |"
     )
     many = slice_markdown(REPORT, history=_runs(13))
-    assert "## Trend over past golden runs (the latest 10 of 13)" in many
+    assert "## Trend over past golden runs of this golden set (the latest 10 of 13)" in many
     assert "`run-2`" not in many and "`run-3`" in many
     assert "## Trend" not in slice_markdown(REPORT)
 
