@@ -2,7 +2,10 @@
 
 A regression leads with its cause (the first failed stages and the admissibility rules broken, the worst
 cases), then one row per metric (a failed gate and a baseline regression of the same metric are one row
-with both bars; failed gates first), the failed slices, the runbook line and a button to the Dagster run.
+with both bars; failed gates first), the failed slices, the runbook line, a button to the Dagster run and,
+where reports are served, buttons to the run's report and case explorer. A recovery names what recovered
+(``Alert.recovered``): each metric, channel, slice or rate with its value now, the bars it had failed and
+what it was, and the run that recovered it.
 A production alert gives, per rate and slice, tonight's value with its n, the trailing value with its n
 and nights, how much worse, and the p- and q-values — a trailing value is an estimate, never shown as a
 threshold. The alerts one run raised are one message (:func:`message`): the most severe leads.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragspine_pipeline.alerts.model import Alert, Drop, MetricRow
+from ragspine_pipeline.alerts.model import Alert, Drop, MetricRow, Recovery
 from ragspine_pipeline.decision.baseline import COUNT_METRICS
 from ragspine_pipeline.decision.causes import cause_sentence, worst_case_line
 
@@ -30,8 +33,14 @@ SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2}
 STREAMS = ("release", "extraction", "production")  # within a kind, the release leads
 
 
+def _stream_kind(alert: Alert) -> str:
+    """What a stream evaluates: ``release`` of ``svc/release:golden``, ``production`` of ``production``
+    (a service's streams carry its name first)."""
+    return alert.stream.rsplit("/", 1)[-1].split(":", 1)[0]
+
+
 def _lead_order(alert: Alert) -> tuple:
-    stream = alert.stream.split(":", 1)[0]
+    stream = _stream_kind(alert)
     return (
         SEVERITY[alert.kind],
         STREAMS.index(stream) if stream in STREAMS else len(STREAMS),
@@ -54,9 +63,12 @@ def message(alerts: Sequence[Alert]) -> tuple[str, list[dict]]:
     out = [_header(lead.title), *_body(lead)]
     for alert in rest:
         out += [{"type": "divider"}, _section(f"*{_escape(alert.title)}*"), *_body(alert)]
-    url = next((a.run_url for a in ordered if a.run_url), None)
-    report = next((a.report_url for a in ordered if a.report_url), None)
-    out = out[: MAX_BLOCKS - 2] + _footer(url, report, lead)
+    links = [
+        ("Open the run in Dagster", next((a.run_url for a in ordered if a.run_url), None)),
+        ("Open the report", next((a.report_url for a in ordered if a.report_url), None)),
+        ("Open the case explorer", next((a.explorer_url for a in ordered if a.explorer_url), None)),
+    ]
+    out = out[: MAX_BLOCKS - 2] + _footer(links, lead)
     return text, out
 
 
@@ -81,6 +93,12 @@ def fallback_text(alert: Alert) -> str:
         if alert.drops:
             shown = "; ".join(_drop_text(d) for d in alert.drops[:TEXT_ROWS])
             parts.append(shown + _more(len(alert.drops), TEXT_ROWS, "drop") + ".")
+    elif alert.kind == "recovered":
+        if alert.run_id:
+            parts = [f"{alert.title} (run {alert.run_id})"]
+        if alert.recovered:
+            shown = "; ".join(_recovery_text(r) for r in alert.recovered[:TEXT_ROWS])
+            parts.append(shown + _more(len(alert.recovered), TEXT_ROWS, "item") + ".")
     if alert.runbook and alert.kind != "recovered":
         parts.append(f"Runbook: {alert.runbook}")
     return _escape(" ".join(" ".join(parts).split()))
@@ -110,9 +128,16 @@ def _body(alert: Alert) -> list[dict]:
 
 
 def _recovered_text(alert: Alert) -> str:
-    if alert.stream == "production":
-        return "No production rate is significantly worse than its trailing nights any more."
-    return "Every gate, slice and baselined metric holds again."
+    holds = (
+        "No production rate is significantly worse than its trailing nights any more."
+        if _stream_kind(alert) == "production"
+        else "Every gate, slice and baselined metric holds again."
+    )
+    if not alert.recovered:
+        return holds
+    shown = "\n".join(f"• {_escape(_recovery_text(r))}" for r in alert.recovered[:TABLE_ROWS])
+    more = _escape(_more(len(alert.recovered), TABLE_ROWS, "item", prose=True))
+    return f"*Recovered*\n{shown}{more}\n{holds}"
 
 
 def _where(alert: Alert) -> dict[str, str | None]:
@@ -200,6 +225,20 @@ def _row_text(row: MetricRow) -> str:
     return f"{row.name} {_number(row.name, row.value)} ({'; '.join(bars)})"
 
 
+def _recovery_text(row: Recovery) -> str:
+    """One thing that recovered, as plain text: its value now, the bars it had failed, what it was."""
+    name = {"slice": f"slice {row.name}", "rate": row.name.replace("@", " @ ", 1)}.get(row.kind, row.name)
+    now = "holds again" if row.now is None else f"{_number(row.name, row.now)} now"
+    said = [f"needs {_bar(row.name, row.gate)}"] if row.gate else []
+    if row.baseline:
+        said.append(f"baseline {_bar(row.name, row.baseline)}")
+    if row.trailing is not None:
+        said.append(f"trailing {row.trailing:.4f} when it dropped")
+    was = f"was {_number(row.name, row.was)}" + (f" ({row.counts[0]}/{row.counts[1]})" if row.counts else "")
+    said.append(was + (f", n={row.n}" if row.n is not None else ""))
+    return f"{name} {now} ({'; '.join(said)})"
+
+
 def _drop_text(d: Drop) -> str:
     window = "tonight" if d.nights == 1 else f"last {d.nights} nights"
     return (
@@ -241,9 +280,8 @@ def _header(title: str) -> dict:
     return {"type": "header", "text": {"type": "plain_text", "text": _clip(_escape(title), 150)}}
 
 
-def _footer(url: str | None, report: str | None, lead: Alert) -> list[dict]:
+def _footer(links: list[tuple[str, str | None]], lead: Alert) -> list[dict]:
     out = []
-    links = [("Open the run in Dagster", url), ("Open the report", report)]
     buttons = [
         {"type": "button", "text": {"type": "plain_text", "text": text}, "url": link}
         for text, link in links

@@ -1,9 +1,12 @@
 """Delivering the outbox to Slack, at most once per alert.
 
-The alerts one run raised are posted as one message (``alerts.blocks.message``); a run still in
-progress is left for the flush after it ends (the caller says which runs are finished). An alert that
-waited longer than its time to live (``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired
-instead of posted.
+The alerts one run raised are posted as one message (``alerts.blocks.message``); a run still in progress
+is left for the flush after it ends (the caller says which runs are finished). A recovery is the
+exception: it is posted as a reply in the thread of the regression it closes (``alerts.incidents``: the
+latest of the stream's open regressions that Slack took in this channel), after the run's other alerts —
+the run's recoveries of one thread in one reply; without such a thread it is part of the run's message.
+Either way it names what recovered. An alert that waited longer than its time to live
+(``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired instead of posted.
 
 The delivery protocol, which survives a crash at any point, a full disk and a slow Slack:
 
@@ -20,8 +23,9 @@ The delivery protocol, which survives a crash at any point, a full disk and a sl
    recorded — is never posted blindly. Once its attempt is older than ``RAGSPINE_ALERT_CONFIRM_AFTER_S``
    (default 120 s: a slow request may still land), the next pass reads the channel's history since the
    attempt (``conversations.history`` with ``include_all_metadata``, from five minutes before it, at
-   most :data:`HISTORY_PAGES` pages): a message naming the alert in its metadata is recorded as the
-   delivery, with its ``ts``; only a history read to the end without it lets the alert be posted again.
+   most :data:`HISTORY_PAGES` pages; for a reply, ``conversations.replies`` of the thread its
+   ``sending`` event names): a message naming the alert in its metadata is recorded as the delivery,
+   with its ``ts``; only a history read to the end without it lets the alert be posted again.
    A history that cannot be read leaves the alert pending, with the reason.
 5. Every pass has a budget of wall-clock time with Slack (``RAGSPINE_ALERT_FLUSH_BUDGET_S``, default
    30 s, or ``flush(budget_s=…)``): a Retry-After or back-off wait happens only when it fits, each
@@ -49,6 +53,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ragspine_pipeline.alerts.events import AlertOutbox, Entry, OutboxView, batches
+from ragspine_pipeline.alerts.incidents import closing, open_regressions, thread_root
+from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.alerts.slack import (
     DEFAULT_BUDGET_S,
     DEFAULT_TTL_HOURS,
@@ -142,7 +148,7 @@ def flush(
             result.skipped = settings.missing
             return result
         posted = _post(
-            outbox, sender, [g for g in ready if not held.intersection(e.alert.id for e in g)], result
+            outbox, sender, [g for g in ready if not held.intersection(e.alert.id for e in g)], view, result
         )
         result.pending = len(live) - posted
         return result
@@ -160,7 +166,7 @@ def _confirm(
     delivered (into ``result``); return the ids that must not be posted in this pass (too recent to
     tell, or the history could not say)."""
     held: set[str] = set()
-    by_target: dict[str, list[Entry]] = {}
+    by_place: dict[tuple[str, str | None], list[Entry]] = {}  # (target, thread): where to look
     for entry in view.pending:
         if not entry.unconfirmed:
             continue
@@ -174,13 +180,14 @@ def _confirm(
             )
             continue
         held.discard(entry.alert.id)
-        by_target.setdefault(entry.target or sender.settings.channel or "", []).append(entry)
-    for target, entries in by_target.items():
+        place = (entry.target or sender.settings.channel or "", entry.thread_ts)
+        by_place.setdefault(place, []).append(entry)
+    for (target, thread_ts), entries in by_place.items():
         ids = {entry.alert.id for entry in entries}
         try:
             channel = _channel_id(target, view, sender)
             since = min(_time(entry.sending_at, entry) for entry in entries).timestamp() - HISTORY_MARGIN_S
-            found, complete = sender.posted_alerts(channel, since, ids)
+            found, complete = sender.posted_alerts(channel, since, ids, thread_ts)
         except DeliveryError as exc:
             held |= ids
             result.failed.update(
@@ -189,7 +196,7 @@ def _confirm(
             continue
         for ts in sorted(set(found.values())):
             with_ts = sorted(i for i, t in found.items() if t == ts)
-            if _record(result, outbox.record_delivery, with_ts, channel, ts, target, True):
+            if _record(result, outbox.record_delivery, with_ts, channel, ts, target, True, thread_ts):
                 result.confirmed += with_ts
             else:
                 held.update(with_ts)
@@ -213,23 +220,54 @@ def _channel_id(target: str, view: OutboxView, sender: SlackSender) -> str:
     return known
 
 
-def _post(outbox: AlertOutbox, sender: SlackSender, groups: list[list[Entry]], result: FlushResult) -> int:
-    """Post each group as one message by steps 1–3 of the protocol; how many alerts were delivered."""
+@dataclass
+class _Message:
+    """One Slack message to post: its entries, the alerts as they are rendered, the thread it replies in."""
+
+    entries: list[Entry]
+    alerts: list[Alert]
+    thread_ts: str | None = None
+
+
+def _messages(batch: list[Entry], view: OutboxView, target: str) -> list[_Message]:
+    """The messages of one batch: its alerts as one message, but its recoveries whose regressions have a
+    known thread in the channel of ``target`` as one reply in each such thread, after it. Every recovery
+    says what it closes."""
+    channel = target if _CHANNEL_ID.match(target) else view.channel_ids.get(target)
+    messages: dict[str | None, _Message] = {None: _Message([], [])}  # by thread; None: the top level
+    for entry in batch:
+        alert, thread_ts = entry.alert, None
+        if alert.kind == "recovered":
+            closed = open_regressions(view.entries, alert.stream, until=alert.id)
+            alert = closing(alert, [regression.alert for regression in closed])
+            thread_ts = thread_root(closed, channel) if channel else None
+        message = messages.setdefault(thread_ts, _Message([], [], thread_ts))
+        message.entries.append(entry)
+        message.alerts.append(alert)
+    return [message for message in messages.values() if message.entries]
+
+
+def _post(
+    outbox: AlertOutbox, sender: SlackSender, groups: list[list[Entry]], view: OutboxView, result: FlushResult
+) -> int:
+    """Post each group's messages (:func:`_messages`) by steps 1–3 of the protocol; how many alerts were
+    delivered."""
     target = sender.settings.channel or ""
     delivered = 0
-    for group in groups:
-        ids = [entry.alert.id for entry in group]
+    # Lazily: a batch's threads are looked up after the batches before it were posted.
+    for message in (m for group in groups for m in _messages(group, view, target)):
+        ids = [entry.alert.id for entry in message.entries]
         if sender.budget.remaining() < MIN_REQUEST_S:
             result.error = sender.budget.spent()
             break
         try:
-            outbox.record_sending(ids, target)
+            outbox.record_sending(ids, target, message.thread_ts)
         except InputError as exc:
             result.error = f"not posted: {exc}"
             result.failed.update(dict.fromkeys(ids, result.error))
             break
         try:
-            posted = sender.post([entry.alert for entry in group])
+            posted = sender.post(message.alerts, message.thread_ts)
         except DeliveryError as exc:
             # Unrecorded, a definite failure still reads as unconfirmed: the next pass looks, then posts.
             _record(result, outbox.record_failure, ids, str(exc), exc.maybe_posted)
@@ -241,7 +279,12 @@ def _post(outbox: AlertOutbox, sender: SlackSender, groups: list[list[Entry]], r
         result.delivered += ids
         result.messages += 1
         delivered += len(ids)
-        if not _record(result, outbox.record_delivery, ids, posted.channel, posted.ts, target):
+        # What this pass read, brought up to date: a recovery later in the pass replies in this thread.
+        view.channel_ids.setdefault(target, posted.channel)
+        for entry in message.entries:
+            entry.ts, entry.channel, entry.thread_ts = posted.ts, posted.channel, message.thread_ts
+        recorded = (ids, posted.channel, posted.ts, target, False, message.thread_ts)
+        if not _record(result, outbox.record_delivery, *recorded):
             break  # the disk is full: the "sending" line makes the next pass confirm instead of repost
     return delivered
 

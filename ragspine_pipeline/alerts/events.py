@@ -5,10 +5,12 @@ An outbox is an append-only log of events, one JSON object each, in the order th
 each durable before anything that depends on it happens:
 
 * ``queued`` (the whole alert): written *before* anyone tries to deliver it, so an alert is never lost.
-* ``sending`` (``ids``, ``target``): written *before* the message carrying these alerts is posted; a post
-  whose ``sending`` event cannot be written does not happen.
-* ``delivered`` (``ids``, ``channel``, ``ts``, ``target``): Slack answered with the message's ``ts``, or a
-  later pass found the message in the channel's history (``confirmed``).
+* ``sending`` (``ids``, ``target``, ``thread_ts`` for a reply): written *before* the message carrying
+  these alerts is posted; a post whose ``sending`` event cannot be written does not happen.
+* ``delivered`` (``ids``, ``channel``, ``ts``, ``target``, ``thread_ts`` for a reply): Slack answered with
+  the message's ``ts``, or a later pass found the message in the channel's history or in the thread
+  (``confirmed``). The ``ts`` of every alert's message is kept so: a recovery replies in the thread of
+  the regression it closes (``alerts.incidents``).
 * ``failed`` (``ids``, ``error``, ``unconfirmed``): an attempt that did not deliver. ``unconfirmed`` means
   Slack never answered (a timeout, a lost connection): it may have posted the message all the same.
 * ``expired`` (``ids``, ``ttl_hours``): waited longer than its time to live; kept and listed, never posted,
@@ -18,10 +20,11 @@ Every event carries ``at`` (UTC, ISO 8601). An alert is pending until it is deli
 pending alert whose last ``sending`` is followed by no definite answer (a crash, a timeout, a delivery
 that could not be recorded) is *unconfirmed*: the delivery pass (``alerts.delivery.flush``) looks for it
 in Slack before it posts it again. Events written by earlier versions (one ``id`` instead of ``ids``)
-still read.
+still read; so do events without ``thread_ts`` (written before threads: no reply).
 
 The unit of delivery is a *batch*: the alerts of one run, or one alert without a run
-(:func:`batch_key`); a batch is posted as one Slack message.
+(:func:`batch_key`); a batch is posted as one Slack message, and each of its recoveries whose regression
+has a known thread as a reply there.
 
 Both outboxes — the JSONL file (``alerts.outbox.Outbox``) and PostgreSQL
 (``alerts.pg_outbox.PostgresOutbox``) — write these events through :class:`AlertOutbox`, fold them with
@@ -124,6 +127,7 @@ class Entry:
     sending_at: str | None = None  # the last attempt to post it, while its outcome is unknown
     target: str | None = None  # the channel that attempt posted to, as configured (a name or an ID)
     confirmed: bool = False  # delivered, as found in the channel's history after an unanswered attempt
+    thread_ts: str | None = None  # the thread its last attempt or its delivery replied in (None: top level)
 
     @property
     def pending(self) -> bool:
@@ -206,13 +210,15 @@ def fold(
 
 
 def _apply(entry: Entry, kind: str, event: dict, at: str | None) -> None:
+    thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
     if kind == "sending":
         entry.sending_at = at or now()
         entry.target = event.get("target") if isinstance(event.get("target"), str) else None
+        entry.thread_ts = thread_ts
     elif kind == "delivered":
         entry.delivered_at, entry.channel, entry.ts = at or now(), event.get("channel"), event.get("ts")
         entry.confirmed = event.get("confirmed") is True
-        entry.sending_at = None
+        entry.sending_at, entry.thread_ts = None, thread_ts
     elif kind == "expired":
         entry.expired_at = at or now()
     elif kind == "failed":
@@ -245,10 +251,12 @@ class AlertOutbox(ABC):
         the next evaluation announces it.
         """
 
-    def record_sending(self, ids: Sequence[str], target: str) -> None:
-        """Persist that a message with ``ids`` is about to be posted to ``target``; an InputError means
-        it was not persisted, and the message must not be posted."""
-        self._record({"event": "sending", "ids": list(ids), "target": target}, "record the attempt")
+    def record_sending(self, ids: Sequence[str], target: str, thread_ts: str | None = None) -> None:
+        """Persist that a message with ``ids`` is about to be posted to ``target`` (as a reply in
+        ``thread_ts``, when given); an InputError means it was not persisted, and the message must not
+        be posted."""
+        event = {"event": "sending", "ids": list(ids), "target": target}
+        self._record(_in_thread(event, thread_ts), "record the attempt")
 
     def record_delivery(
         self,
@@ -257,9 +265,11 @@ class AlertOutbox(ABC):
         ts: str | None,
         target: str | None = None,
         confirmed: bool = False,
+        thread_ts: str | None = None,
     ) -> None:
         event = {"event": "delivered", "ids": list(ids), "channel": channel, "ts": ts, "target": target}
-        self._record({**event, "confirmed": True} if confirmed else event, "record the delivery")
+        event = _in_thread({**event, "confirmed": True} if confirmed else event, thread_ts)
+        self._record(event, "record the delivery")
 
     def record_failure(self, ids: Sequence[str], error: str, unconfirmed: bool = False) -> None:
         event = {"event": "failed", "ids": list(ids), "error": error, "unconfirmed": unconfirmed}
@@ -296,6 +306,11 @@ class AlertOutbox(ABC):
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _in_thread(event: dict, thread_ts: str | None) -> dict:
+    """``event`` naming the thread its message replies in; a top-level message's event has no field."""
+    return {**event, "thread_ts": thread_ts} if thread_ts else event
 
 
 def dumps(event: dict, ascii_only: bool = False) -> str:

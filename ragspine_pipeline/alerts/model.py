@@ -4,14 +4,15 @@ of gate results, a night's drop tests, or a failed run.
 
 An alert is plain data (pydantic, JSON in the outbox); rendering is ``alerts.blocks``, delivery
 ``alerts.delivery`` (through ``alerts.slack``), de-duplication ``alerts.events``, persistence
-``alerts.outbox`` (a file) or ``alerts.pg_outbox`` (PostgreSQL). The alerts one run raises are
-delivered together, as one message.
+``alerts.outbox`` (a file) or ``alerts.pg_outbox`` (PostgreSQL), a regression's thread and what a
+recovery closes ``alerts.incidents``. The alerts one run raises are delivered together, as one message;
+a recovery is a reply in the thread of the regression it closes.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS, FABRICATION
 from ragspine_pipeline.decision.release import ReleaseDecision
+from ragspine_pipeline.pages import CASE_EXPLORER_PAGE, REPORT_PAGE
 
 if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import for every `alerts` command
     from ragspine_pipeline.scoring.significance import DropTest
@@ -78,8 +80,13 @@ class Drop(BaseModel):
     q_value: float  # adjusted over the night's tests
 
     @property
+    def name(self) -> str:
+        """The rate and slice, as a recovery's ``measured`` values name them (``DropTest.key``)."""
+        return f"{self.metric}@{self.slice}"
+
+    @property
     def key(self) -> str:
-        return f"drop:{self.metric}@{self.slice}"
+        return f"drop:{self.name}"
 
     @classmethod
     def of(cls, test: DropTest) -> Drop:
@@ -101,6 +108,24 @@ class MetricRow(BaseModel):
     counts: tuple[int, int] | None = None  # (correct, total) behind a channel's accuracy
 
 
+class Recovery(BaseModel):
+    """One thing a recovery closes: what its regression said (``was``, against the same bars) and the
+    recovering run's value (``now``; None when that run does not report it by name, as a slice that
+    passes again)."""
+
+    model_config = MODEL_CONFIG
+
+    name: str  # a metric, channel, slice (``workflow=expenses``) or production rate (``rate@slice``)
+    kind: Literal["metric", "channel", "slice", "rate"]
+    was: float
+    now: float | None = None
+    gate: tuple[str, float] | None = None  # (op, threshold) the regression failed
+    baseline: tuple[str, float] | None = None  # (op, baseline) the regression fell below
+    trailing: float | None = None  # a production rate's trailing value when it dropped (an estimate)
+    n: int | None = None  # the cases behind a slice's rate when it failed
+    counts: tuple[int, int] | None = None  # (correct, total) behind a channel's accuracy when it failed
+
+
 class Alert(BaseModel):
     """One message to post. ``stream`` is what de-duplication tracks (one evaluation of one thing)."""
 
@@ -117,6 +142,7 @@ class Alert(BaseModel):
     run_id: str | None = None
     run_url: str | None = None
     report_url: str | None = None  # the run's HTML report, where reports are served
+    explorer_url: str | None = None  # the run's case explorer, where reports are served
     findings: list[Finding] = Field(default_factory=list)
     drops: list[Drop] = Field(default_factory=list)
     causes: dict | None = None  # a release decision's causes (first failed stages, rules, worst cases)
@@ -125,6 +151,10 @@ class Alert(BaseModel):
     job: str | None = None
     step: str | None = None
     error: str | None = None  # a failed run's error summary, one line
+    # A recovery's values now, by the name its regression's findings and drops use (``Drop.name``).
+    measured: dict[str, float] = Field(default_factory=dict)
+    # What a recovery closes: filled when it is posted (``incidents.closing``), never in the outbox.
+    recovered: list[Recovery] = Field(default_factory=list)
 
     @property
     def failure_keys(self) -> list[str]:
@@ -173,6 +203,20 @@ def run_url(webserver_base_url: str | None, run_id: str | None) -> str | None:
     if not webserver_base_url or not run_id:
         return None
     return f"{webserver_base_url.rstrip('/')}/runs/{quote(run_id, safe='')}"
+
+
+REPORT_PAGES = {"report_url": REPORT_PAGE, "explorer_url": CASE_EXPLORER_PAGE}
+
+
+def with_report_links(alert: Alert, reports_base_url: str | None) -> Alert:
+    """``alert`` linking its run's pages where the reports folder is served: the report
+    (``<base>/runs/<run id>/slice_report.html``) and the case explorer (``…/case_explorer.html``), the
+    run id percent-encoded. Unchanged without a base URL or a run, and for a run failure (a run that
+    crashed has no report)."""
+    if not reports_base_url or not alert.run_id or alert.kind == "run_failure":
+        return alert
+    run = f"{reports_base_url.rstrip('/')}/runs/{quote(alert.run_id, safe='')}"
+    return alert.model_copy(update={name: f"{run}/{page}" for name, page in REPORT_PAGES.items()})
 
 
 def release_findings(decision: ReleaseDecision) -> list[Finding]:
@@ -242,6 +286,9 @@ def release_alert(
     decision = ReleaseDecision.model_validate(decision)
     index = decision.index_version or "unknown index"
     blocked = not decision.ships
+    # The run's figures: every metric (rounded), and each gate's value as it was judged (unrounded).
+    measured = {name: value for name, value in (decision.metrics or {}).items() if value is not None}
+    measured |= {g.metric: g.value for g in decision.gates or [] if g.value is not None}
     title = f"Release blocked: index {index}" if blocked else f"Recovered: release ships on index {index}"
     return Alert(
         kind="regression" if blocked else "recovered",
@@ -255,6 +302,7 @@ def release_alert(
         causes=decision.causes if blocked else None,
         problems=[str(p.get("detail")) for p in decision.integrity] if blocked else [],
         runbook=runbook if blocked else None,
+        measured={} if blocked else measured,
     )
 
 
@@ -267,9 +315,11 @@ def gate_alert(
     webserver_base_url: str | None = None,
     problem: str = "below baseline",
     runbook: str | None = None,
+    measured: Mapping[str, float | None] | None = None,
 ) -> Alert:
     """A regression (some findings) or recovery (none) alert for any set of gates or channels;
-    ``problem`` names what went wrong in the title."""
+    ``problem`` names what went wrong in the title; ``measured`` (each gate's or channel's value now,
+    None when it has none) says a recovery's values."""
     findings = list(findings)
     return Alert(
         kind="regression" if findings else "recovered",
@@ -280,6 +330,7 @@ def gate_alert(
         run_url=run_url(webserver_base_url, run_id),
         findings=findings,
         runbook=runbook if findings else None,
+        measured={} if findings else _known(measured),
     )
 
 
@@ -290,8 +341,10 @@ def drop_alert(
     run_id: str | None = None,
     webserver_base_url: str | None = None,
     runbook: str | None = None,
+    measured: Mapping[str, float | None] | None = None,
 ) -> Alert:
-    """The night's significant production drops as one alert (a recovery when there are none)."""
+    """The night's significant production drops as one alert (a recovery when there are none);
+    ``measured`` (tonight's value of each tested rate, by ``DropTest.key``) says a recovery's values."""
     drops = list(drops)
     count = f"{len(drops)} significant drop{'s' if len(drops) != 1 else ''}"
     return Alert(
@@ -302,6 +355,7 @@ def drop_alert(
         run_url=run_url(webserver_base_url, run_id),
         drops=drops,
         runbook=runbook if drops else None,
+        measured={} if drops else _known(measured),
     )
 
 
@@ -326,3 +380,7 @@ def run_failure_alert(
         error=summary[:500] + ("…" if len(summary) > 500 else ""),
         runbook=runbook,
     )
+
+
+def _known(values: Mapping[str, float | None] | None) -> dict[str, float]:
+    return {name: float(value) for name, value in (values or {}).items() if value is not None}

@@ -149,11 +149,11 @@ class PostgresOutbox(AlertOutbox):
             )
         return alert if news else None
 
-    def record_sending(self, ids: Sequence[str], target: str) -> None:
+    def record_sending(self, ids: Sequence[str], target: str, thread_ts: str | None = None) -> None:
         """Persist the attempt, then make sure this pass still holds its claim: a pass whose claim
         connection dropped may have lost its batches to another pass, which reads this attempt (it
         committed first) and confirms it instead of posting; this pass must not post either."""
-        super().record_sending(ids, target)
+        super().record_sending(ids, target, thread_ts)
         if self._claims is not None:
             try:
                 with self._claims.cursor() as cur:

@@ -8,12 +8,13 @@ channel's ID, ``C…``; a name works too) and, optionally, ``SLACK_API_BASE_URL`
 ``channels:read`` to look its ID up when no earlier delivery told it.
 
 Every message carries Slack message metadata (``event_type`` ``ragspine_alert``, ``event_payload``
-``{"alert_ids": "<id> <id> …"}``), so a later pass can tell from the channel's history whether an
-unanswered post landed. slack-sdk's own retry handlers do the retrying, bounded by a :class:`WaitBudget`:
-a ``Retry-After`` or back-off wait happens only when it fits, and each request's timeout is cut to what is
-left. A request that may have reached Slack (a timeout, a connection lost while waiting for the answer)
-is never retried here. Every failure is a :class:`DeliveryError` of one line; the token is never part of
-an error message, a log line or the outbox. The delivery protocol itself is in ``alerts.delivery``.
+``{"alert_ids": "<id> <id> …"}``), so a later pass can tell from the channel's history (a reply: from its
+thread, ``conversations.replies``) whether an unanswered post landed. slack-sdk's own retry handlers do the
+retrying, bounded by a :class:`WaitBudget`: a ``Retry-After`` or back-off wait happens only when it fits,
+and each request's timeout is cut to what is left. A request that may have reached Slack (a timeout, a
+connection lost while waiting for the answer) is never retried here. Every failure is a
+:class:`DeliveryError` of one line; the token is never part of an error message, a log line or the outbox.
+The delivery protocol itself is in ``alerts.delivery``.
 """
 
 from __future__ import annotations
@@ -244,8 +245,9 @@ class SlackSender:
         for handler in self._handlers:
             handler.budget = budget
 
-    def post(self, alerts: Alert | Sequence[Alert]) -> Posted:
-        """Post one message covering ``alerts`` (one run's), with their ids in its metadata. Raises
+    def post(self, alerts: Alert | Sequence[Alert], thread_ts: str | None = None) -> Posted:
+        """Post one message covering ``alerts`` (one run's), with their ids in its metadata; with
+        ``thread_ts``, as a reply in that thread only (not broadcast to the channel). Raises
         :class:`DeliveryError` when Slack did not take it or did not answer."""
         alerts = [alerts] if isinstance(alerts, Alert) else list(alerts)
         text, blocks = message(alerts)
@@ -253,6 +255,7 @@ class SlackSender:
             "event_type": METADATA_EVENT,
             "event_payload": {"alert_ids": " ".join(a.id for a in alerts)},
         }
+        reply = {"thread_ts": thread_ts, "reply_broadcast": False} if thread_ts else {}
         response = self._call(
             "post to",
             self.client.chat_postMessage,
@@ -262,20 +265,29 @@ class SlackSender:
             blocks=blocks,
             metadata=metadata,
             link_names=False,  # a bare "@channel" in an alert stays text, whatever the workspace default
+            **reply,
         )
         channel = response.get("channel")
         return Posted(response.get("ts"), channel if isinstance(channel, str) else self.settings.channel)
 
-    def posted_alerts(self, channel_id: str, since: float, wanted: set[str]) -> tuple[dict[str, str], bool]:
+    def posted_alerts(
+        self, channel_id: str, since: float, wanted: set[str], thread_ts: str | None = None
+    ) -> tuple[dict[str, str], bool]:
         """The ids of ``wanted`` that messages of ours in ``channel_id`` since ``since`` (Unix time) name
         in their metadata, each with its message's ``ts``; and whether that answer is complete (every
-        wanted id found, or the history read to its end within :data:`HISTORY_PAGES` pages)."""
+        wanted id found, or the history read to its end within :data:`HISTORY_PAGES` pages). With
+        ``thread_ts``, the replies in that thread are read instead: the channel's history leaves them
+        out."""
         found: dict[str, str] = {}
         cursor = None
+        read, thread = self.client.conversations_history, {}
+        if thread_ts:
+            read, thread = self.client.conversations_replies, {"ts": thread_ts}
         for _ in range(HISTORY_PAGES):
             page = self._call(
                 "read the history of",
-                self.client.conversations_history,
+                read,
+                **thread,
                 channel=channel_id,
                 oldest=f"{since:.6f}",
                 limit=200,

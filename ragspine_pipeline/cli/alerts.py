@@ -29,6 +29,8 @@ def run_list(args: argparse.Namespace) -> int:
                 "run_id": e.alert.run_id,
                 "created_at": e.alert.created_at,
                 "delivered_at": e.delivered_at,
+                "ts": e.ts,  # the Slack message that carried it
+                "thread_ts": e.thread_ts,  # the thread it replied in (a recovery), or None
                 "expired_at": e.expired_at,
                 "attempts": e.attempts,
                 "last_error": e.last_error,

@@ -9,6 +9,10 @@ decision::
      "worst_cases": [{"qid": "q017", "question": "How long are …", "first_failed_stage": "admissibility",
                       "rules": ["stale"], "label": "ANS_NO_HIT"}, ...]}
 
+A failing case's *cause* is its first failed stage, or its grounded label when the run has no layered
+evaluation: what ``first_failed_stage`` counts, and what the worst cases are chosen to cover — the worst
+case of each cause first, so three worst cases never repeat one cause while another goes unnamed.
+
 :func:`cause_sentence` and :func:`worst_case_line` turn it into plain text (no Markdown) for every report
 and message, so they all say the same thing.
 """
@@ -46,9 +50,10 @@ def release_causes(
       pipeline order; None without layered data;
     * ``inadmissible_rules``: cases per broken admissibility rule (a case may break several), rules with
       no case left out, most cases first, then by rule name; empty without layered data;
-    * ``worst_cases``: at most ``worst`` failing cases. With layered data: earliest first failed stage,
-      then more broken rules, then qid; without: by label (``HALLUCINATION``, ``ANS_NO_HIT``,
-      ``OVER_REFUSAL``), then qid. Each names its ``qid``, ``question`` (see :func:`short_question`),
+    * ``worst_cases``: at most ``worst`` failing cases, worst first, covering as many causes as they can
+      (:func:`_worst_rows`). Worse means, with layered data: earliest first failed stage, then more
+      broken rules, then qid; without: by label (``HALLUCINATION``, ``ANS_NO_HIT``, ``OVER_REFUSAL``),
+      then qid. Each names its ``qid``, ``question`` (see :func:`short_question`),
       ``first_failed_stage`` (None without layered data), broken ``rules`` and grounded ``label``.
     """
     qid = gold.column("qid").combine_chunks()
@@ -57,6 +62,7 @@ def release_causes(
         rank = _codes(labels, FAILING_LABELS)
         failing = rank >= 0
         stage, broken, stages, rules = np.full(len(qid), -1), None, None, {}
+        cause = rank
         order = pa.table({"rank": rank, "qid": qid})
         sort_keys = [("rank", "ascending"), ("qid", "ascending")]
     else:
@@ -68,13 +74,12 @@ def release_causes(
         broken = cases.column("inadmissible").combine_chunks()
         rules = _rule_counts(pc.list_flatten(broken))
         n_rules = pc.fill_null(pc.list_value_length(broken), 0)
+        cause = stage
         order = pa.table({"stage": stage, "rules": n_rules, "qid": qid})
         sort_keys = [("stage", "ascending"), ("rules", "descending"), ("qid", "ascending")]
 
     candidates = np.flatnonzero(failing)
-    rows = candidates[:0]
-    if worst > 0 and len(candidates):  # the keys end in the qid, which is unique: no ties to break
-        rows = candidates[np.asarray(pc.select_k_unstable(order.take(candidates), worst, sort_keys))]
+    rows = candidates[_worst_rows(order.take(candidates), cause[candidates], sort_keys, worst)]
     chosen = pa.array(rows, pa.int64())
     rule_lists = [[] for _ in rows] if broken is None else broken.take(chosen).to_pylist()
     worst_cases = [
@@ -101,6 +106,25 @@ def release_causes(
         "inadmissible_rules": rules,
         "worst_cases": worst_cases,
     }
+
+
+def _worst_rows(order: pa.Table, cause: np.ndarray, sort_keys: list, worst: int) -> np.ndarray:
+    """The positions of ``worst`` rows of ``order`` in ``sort_keys`` order (whose first key is ``cause``):
+    the first row of each cause, the causes in that order, then the first of the rest.
+
+    The keys end in the qid, which is unique: there are no ties to break. Each cause is one selection
+    over its rows; there are a handful of causes (stages or labels), whatever the number of cases.
+    """
+    if worst <= 0 or order.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    leaders = []
+    for code in np.unique(cause)[:worst]:  # ascending: the worst cause first
+        members = np.flatnonzero(cause == code)
+        leaders.append(int(members[pc.select_k_unstable(order.take(members), 1, sort_keys)[0].as_py()]))
+    top = np.asarray(pc.select_k_unstable(order, worst, sort_keys))
+    rest = top[~np.isin(top, leaders)][: worst - len(leaders)]
+    chosen = np.concatenate([np.asarray(leaders, dtype=np.int64), rest.astype(np.int64)])
+    return chosen[np.asarray(pc.sort_indices(order.take(chosen), sort_keys))]
 
 
 def short_question(question: str | None) -> str:

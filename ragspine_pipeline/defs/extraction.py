@@ -184,6 +184,7 @@ def extraction_assets(service: Service) -> list:
             index_version=extraction_scores.get("index_version"),
             webserver_base_url=alerts.webserver_base_url,
             runbook=alerts.runbook("extraction"),
+            measured=extraction_scores.get("accuracies"),
         )
         return alerts.alert_check(alert, context.log)
 

@@ -236,6 +236,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
             run_id=context.run.run_id,
             webserver_base_url=alerts.webserver_base_url,
             runbook=alerts.runbook("production"),
+            measured={t.key: t.current for t in night.tested if t.nights == 1},  # tonight's rates
         )
         yield alerts.alert_check(alert, context.log, check_name="production_alert")
         yield judge_check(judged, metrics_key)

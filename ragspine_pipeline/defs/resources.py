@@ -22,7 +22,7 @@ from pydantic import Field, TypeAdapter
 
 from ragspine_pipeline.alerts.delivery import FlushResult, flush
 from ragspine_pipeline.alerts.events import AlertOutbox
-from ragspine_pipeline.alerts.model import Alert, runbook_line
+from ragspine_pipeline.alerts.model import Alert, runbook_line, with_report_links
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl_hours_from_env
 from ragspine_pipeline.contracts.columns import load_evidence
@@ -132,8 +132,8 @@ class AlertsResource(dg.ConfigurableResource):
     )
     reports_base_url: str | None = Field(
         default=None,
-        description="where the reports folder is served (its runs/<run id>/slice_report.html is linked "
-        "from every message of a run)",
+        description="where the reports folder is served (its runs/<run id>/slice_report.html and "
+        "case_explorer.html are linked from every message of a run)",
     )
     runbook_url: str | None = Field(default=None, description="runbook link shown in every alert")
     runbooks: dict[str, str] = Field(
@@ -165,9 +165,7 @@ class AlertsResource(dg.ConfigurableResource):
         of its run's alerts when the run ends."""
         if self.service:
             alert = alert.model_copy(update={"title": f"{self.service}: {alert.title}"})
-        if self.reports_base_url and alert.run_id and alert.kind != "run_failure":
-            report = f"{self.reports_base_url.rstrip('/')}/runs/{alert.run_id}/slice_report.html"
-            alert = alert.model_copy(update={"report_url": report})
+        alert = with_report_links(alert, self.reports_base_url)
         with self.outbox() as outbox:
             queued = outbox.observe(alert)  # a full disk: a one-line InputError, nothing queued
         if queued is not None and log is not None:

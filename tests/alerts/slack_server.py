@@ -2,9 +2,12 @@
 
 ``chat.postMessage`` stores the message (channel, text, blocks, metadata) the moment the request has
 arrived, as Slack does, *then* answers — after ``delay_s`` when set, so a client timeout leaves a
-message that was posted but never acknowledged. ``conversations.history`` returns the stored messages
-of a channel ID, newest first, paginated with a cursor, with their metadata only when
-``include_all_metadata`` is set; ``conversations.list`` resolves names to IDs. Knobs: ``rate_limit``
+message that was posted but never acknowledged. A post with ``thread_ts`` is a reply in that thread: a
+thread that is not a top-level message of the channel answers ``thread_not_found``, unstored.
+``conversations.history`` returns the stored top-level messages of a channel ID (and replies posted with
+``reply_broadcast``), newest first, paginated with a cursor, with their metadata only when
+``include_all_metadata`` is set; ``conversations.replies`` the same of one thread, its parent first and
+then its replies, oldest first; ``conversations.list`` resolves names to IDs. Knobs: ``rate_limit``
 (the next posts answer 429 with a Retry-After, unstored), ``throttle_s`` (as Slack's per-channel limit:
 a post sooner than this after the last stored one answers 429 with ``Retry-After: throttle_s``),
 ``delay_s``, ``hook`` (called with each stored message, before the answer).
@@ -33,6 +36,8 @@ class Message:
     text: str
     blocks: list
     metadata: dict | None
+    thread_ts: str | None = None
+    reply_broadcast: bool = False
 
     @property
     def alert_ids(self) -> list[str]:
@@ -103,6 +108,8 @@ class SlackServer(LoopbackServer):
             return self._post(args)
         if method == "conversations.history":
             return 200, {}, self._history(args), 0.0
+        if method == "conversations.replies":
+            return 200, {}, self._history(args, thread=str(args.get("ts", ""))), 0.0
         if method == "conversations.list":
             channels = [{"id": cid, "name": name} for name, cid in self.channels.items()]
             return 200, {}, {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}}, 0.0
@@ -116,19 +123,27 @@ class SlackServer(LoopbackServer):
             if time.monotonic() - self.state.last_stored < self.state.throttle_s:
                 wait = self.state.throttle_s
                 return 429, {"Retry-After": f"{wait:g}"}, {"ok": False, "error": "ratelimited"}, 0.0
-            self.state.last_stored = time.monotonic()
             channel = self._channel_id(str(args.get("channel", "")), create=True)
+            thread_ts = args.get("thread_ts") or None
+            if thread_ts and not any(
+                m.ts == thread_ts and m.channel == channel and not m.thread_ts for m in self.state.messages
+            ):
+                return 200, {}, {"ok": False, "error": "thread_not_found"}, 0.0
+            self.state.last_stored = time.monotonic()
             ts = f"{int(time.time())}.{next(self._clock):06d}"
+            broadcast = str(args.get("reply_broadcast", "")).lower() in ("1", "true")
             message = Message(
-                channel, ts, args.get("text", ""), args.get("blocks") or [], args.get("metadata")
-            )
+                channel, ts, args.get("text", ""), args.get("blocks") or [], args.get("metadata"),
+                thread_ts, broadcast,
+            )  # fmt: skip
             self.state.messages.append(message)
             hook, delay = self.state.hook, self.state.delay_s
         if callable(hook):
             hook(message)
         return 200, {}, {"ok": True, "channel": channel, "ts": ts}, delay
 
-    def _history(self, args: dict) -> dict:
+    def _history(self, args: dict, thread: str | None = None) -> dict:
+        """A page of the channel's history, or (``thread``) of one thread's messages."""
         channel = str(args.get("channel", ""))
         if channel not in self.channels.values():
             return {"ok": False, "error": "channel_not_found"}
@@ -137,9 +152,16 @@ class SlackServer(LoopbackServer):
         start = int(args.get("cursor") or 0)
         with_metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
         with self._lock:
+            mine = [m for m in self.state.messages if m.channel == channel]
+        if thread is None:  # the channel's history leaves out replies that were not broadcast
             found = [
-                m for m in reversed(self.state.messages) if m.channel == channel and float(m.ts) > oldest
+                m for m in reversed(mine) if float(m.ts) > oldest and (not m.thread_ts or m.reply_broadcast)
             ]
+        else:
+            parent = [m for m in mine if m.ts == thread and not m.thread_ts]
+            if not parent:
+                return {"ok": False, "error": "thread_not_found"}
+            found = parent + [m for m in mine if m.thread_ts == thread and float(m.ts) > oldest]
         page = found[start : start + limit]
         more = start + limit < len(found)
         rendered = [
@@ -147,6 +169,7 @@ class SlackServer(LoopbackServer):
                 "type": "message",
                 "ts": m.ts,
                 "text": m.text,
+                **({"thread_ts": m.thread_ts} if m.thread_ts else {}),
                 **({"metadata": m.metadata} if with_metadata else {}),
             }
             for m in page

@@ -171,7 +171,7 @@ def test_a_production_alert_names_tonight_and_the_trailing_nights_with_their_n_a
     recovered = drop_alert("2026-11-23", [], run_id="n-2")
     assert (
         recovered.kind == "recovered"
-        and fallback_text(recovered) == "Recovered: production metrics of 2026-11-23"
+        and fallback_text(recovered) == "Recovered: production metrics of 2026-11-23 (run n-2)"
     )
 
 
@@ -187,7 +187,7 @@ def test_one_run_with_a_release_and_an_extraction_alert_is_one_message():
 def test_a_recovery_and_a_run_failure_render_without_a_table():
     recovered = release_alert({**BLOCKED, "decision": "ship"}, "release:golden")
     assert recovered.kind == "recovered" and recovered.findings == [] and recovered.causes is None
-    assert fallback_text(recovered) == "Recovered: release ships on index ix-0002"
+    assert fallback_text(recovered) == "Recovered: release ships on index ix-0002 (run abc-123)"
     assert "actions" not in [b["type"] for b in blocks(recovered)]  # no webserver URL configured
 
     failed = run_failure_alert(

@@ -74,7 +74,9 @@ def test_the_make_targets_post_one_message_per_real_change_and_nothing_on_a_quie
         assert "27 stale, 9 restricted" in (tmp_path / "reports" / "latest" / report).read_text()
 
     assert local.main(["run", "--partition", "2026-11-21"]) == 0  # the next make run
-    assert [p["text"] for p in fake_slack.posts[1:]] == ["Recovered: release ships on index demo-ix-0003"]
+    [recovered] = fake_slack.posts[1:]  # a reply in the thread of the block
+    assert recovered["text"].startswith("Recovered: release ships on index demo-ix-0003 (run ")
+    assert recovered["thread_ts"] and recovered["reply_broadcast"] is False
 
     rebuild(env, "--degraded-parser")  # make demo-extraction-regression
     assert local.main(["reeval", "--expect", "ship"]) == 0
@@ -104,7 +106,9 @@ def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fa
 
     rebuild(demo_env)
     assert local.main(["reeval", "--expect", "ship"]) == 0
-    assert [p["text"] for p in fake_slack.posts[1:]] == ["Recovered: release ships on index demo-ix-0003"]
+    [recovered] = fake_slack.posts[1:]  # a reply in the thread of the block, saying what recovered
+    assert recovered["text"].startswith("Recovered: release ships on index demo-ix-0003 (run ")
+    assert "releasable_rate" in recovered["text"] and recovered["thread_ts"]
     for path in Path(tmp_path).rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl", ".md", ".html"):
             assert TOKEN not in path.read_text(errors="replace"), path
@@ -184,10 +188,9 @@ def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake
         defs.resolve_sensor_def("evaluation_run_success_sensor")(
             run_status_context(instance, healthy.dagster_run, defs, dg.DagsterEventType.RUN_SUCCESS)
         )
-    [recovered] = fake_slack.posts[1:]
-    assert recovered["text"] == (
-        "Recovered: release ships on index demo-ix-0003 Also: Recovered: Extraction channels."
-    )
+    [recovered] = fake_slack.posts[1:]  # both recoveries close regressions of one message: one reply
+    assert recovered["text"].startswith("Recovered: release ships on index demo-ix-0003 (run ")
+    assert "Also: Recovered: Extraction channels." in recovered["text"] and recovered["thread_ts"]
 
 
 @pytest.mark.usefixtures("quick_slack_retries")

@@ -86,7 +86,9 @@ def test_a_channel_regression_blocks_promotion_and_alerts_exactly_once(tmp_path,
 
         write_extraction_demo(root)
         assert run(defs, instance).success
-    assert [p["text"] for p in slack_env.posts[1:]] == ["Recovered: Extraction channels"]
+    [recovered] = slack_env.posts[1:]  # a reply in the thread of the regression, naming the channels
+    assert recovered["text"].startswith("Recovered: Extraction channels (run ") and recovered["thread_ts"]
+    assert "color_mapping" in recovered["text"] and "header_attribution" in recovered["text"]
     report = json.loads((tmp_path / "reports" / "latest" / "extraction.json").read_text())
     assert report["pass"] and report["invalid_facts"]["count"] == 2  # malformed lines counted, not fatal
 
