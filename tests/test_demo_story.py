@@ -11,9 +11,11 @@ import subprocess
 from pathlib import Path
 
 import dagster as dg
+import pyarrow.parquet as pq
 import pytest
 
 from ragspine_pipeline.defs.release import DECISION_TAG, check_name
+from ragspine_pipeline.reports.explorer import render_explorer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,3 +114,118 @@ def test_make_demo_regression_is_a_successful_run_that_blocks_and_promotes_nothi
     assert "release_decision" in story.materialized[block_run.run_id]
     assert baseline_after_block == baseline_after_ship
     assert json.loads(baseline_after_ship)["golden"]["run"] == ship_run.run_id
+
+
+# -- the pages in a browser ----------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WIDTHS = (1600, 390)
+SCREENSHOT = ROOT / "docs" / "case-explorer.png"
+needs_browser = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium) for the browser tests"
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, path: Path, width: int):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(path.as_uri())
+    return page
+
+
+def overflow(page) -> int:
+    """How many pixels the page is wider than the window (0: nothing to scroll sideways)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def flips_shown(page) -> set[str]:
+    """The qids the explorer lists under its current filters, every page of them."""
+    page.wait_for_function("document.body.dataset.ready === '1'")
+    shown: set[str] = set()
+    while True:
+        shown |= set(page.eval_on_selector_all(".case-row", "rows => rows.map(r => r.dataset.qid)"))
+        if page.is_disabled("#page-next"):
+            return shown
+        page.click("#page-next")
+
+
+def releasable(story: DemoStory, run_id: str) -> dict[str, float]:
+    """``{qid: releasable}`` from the run's metric table."""
+    table = pq.read_table(story.reports / "runs" / run_id / "metric_table.parquet").to_pylist()
+    return {row["qid"]: row["value"] for row in table if row["metric"] == "releasable"}
+
+
+@needs_browser
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("page_name", ["ship report", "block report", "explorer"])
+def test_the_reports_and_the_explorer_fit_the_window(story, browser, page_name, width):
+    story, ship_run, block_run, _before, _after = story
+    run, name = {
+        "ship report": (ship_run, "slice_report.html"),
+        "block report": (block_run, "slice_report.html"),
+        "explorer": (block_run, "case_explorer.html"),
+    }[page_name]
+    page = open_page(browser, story.reports / "runs" / run.run_id / name, width)
+    try:
+        assert overflow(page) <= 0, f"{page_name} at {width} px scrolls sideways"
+    finally:
+        page.close()
+
+
+@needs_browser
+def test_the_explorer_opens_on_exactly_the_cases_that_flipped_since_the_baseline_run(story, browser):
+    story, ship_run, block_run, _before, _after = story
+    before, after = releasable(story, ship_run.run_id), releasable(story, block_run.run_id)
+    flipped = {qid for qid in after if qid in before and before[qid] != after[qid]}
+    assert flipped  # the degraded index breaks cases that passed
+    page = open_page(browser, story.reports / "runs" / block_run.run_id / "case_explorer.html", 1600)
+    try:
+        assert page.input_value("#filter-flip") == "changed"  # it opens on the flips
+        assert page.text_content("#baseline-run").strip() == ship_run.run_id
+        assert flips_shown(page) == flipped
+        assert int(page.text_content("#match-count")) == len(flipped)
+        page.select_option("#filter-flip", "pass→fail")
+        assert flips_shown(page) == {qid for qid in flipped if before[qid] == 1.0}
+        page.select_option("#filter-flip", "all")
+        page.fill("#search", sorted(flipped)[0].lower())
+        assert sorted(flipped)[0] in flips_shown(page)
+        page.fill("#search", "")
+        page.select_option("#filter-flip", "changed")
+        screenshot = story.root / "case-explorer.png"
+        page.locator(".case-row .case-head").first.click()  # one case open, as a reader would look at it
+        page.screenshot(path=str(screenshot))
+        if os.environ.get("RAGSPINE_UPDATE_SCREENSHOTS") == "1":  # the README's picture
+            shutil.copyfile(screenshot, SCREENSHOT)
+    finally:
+        page.close()
+
+
+@needs_browser
+def test_a_10k_case_explorer_renders_its_first_screen_in_under_two_seconds(story, browser, tmp_path):
+    story, _ship_run, block_run, _before, _after = story
+    document = json.loads((story.reports / "runs" / block_run.run_id / "cases.json").read_text())
+    cases = document["cases"]
+    document["cases"] = [
+        {**case, "qid": f"{case['qid']}-{copy:04d}"}
+        for copy in range(10_000 // len(cases) + 1)
+        for case in cases
+    ][:10_000]
+    path = tmp_path / "case_explorer.html"
+    path.write_text(render_explorer(document))
+    page = open_page(browser, path, 1600)
+    try:
+        page.wait_for_function("document.body.dataset.ready === '1'")
+        # From the start of navigation to the first screen, as the page's own clock measures it.
+        elapsed_ms = int(page.evaluate("document.body.dataset.readyMs"))
+        assert page.locator(".case-row").count() > 0
+        assert elapsed_ms < 2000, f"first screen after {elapsed_ms:.0f} ms"
+    finally:
+        page.close()
