@@ -90,7 +90,7 @@ _SHIPPED = "some answer shipped (S non-empty)"
 _ANSWERABLE = "some case is answerable (A non-empty)"
 _CLAIMS = "per case, an answerable case answered with claims; the mean over those cases"
 _QA_CASE = "the golden set has a QA case"
-_NARRATIVE = "some QA case names a narrative doc"
+_NARRATIVE = "some QA case is a narrative case (case_type: narrative)"
 
 METRICS: tuple[Metric, ...] = (
     # -- grounded QA: S shipped answers, R refusals, A answerable cases, U unanswerable ones -------------
@@ -156,8 +156,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("narrative_faithfulness", "narrative", "narrative cases whose every claim has ≥ 60 % of its "
            "tokens in the retrieved context / narrative cases", _NARRATIVE, "passed", "total",
            aliases={"faithfulness": frozenset({Scope.WITHOUT_REGISTRY})}),
-    Metric("answer_accuracy", "narrative", "narrative cases whose answer recalls ≥ 60 % of the reference "
-           "text's tokens / narrative cases", _NARRATIVE + ", with reference texts", "passed", "total"),
+    Metric("answer_accuracy", "narrative", "narrative cases whose answer recalls ≥ 60 % of the distinct "
+           "tokens of the reference text / narrative cases", _NARRATIVE + ", with reference texts", "passed",
+           "total"),
     # -- canaries: gated at 1.0 whenever the golden set has them ---------------------------------------
     Metric("known_good_released", "canary", "known-good cases that passed / known-good cases",
            "the golden set has a case with expect: releasable", "right", "canaries",

@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(commands)
     _add_replay(commands)
     _add_golden(commands)
+    _add_baseline(commands)
     _add_extraction(commands)
     _add_sample(commands)
     _add_judge(commands)
@@ -141,7 +142,13 @@ def _add_score(commands: Any) -> None:
         help="the index the traces must come from: traces naming another index, or several, block "
         "(mixed_index_versions); without it, several index versions in the traces still block",
     )
-    score.add_argument("--format", choices=("json", "markdown"), default="json")
+    score.add_argument(
+        "--format",
+        choices=("json", "markdown", "ragspine", "ragspine-text"),
+        default="json",
+        help="json, markdown, or RAGSpine's QA report: its --report JSON (ragspine) or console lines "
+        "(ragspine-text); the exit code is the same for every format",
+    )
     score.add_argument("--out", help="write the report here instead of standard output")
     score.add_argument(
         "--explorer",
@@ -199,6 +206,30 @@ def _add_golden(commands: Any) -> None:
     )
     verify.add_argument("--gold", required=True)
     verify.set_defaults(run="ragspine_pipeline.cli.golden:run_verify")
+
+
+def _add_baseline(commands: Any) -> None:
+    baseline = commands.add_parser(
+        "baseline", help="change a baseline value by hand, on the record (who, when, why, the value before)"
+    ).add_subparsers(dest="baseline_command", required=True)
+    setting = baseline.add_parser(
+        "set",
+        help="set one listed value of a mode's entry (to lower a bar on purpose) and record the change",
+        description="Set one value the baseline lists, under the same lock as the ratchet, and append "
+        "who ($RAGSPINE_ACTOR, else $USER, else $LOGNAME), when, why and the value before to the entry's "
+        "history; every later decision warns about it while it stands. Exit 0 when it is set (or already "
+        "was), 2 when the input is unusable.",
+    )
+    setting.add_argument("--baseline", required=True, help="baseline file (JSON): a path or s3://bucket/key")
+    setting.add_argument("--mode", help="the entry's mode (default: golden)")
+    setting.add_argument(
+        "--metric", required=True, help="a metric the entry lists (names as in --gates), or fabrication_count"
+    )
+    setting.add_argument(
+        "--to", required=True, help="the new value: a rate from 0 to 1, a judged score from 1 to 5, a count"
+    )
+    setting.add_argument("--reason", required=True, help="why, on one line (kept in the history)")
+    setting.set_defaults(run="ragspine_pipeline.cli.baseline:run_set")
 
 
 def _add_extraction(commands: Any) -> None:

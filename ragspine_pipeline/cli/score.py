@@ -1,7 +1,9 @@
 """``ragspine-eval score``: metrics, gates and the release decision for a golden set and its traces.
 
 Exit codes: 0 the release ships (every gate, slice and baselined metric holds), 1 it is blocked, 2 the
-input is unusable (``main`` prints the error on one line).
+input is unusable (``main`` prints the error on one line), whatever the ``--format``: ``json`` and
+``markdown`` are this pipeline's report (``reports.evaluation``), ``ragspine`` and ``ragspine-text``
+RAGSpine's (``reports.ragspine_format``; they need a golden set with QA cases).
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer, write_text_atomically
 from ragspine_pipeline.metrics import Scope
-from ragspine_pipeline.reports.evaluation import ReportInputs, write_json, write_markdown
+from ragspine_pipeline.reports.evaluation import ReportInputs, report_warnings, write_json, write_markdown
 from ragspine_pipeline.reports.explorer import baseline_cases, explorer_document, render_explorer
 from ragspine_pipeline.reports.metric_table import metric_table
+from ragspine_pipeline.reports.ragspine_format import FORMATS as RAGSPINE_FORMATS
+from ragspine_pipeline.reports.ragspine_format import write_ragspine_json, write_ragspine_text
+from ragspine_pipeline.scoring.qa_gates import has_qa_cases
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 
@@ -65,6 +70,10 @@ def run_score(args: argparse.Namespace) -> int:
         entry = baselines.parse_baseline(store.read(), store.name, scope)[1].get(mode)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     gold, traces = _gold_and_traces(args.gold, args.trace[0])
+    if args.format in RAGSPINE_FORMATS and not has_qa_cases(gold):
+        raise UsageError(
+            f"--format {args.format} needs RAGSpine QA cases (case_type, expected) in {args.gold}"
+        )
     evidence = load_evidence(args.evidence).table if args.evidence else None
 
     evaluation = evaluate(
@@ -89,12 +98,16 @@ def run_score(args: argparse.Namespace) -> int:
     if evaluation.comparison is not None and evaluation.comparison.unmeasured:
         unmeasured = ", ".join(evaluation.comparison.unmeasured)
         warnings.append(f"baseline metrics not measured by this run: {unmeasured}")
-    for warning in warnings:
-        print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
     inputs = ReportInputs(args.gold, args.trace[0], args.evidence, warnings)
-    write = write_json if args.format == "json" else write_markdown
+    for warning in report_warnings(evaluation, inputs):
+        print(f"ragspine-eval: warning: {warning}", file=sys.stderr)
     with _output(args.out) as out:
-        write(evaluation, inputs, out)
+        if args.format in RAGSPINE_FORMATS:  # RAGSpine's report of the same run: its golden set, its mode
+            ragspine = write_ragspine_json if args.format == "ragspine" else write_ragspine_text
+            ragspine(evaluation, gold, mode, out)
+        else:
+            write = write_json if args.format == "json" else write_markdown
+            write(evaluation, inputs, out)
     if args.explorer:
         _write_explorer(args.explorer, evaluation, gold, traces, entry)
     return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED

@@ -76,7 +76,8 @@ _GOLD = _Kind(
     canonical.gold_sql,
     GOLD_SCHEMA,
     unique="qid",
-    record_only="case_type IS NOT NULL",  # what each QA-gate family must state (GoldCase's rules)
+    # What a QA-gate case must state of its expectations (``gold.NEEDS``): only the model says it.
+    record_only="case_type IS NOT NULL OR expected IS NOT NULL",
     derived=("answerable",),
 )
 _TRACE = _Kind(

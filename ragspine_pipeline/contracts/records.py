@@ -43,8 +43,14 @@ def explain_validation_error(
     loc = ".".join(str(part) for part in error["loc"]) or (error.get("ctx") or {}).get("field")
     record_id = next((raw[a] for a in id_aliases if isinstance(raw.get(a), (str, int))), None)
     message = error["msg"]
-    if error["type"] not in ("missing", "answerable_missing"):
+    context = error.get("ctx") or {}
+    if error["type"] == "qa_expectations":  # a rule of the whole case: the value it names, if any
+        shown = repr(context["got"]) if "got" in context else None
+    elif error["type"] not in ("missing", "answerable_missing"):
         shown = repr(error.get("input"))
+    else:
+        shown = None
+    if shown is not None:
         message += f" (got {shown[:60]}{'…' if len(shown) > 60 else ''})"
     return InputError(str(path), message, line, None if record_id is None else str(record_id), loc)
 

@@ -236,6 +236,8 @@ def _scalar(value: str, inner: Any, metadata: list[Any]) -> str:
     if inner is str:
         if any(getattr(m, "func", None) is id_to_str for m in metadata):
             return f"{kind} IN ('VARCHAR', 'BIGINT', 'UBIGINT')"  # an id: a name, or an integer
+        # A text as written. A value the model reads as text (a tag value 2025 -> "2025", by Python's
+        # str()) is the record reader's to convert.
         return f"{kind} = 'VARCHAR'"
     if inner is bool:
         return f"{kind} = 'BOOLEAN'"
@@ -252,7 +254,7 @@ def _scalar(value: str, inner: Any, metadata: list[Any]) -> str:
         finite = any(getattr(m, "allow_inf_nan", True) is False for m in metadata)
         numbers = f"{kind} IN {_NUMBER}"
         return f"{numbers} AND isfinite(TRY_CAST({value} AS DOUBLE))" if finite else numbers
-    if inner is date:  # a calendar date written YYYY-MM-DD (other forms: the record reader decides)
+    if inner is date:  # a calendar date written YYYY-MM-DD, the only form the model takes (types.IsoDate)
         text_ = text(value)
         return (
             f"{kind} = 'VARCHAR' AND regexp_full_match({text_}, '\\d{{4}}-\\d{{2}}-\\d{{2}}') "

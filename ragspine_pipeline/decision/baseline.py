@@ -4,8 +4,12 @@ Contract:
 
 * A baseline file is a JSON object keyed by mode (default ``"golden"``). Each entry is
   ``{"metrics": {name: number}, "fabrication_count": int|null, "n_cases": int|null,
-  "updated_at": "YYYY-MM-DDTHH:MM:SSZ"|null, "run": str|null}``; every key but ``metrics`` may be
-  missing. Unknown keys and duplicate keys are rejected (a misspelt key would silently drop a check).
+  "updated_at": "YYYY-MM-DDTHH:MM:SSZ"|null, "run": str|null, "history": [change, ...]}``; every key but
+  ``metrics`` may be missing. Unknown keys and duplicate keys are rejected (a misspelt key would silently
+  drop a check). ``history`` lists the values set by hand (``decision.baseline_history``).
+* A file in RAGSpine's ``qa_baseline.json`` shape stays in it when written (``decision.ragspine_baseline``:
+  RAGSpine's gates in ``metrics``, everything else under the entry's ``ragspine_pipeline`` key, which
+  RAGSpine's loader ignores); it is read as one flat entry like any other.
 * ``compare`` checks only the metrics the baseline lists, on unrounded values. A higher-is-better
   metric regresses when it is strictly below its baseline; a metric in ``gates.LOWER_IS_BETTER``
   when it is strictly above; the fabrication count when it is higher. A value that cannot be shown
@@ -16,7 +20,11 @@ Contract:
   value, new metrics are added, unmeasured ones are kept, the fabrication count becomes the lower
   known count. A failing run, or a file that cannot be read, leaves the file byte-for-byte untouched.
   The write is atomic (temporary file in the same directory, then ``os.replace``); the other modes
-  are written back exactly as they were read.
+  are written back exactly as they were read. A promotion keeps the entry's ``history``.
+* :func:`set_by_hand` is the one way to move a value down (or up) on purpose: under the same lock, it
+  sets one listed value and appends who, when, why and the previous value to the entry's ``history``.
+  A comparison with the entry carries each change still standing (``Comparison.changes``), which every
+  report and decision shows as a warning (:func:`change_warnings`).
 * Every read–compare–write is one :func:`locked_update` of a ``files.VersionedFile`` (a local file
   under an exclusive lock, or an S3 object written with conditional writes): the comparison that
   decides a run and the ratchet that follows it see the value current at that moment, so concurrent
@@ -40,13 +48,28 @@ from __future__ import annotations
 import json
 import numbers
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ragspine_pipeline import inputs
+from ragspine_pipeline.decision.baseline_history import (
+    COUNT_KEY,
+    BaselineChange,
+    change_sentence,
+    history_json,
+    parse_history,
+    standing_changes,
+)
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER, GateSpecError, canonical_metric, canonical_names
+from ragspine_pipeline.decision.ragspine_baseline import (
+    EXTRA_KEY,
+    flattened,
+    is_ragspine_shaped,
+    ragspine_entry,
+    ragspine_names,
+)
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import LockedFile, VersionedFile
 from ragspine_pipeline.jsonvalues import DuplicateKey, describe, finite, json_type, no_duplicate_keys
@@ -57,11 +80,11 @@ DEFAULT_MODE = "golden"
 # fabrication count, which an entry keeps under its own key.
 (_COUNT,) = (m for m in family(*GOLDEN_FAMILIES) if m.kind == "count")
 COUNT_METRIC = _COUNT.name
-FABRICATION = "fabrication_count"  # the entry's key for it (also a registered alias of it)
+FABRICATION = COUNT_KEY  # the entry's key for it (also a registered alias of it)
 # Every name of that metric: never drawn on a 0–100 % axis, never shown with a rate's decimals, listed
 # after the rates in an alert.
 COUNT_METRICS = frozenset({COUNT_METRIC, *_COUNT.other_names()})
-ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run", "cases")
+ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run", "cases", "history", EXTRA_KEY)
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -77,6 +100,11 @@ class BaselineEntry:
     updated_at: str | None = None
     run: str | None = None
     cases: dict[str, bool] | None = None  # per-case outcomes of the promoted run (paired test)
+    history: tuple[BaselineChange, ...] = ()  # values set by hand, oldest first
+
+    def standing_changes(self) -> list[BaselineChange]:
+        """The changes by hand whose value the entry still holds (``baseline_history.standing_changes``)."""
+        return standing_changes(self.history, self.metrics, self.fabrication_count)
 
 
 @dataclass(frozen=True)
@@ -92,6 +120,7 @@ class Comparison:
     regressions: list[Regression]
     unmeasured: list[str]  # listed in the baseline, not measured by the run: reported, not failing
     paired: dict | None = None  # the paired test's result (``decision.paired``) when it decided
+    changes: tuple[BaselineChange, ...] = ()  # values of the entry set by hand and still standing
 
     @property
     def passed(self) -> bool:
@@ -134,7 +163,12 @@ def compare(
         elif fabrication_count > entry.fabrication_count:
             base_count, count = float(entry.fabrication_count), float(fabrication_count)
             regressions.append(Regression(FABRICATION, base_count, count, count - base_count))
-    return Comparison(regressions, unmeasured)
+    return Comparison(regressions, unmeasured, changes=tuple(entry.standing_changes()))
+
+
+def change_warnings(comparison: Comparison | None) -> list[str]:
+    """One warning line per value of the compared entry set by hand and still standing."""
+    return [] if comparison is None else [change_sentence(change) for change in comparison.changes]
 
 
 # --- load ------------------------------------------------------------------------------------------
@@ -166,8 +200,21 @@ def parse_baseline(
 ) -> tuple[dict[str, Any], dict[str, BaselineEntry]]:
     """A baseline file's text (None: no file yet) as its top-level JSON object and its parsed entries,
     metric names resolved in ``scope`` (an ambiguous old name is an ``InputError`` naming both metrics)."""
+    raw = _top_level(text, name)
+    return raw, {mode: _parse_entry(name, mode, value, scope) for mode, value in raw.items()}
+
+
+def file_scope(text: str | None, name: str) -> Scope:
+    """Where a baseline file's names are read when no run says: a file in RAGSpine's shape as RAGSpine's
+    runs read it (no evidence registry: its ``faithfulness`` is the narrative gate), any other file in
+    the golden scope, where a name meaning two metrics is an error."""
+    return Scope.WITHOUT_REGISTRY if is_ragspine_shaped(_top_level(text, name)) else Scope.GOLDEN
+
+
+def _top_level(text: str | None, name: str) -> dict[str, Any]:
+    """The file's top-level JSON object ({} for no file); one-line errors for anything else."""
     if text is None:
-        return {}, {}
+        return {}
     if not text.strip():
         raise InputError(name, "empty file: expected a JSON object keyed by mode")
     try:
@@ -176,7 +223,7 @@ def parse_baseline(
         raise InputError(name, f"duplicate key '{exc.key}'") from None
     if not isinstance(raw, dict):
         raise InputError(name, f"expected a JSON object keyed by mode, got {json_type(raw)}")
-    return raw, {mode: _parse_entry(name, mode, value, scope) for mode, value in raw.items()}
+    return raw
 
 
 def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> BaselineEntry:
@@ -185,6 +232,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> Basel
 
     if not isinstance(value, dict):
         raise fail(f"expected an object, got {json_type(value)}")
+    value = flattened(value, fail)
     unknown = [key for key in value if key not in ENTRY_KEYS]
     if unknown:
         raise fail(f"unknown key '{unknown[0]}' (expected: {', '.join(ENTRY_KEYS)})")
@@ -198,6 +246,13 @@ def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> Basel
     except GateSpecError as exc:
         raise fail(str(exc)) from None
     metrics = {names[name]: _metric_value(fail, name, number) for name, number in raw_metrics.items()}
+
+    def resolve(name: str) -> str:
+        try:
+            return canonical_metric(name, scope=scope)
+        except GateSpecError as exc:
+            raise fail(str(exc)) from None
+
     return BaselineEntry(
         metrics=metrics,
         fabrication_count=_count(fail, FABRICATION, value.get(FABRICATION)),
@@ -205,6 +260,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> Basel
         updated_at=_text(fail, "updated_at", value.get("updated_at")),
         run=_text(fail, "run", value.get("run")),
         cases=_cases(fail, value.get("cases")),
+        history=parse_history(value.get("history"), fail, resolve),
     )
 
 
@@ -271,6 +327,10 @@ def locked_update(
         after["entry"] = old if new is None else new
         if new is None:
             return None
+        if is_ragspine_shaped(raw):  # RAGSpine's shape: its keys, its names, its order, no final newline
+            main = ragspine_names(scope)
+            entry = ragspine_entry(_entry_json(new, lambda metric: main.get(metric, metric)))
+            return json.dumps({**raw, mode: entry}, indent=2, ensure_ascii=False, allow_nan=False)
         raw = {**raw, mode: _entry_json(new)}
         return (
             json.dumps({key: raw[key] for key in sorted(raw)}, indent=2, ensure_ascii=False, allow_nan=False)
@@ -293,7 +353,7 @@ def ratcheted(
 ) -> BaselineEntry:
     """``old`` tightened with a passing run's values: every listed metric the better of old and current,
     new ones added, unmeasured ones kept, the lower known fabrication count; ``cases`` replace the
-    recorded per-case outcomes when given."""
+    recorded per-case outcomes when given; the history of values set by hand is kept."""
     current = _checked_current(metrics)
     fabrication_count = _checked_count(FABRICATION, fabrication_count)
     n_cases = _checked_count("n_cases", n_cases)
@@ -305,6 +365,7 @@ def ratcheted(
         updated_at=_timestamp(now),
         run=old.run if run is None else run,
         cases=old.cases if cases is None else dict(cases),
+        history=old.history,
     )
 
 
@@ -345,6 +406,61 @@ def promote(
     return entry
 
 
+def set_by_hand(
+    store: VersionedFile | str | Path,
+    mode: str,
+    metric: str,
+    value: float,
+    *,
+    by: str,
+    reason: str,
+    now: datetime | None = None,
+    known: Iterable[str] | None = None,
+    scope: Scope = Scope.GOLDEN,
+) -> BaselineChange | None:
+    """Set ``mode``'s listed value of ``metric`` (a canonical name, or ``fabrication_count``) to ``value``
+    and record the change in the entry's history; return it (None: the entry already holds that value,
+    nothing is written).
+
+    One :func:`locked_update`, so it can neither be lost to nor overwrite a concurrent promotion. The
+    entry must exist and list the metric (the count: have one): a new bar is a gate, or a promotion's.
+    ``by`` and ``reason`` must be non-empty, ``reason`` one line; the value's range is the caller's check.
+    """
+    name = store.name if not isinstance(store, (str, Path)) else str(store)
+    at = _timestamp(now)
+    if not by.strip() or not reason.strip() or len(reason.splitlines()) != 1:
+        raise BaselineError("a change by hand needs a person and a one-line reason")
+    number = _checked_count(FABRICATION, value) if metric == FABRICATION else finite(value)
+    if number is None:
+        raise BaselineError(f"cannot set {metric} to {value!r}, not a finite number")
+    done: dict[str, BaselineChange] = {}
+
+    def change(old: BaselineEntry | None) -> BaselineEntry | None:
+        if old is None:
+            raise InputError(name, f"mode '{mode}': no entry to change")
+        before = old.fabrication_count if metric == FABRICATION else old.metrics.get(metric)
+        if before is None:
+            listed = ", ".join([*old.metrics, *([FABRICATION] if old.fabrication_count is not None else [])])
+            raise InputError(
+                name,
+                f"mode '{mode}' lists no {metric} (listed: {listed or 'none'}): a value set by hand "
+                "changes a listed one; a new bar is a gate",
+            )
+        done.pop("change", None)
+        if before == number:
+            return None
+        record = BaselineChange(metric, before, number, by.strip(), at, reason.strip())
+        done["change"] = record
+        if metric == FABRICATION:
+            new = replace(old, fabrication_count=number)
+        else:
+            new = replace(old, metrics={**old.metrics, metric: number})
+        return replace(new, history=(*old.history, record))
+
+    locked_update(store, mode, known, change, scope)
+    return done.get("change")
+
+
 def _check_names(name: str, entries: Mapping[str, BaselineEntry], known: list[str] | None) -> None:
     if known is None:
         return
@@ -354,6 +470,12 @@ def _check_names(name: str, entries: Mapping[str, BaselineEntry], known: list[st
                 canonical_metric(metric, known)
         except GateSpecError as exc:
             raise InputError(name, f"mode '{mode}': {exc}") from None
+        for n, change in enumerate(entry.history, start=1):
+            try:
+                if change.metric != FABRICATION:
+                    canonical_metric(change.metric, known)
+            except GateSpecError as exc:
+                raise InputError(name, f"mode '{mode}': history change {n}: {exc}") from None
 
 
 def _ratchet(old: Mapping[str, float], current: Mapping[str, float]) -> dict[str, float]:
@@ -400,9 +522,11 @@ def _timestamp(now: datetime | None) -> str:
     return now.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
 
 
-def _entry_json(entry: BaselineEntry) -> dict[str, Any]:
-    out = {
-        "metrics": dict(entry.metrics),
+def _entry_json(entry: BaselineEntry, name: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """The entry as this pipeline's shape holds it; ``name`` writes each metric's name (default: its own)."""
+    name = name or (lambda metric: metric)
+    out: dict[str, Any] = {
+        "metrics": {name(metric): value for metric, value in entry.metrics.items()},
         "fabrication_count": entry.fabrication_count,
         "n_cases": entry.n_cases,
         "updated_at": entry.updated_at,
@@ -410,4 +534,6 @@ def _entry_json(entry: BaselineEntry) -> dict[str, Any]:
     }
     if entry.cases is not None:
         out["cases"] = {qid: entry.cases[qid] for qid in sorted(entry.cases)}
+    if entry.history:
+        out["history"] = history_json(entry.history, name)
     return out

@@ -2,7 +2,8 @@
 
 ```yaml
 k: 5
-required_versions: [index, retriever]        # version keys every trace must carry (admissibility)
+required_versions: [index, retriever]        # version keys every trace must carry (admissibility;
+                                              # default: the harness's six, scoring.layered)
 gates:                                        # any metric by name; min or max
   precision: {min: 0.80}
   under_refusal: {max: 0.05}
@@ -53,6 +54,7 @@ from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
+from ragspine_pipeline.scoring.layered import DEFAULT_REQUIRED_VERSIONS
 from ragspine_pipeline.scoring.significance import DropSettings
 
 Threshold = Annotated[float, Strict(), AllowInfNan(False)]
@@ -119,7 +121,7 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     k: StrictInt = Field(default=5, ge=1)
-    required_versions: list[str] = Field(default_factory=lambda: ["index", "retriever"])
+    required_versions: list[str] = Field(default_factory=lambda: list(DEFAULT_REQUIRED_VERSIONS))
     gates: dict[str, GateSpec] | None = None
     slice_gate: SliceGate = Field(default_factory=SliceGate)
     # Period tokens (FY2025, 2025H1, …) removed from refusal answers before numbers are counted.

@@ -42,7 +42,7 @@ from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
 from ragspine_pipeline.scoring.narrative import ACCURACY as ANSWER_ACCURACY
 from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
-from ragspine_pipeline.scoring.narrative import read_references
+from ragspine_pipeline.scoring.narrative import narrative_cases, read_references
 from ragspine_pipeline.scoring.qa_gates import FABRICATION, QAGates, has_qa_cases, score_qa_gates
 from ragspine_pipeline.scoring.refusal import mark_refusals
 from ragspine_pipeline.scoring.slices import Slice, slices
@@ -238,12 +238,13 @@ def metric_scope(evidence: object | None) -> Scope:
 
 def narrative_references(gold: pa.Table, config: EvalConfig, wanted: Iterable[str]) -> dict[str, str] | None:
     """The reference texts ``answer_accuracy`` measures against: ``{narrative_doc: text}`` for the docs
-    the golden set names, read from ``config.references``. None when no case names one, or when no
+    the narrative cases name, read from ``config.references``. None when there is none, or when no
     directory is configured and nothing asks for ``answer_accuracy``; asked for (a gate or a baseline
     entry lists it) without a directory, a one-line InputError — it would otherwise go unmeasured."""
-    if "expected_narrative_doc" not in gold.column_names:
+    if "expected_narrative_doc" not in gold.column_names or "case_type" not in gold.column_names:
         return None
-    docs = set(gold.column("expected_narrative_doc").drop_null().to_pylist())
+    named = gold.column("expected_narrative_doc").filter(narrative_cases(gold.column("case_type")))
+    docs = set(named.drop_null().to_pylist())
     if not docs:
         return None
     if config.references is not None:
@@ -401,13 +402,16 @@ def compare_with_baseline(
       outcomes (``decision.paired``); when it blocks, the regression is ``case_pass_rate (paired)`` over
       the cases both runs evaluated. The aggregate metrics are compared only to be reported (their
       deltas are sampling noise for such a system): listed ones the run did not measure stay listed.
+
+    Either way the comparison carries the entry's values set by hand that still stand (``changes``).
     """
     # Listed and measurable but without reference texts, answer_accuracy must not go silently unmeasured.
     if figures.answer_accuracy_unmeasured and entry is not None and ANSWER_ACCURACY in entry.metrics:
         raise InputError("references", _NO_REFERENCES.format(listed="the baseline lists"))
     strict = compare(entry, figures.metrics, figures.fabrication_count)
     if config.baseline_test == "paired":
-        return _paired(entry, figures.case_outcomes or {}, config, strict.unmeasured)
+        paired = _paired(entry, figures.case_outcomes or {}, config, strict.unmeasured)
+        return replace(paired, changes=strict.changes)
     return strict
 
 

@@ -184,7 +184,10 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 to_table(production_traces, TRACE_SCHEMA), config.refusals.phrases, config.refusals.patterns
             )
             evidence = eval_files.evidence()
-        result = {"day": day, **score_production(traces, evidence).to_dict()}
+        result = {
+            "day": day,
+            **score_production(traces, evidence, required_versions=config.required_versions).to_dict(),
+        }
         items = judge_items(traces, None, evidence)
         items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
             : judge.production_sample

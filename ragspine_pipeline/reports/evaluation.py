@@ -24,6 +24,7 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.decision.baseline import change_warnings
 from ragspine_pipeline.decision.evaluation import LAYERED_METRICS, Evaluation
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.gates import GateResult
@@ -96,8 +97,14 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
         out["flakiness"] = _rounded(ev.flakiness)
     out["release"] = _rounded(ev.release.as_dict())
     out["pass"] = ev.passed
-    out["warnings"] = inputs.warnings
+    out["warnings"] = report_warnings(ev, inputs)
     return out
+
+
+def report_warnings(ev: Evaluation, inputs: ReportInputs) -> list[str]:
+    """The shell's warnings, then one per baseline value set by hand that still stands (the decision's
+    ``warnings`` are these: the Dagster shell stores the report's)."""
+    return [*inputs.warnings, *change_warnings(ev.comparison)]
 
 
 def _slices_json(slices: list[Slice]) -> dict:
@@ -193,9 +200,9 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
         f"run {md_text(release.run_id)}",
     ]
     out.write(" · ".join(f for f in facts if f) + "\n\n")
-    for warning in inputs.warnings:
+    for warning in s["warnings"]:
         out.write(f"> ⚠ {md_text(warning)}\n")
-    if inputs.warnings:
+    if s["warnings"]:
         out.write("\n")
     if ev.flakiness is not None:
         cases = ev.flakiness["flaky_cases"]

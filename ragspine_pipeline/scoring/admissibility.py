@@ -52,7 +52,7 @@ class Registry:
         self.version = evidence.column("version").combine_chunks()
         self.permitted = np.asarray(evidence.column("permitted").combine_chunks(), dtype=bool)
         self.current = np.asarray(evidence.column("current").combine_chunks(), dtype=bool)
-        self.text = pc.utf8_lower(evidence.column("text").combine_chunks())
+        self.text = rowwise.lower(evidence.column("text").combine_chunks())
         self._indexing_tokens: Future | None = None
 
     def __len__(self) -> int:
@@ -67,7 +67,7 @@ class Registry:
         return self._index_tokens() if self._indexing_tokens is None else self._indexing_tokens.result()
 
     def _index_tokens(self) -> tuple[pa.Array, int, np.ndarray]:
-        values, rows = word_tokens(self.text)
+        values, rows = lowered_word_tokens(self.text)  # the text is lower-cased already
         encoded = pc.dictionary_encode(values)
         vocabulary = encoded.dictionary
         width = len(vocabulary) + 1
@@ -107,14 +107,18 @@ class Registry:
 
 
 def word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """The word tokens of every lower-cased text (``rowwise.word_tokens``), flat and in row order: each
-    token and the index of its row. A null text has none.
+    """The word tokens of every text lower-cased (``rowwise.lower``, Python's ``str.lower()``), flat and
+    in row order: each token and the index of its row. A null text has none (``rowwise.word_tokens``).
 
     A text that is ASCII once lower-cased is split by its bytes, where the letters and digits are
     ``A-Z``, ``a-z`` and ``0-9``; the others by ``rowwise.word_tokens``.
     """
-    text = pc.fill_null(text.cast(pa.string()), "")
-    return rowwise.split_text(pc.utf8_lower(text), _ascii_word_tokens, _regex_word_tokens)
+    return lowered_word_tokens(rowwise.lower(pc.fill_null(text.cast(pa.string()), "")))
+
+
+def lowered_word_tokens(lower_text: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """:func:`word_tokens` of text already lower-cased (``rowwise.lower``)."""
+    return rowwise.split_text(lower_text, _ascii_word_tokens, _regex_word_tokens)
 
 
 def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -143,7 +147,7 @@ def _ascii_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 
 def _regex_word_tokens(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    return rowwise.flat(rowwise.word_tokens(text))
+    return rowwise.flat(rowwise.split_words(text))
 
 
 def _word_bytes(data: np.ndarray) -> np.ndarray:

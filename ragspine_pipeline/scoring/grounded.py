@@ -6,9 +6,10 @@ Notation: S = shipped answers (not refusals), R = refusals, A = gold cases with
 Per case:
 
 * **C (containment)**: some ``gold_claim_substr`` of at least 5 characters (the gates config's
-  ``min_snippet_chars``) occurs in the claim, case-insensitively. An empty list makes C true; a list
-  whose substrings are all shorter makes C false (nothing qualifying can be found), and the run's
-  warnings name such cases (:func:`short_snippet_cases`).
+  ``min_snippet_chars``) occurs in the claim, case-insensitively (both lower-cased as Python's
+  ``str.lower()`` does, :func:`rowwise.lower`). An empty list makes C true; a list whose substrings
+  are all shorter makes C false (nothing qualifying can be found), and the run's warnings name such
+  cases (:func:`short_snippet_cases`).
 * **H (citation hit)**: the answer carries a citation list, every cited id is among the retrieved ids, and
   the citations meet the gold citations (or, when the case has no gold citations, the list is empty).
 
@@ -90,8 +91,9 @@ def refusals(
     claim_lower: pa.Array | pa.ChunkedArray, outcome_refused: pa.Array | pa.ChunkedArray | None = None
 ) -> np.ndarray:
     """Per answer, whether it is a refusal: ``outcome.refused`` where the trace carries it (the column
-    ``outcome_refused``; null means the trace does not say), else the lower-cased claim stripped of
-    Unicode whitespace (what ``str.strip()`` strips) is exactly the refusal token."""
+    ``outcome_refused``; null means the trace does not say), else the claim lower-cased as Python's
+    ``str.lower()`` does (``claim_lower``: :func:`rowwise.lower`) and stripped of Unicode whitespace
+    (what ``str.strip()`` strips) is exactly the refusal token."""
     # Chunk by chunk: the trimmed copy of the claims only ever exists one chunk at a time.
     chunks = claim_lower.chunks if isinstance(claim_lower, pa.ChunkedArray) else [claim_lower]
     token = [pc.equal(pc.utf8_trim(chunk, UNICODE_WHITESPACE), REFUSAL_TOKEN) for chunk in chunks]
@@ -160,7 +162,7 @@ class _Answers:
 
     @classmethod
     def of(cls, traces: pa.Table) -> _Answers:
-        claim_lower = pc.utf8_lower(pc.fill_null(traces.column("claim"), ""))
+        claim_lower = rowwise.lower(pc.fill_null(traces.column("claim"), ""))
         # Tables built before `outcome_refused` existed simply have no outcome to honour.
         outcome = traces.column("outcome_refused") if "outcome_refused" in traces.column_names else None
         citations = traces.column("citations")
@@ -231,7 +233,7 @@ def _score_cases(
                 "substrs": _lower_items(gold.column("gold_claim_substr").combine_chunks()),
                 # Only the cases the phrase test applies to are split into phrases.
                 "gold_claim": pc.if_else(
-                    pa.array(phrase_rows), pc.utf8_lower(gold_claim), pa.scalar(None, pa.string())
+                    pa.array(phrase_rows), rowwise.lower(gold_claim), pa.scalar(None, pa.string())
                 ),
                 "gold_citations": gold_citations,
             }
@@ -296,13 +298,13 @@ def _score_cases(
 
 
 def _lower_items(lists: pa.Array) -> pa.Array:
-    """A list-of-strings column with every item lower-cased (Arrow's Unicode lower case), nulls kept."""
-    return pa.ListArray.from_arrays(lists.offsets, pc.utf8_lower(lists.values), mask=lists.is_null())
+    """A list-of-strings column with every item lower-cased (:func:`rowwise.lower`), nulls kept."""
+    return pa.ListArray.from_arrays(lists.offsets, rowwise.lower(lists.values), mask=lists.is_null())
 
 
 def gold_claim_phrases(gold_claim: pa.Array) -> pa.Array:
     """Per case, the phrases of the lower-cased gold claim (a list column, :func:`phrases_sql`)."""
-    claims = pa.table({"claim": pc.utf8_lower(gold_claim)})
+    claims = pa.table({"claim": rowwise.lower(gold_claim)})
     return duck.column(
         f"SELECT coalesce({phrases_sql('claim')}, []) FROM claims", claims=claims
     ).combine_chunks()

@@ -15,16 +15,18 @@ first-stage ``retrieved_ids``):
 
 * ``candidate_recall`` = |first_stage ∩ required| / |required|; ``context_recall`` = |selected ∩ required|
   / |required| — not applicable when nothing is required (they then fail no stage);
-* ``context_precision`` = |selected ∩ required| / |selected| (0 when selected is empty);
-* a claim is **supported** by a chunk when every one of its ``support_phrases`` occurs in the chunk text
-  (case-insensitive), or, without support phrases, when ≥ 60 % of its word tokens are word tokens of the
-  chunk text; ``claim_faithfulness`` = claims supported by some selected chunk / claims (0 with no
-  claims);
+* ``context_precision`` = |selected ∩ required| / |selected|, where |selected| is the length of the
+  selection, a repeated id counted each time (0 when selected is empty);
+* a claim of a claim ledger is **supported** by a chunk the registry knows when every one of its
+  ``support_phrases`` occurs in the chunk text, both lower-cased as Python's ``str.lower()`` does — an
+  empty list is met by every known chunk; the claim read from a trace without a ledger has no support
+  phrases and is supported when ≥ 60 % of its word tokens are word tokens of the chunk text;
+  ``claim_faithfulness`` = claims supported by some selected chunk / claims (0 with no claims);
   ``citation_coverage`` = claims with a citation / claims; ``citation_support`` = claims whose cited chunk
   is selected and supports them / claims; ``point_coverage`` = |answer points of supported claims ∩
   required_points| / |required_points| (not applicable when no point is required).
 * A trace without a claim ledger is one claim: its answer text (when not blank), cited by its first
-  citation, with no support phrases and no answer point.
+  citation, with no support phrases (null, not an empty list) and no answer point.
 
 **Admissibility** (each rule reported by name when it fails): the case has a trace (``missing_trace``),
 the selection is non-empty (``empty_selection``), ``len(selected) == len(selected_versions)``
@@ -47,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.columnar import empty_lists, lists_from_rows
+from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.metrics import MetricResult, family, ratio
 from ragspine_pipeline.scoring import means, rowwise
 from ragspine_pipeline.scoring.admissibility import (
@@ -63,7 +65,8 @@ from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import aligned_chunks, join_traces
 
 SUPPORT_TOKEN_SHARE = (3, 5)  # 60 %, compared in integers: shared * 5 >= tokens * 3
-DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
+# The permission-safe harness's version keys: one per component of the retrieval path.
+DEFAULT_REQUIRED_VERSIONS = ("retriever", "index", "sparse", "dense", "fusion", "reranker")
 
 STAGES = (
     "admissibility",
@@ -91,7 +94,7 @@ class LayeredScore:
 
     ``cases`` columns: ``qid``, ``admissible``, ``inadmissible`` (names of the failed rules),
     ``answerable``, ``refused``, the denominators of the ratio metrics (:data:`RATIO_DENOMINATORS`:
-    ``n_required`` distinct gold citations, ``n_selected`` distinct selected ids, ``n_claims``,
+    ``n_required`` distinct gold citations, ``n_selected`` selected ids counted with repeats, ``n_claims``,
     ``n_points`` distinct required points), every ratio metric (null where not applicable),
     ``first_failed_stage`` and ``releasable``.
     """
@@ -203,7 +206,7 @@ def _score_cases(
     answerable = np.asarray(gold.column("answerable").combine_chunks(), dtype=bool)
     first = t["retrieved_ids"]
     selected = pc.coalesce(t["selected_context_ids"], first)
-    refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], "")), t.get("outcome_refused")) & ~missing
+    refused = refusals(rowwise.lower(pc.fill_null(t["claim"], "")), t.get("outcome_refused")) & ~missing
 
     ids = ChunkIds(
         registry,
@@ -218,12 +221,13 @@ def _score_cases(
     violations = admissibility(t, first, selected, missing, registry, required_versions, ids)
     admissible = ~np.any(np.stack(list(violations.values())), axis=0)
 
-    # |A ∩ B| / |B| are set sizes: a repeated id or point counts once.
+    # |A ∩ B| and |required| are set sizes (a repeated id or point counts once); |selected|, the
+    # denominator of context precision, is the selection's length, as the harness counts it.
     n_required = ids["required"].distinct_counts().astype(np.int32)
     candidate_recall = _ratio(ids["required"].count_in(ids["first"]), n_required)
     required_selected = ids["required"].count_in(ids["selected"])  # = |selected ∩ required|
     context_recall = _ratio(required_selected, n_required)
-    n_selected = ids["selected"].distinct_counts().astype(np.int32)
+    n_selected = ids["selected"].lengths.astype(np.int32)
     context_precision = _ratio(required_selected, n_selected)
 
     claims = answer_claims(t, missing | refused, n)
@@ -316,7 +320,7 @@ class Claims:
     rows: np.ndarray
     text: pa.Array
     citation: pa.Array
-    phrases: pa.Array  # list<string>
+    phrases: pa.Array  # list<string>; null: no support phrases (the token rule decides)
     point: pa.Array
 
     @property
@@ -353,11 +357,12 @@ def answer_claims(t: dict[str, pa.Array], no_answer: np.ndarray, n: int) -> Clai
         claims = pa.concat_arrays([from_ledger, from_single])
         return claims if order is None else claims.take(pa.array(order))
 
+    ledger_phrases = pc.struct_field(entries, "support_phrases")
     return Claims(
         rows=rows if order is None else rows[order],
         text=both(pc.struct_field(entries, "text"), text),
         citation=both(pc.struct_field(entries, "citation_id"), first_citation),
-        phrases=both(pc.struct_field(entries, "support_phrases"), empty_lists(count)),
+        phrases=both(ledger_phrases, pa.nulls(count, ledger_phrases.type)),
         point=both(pc.struct_field(entries, "answer_point"), pa.nulls(count, pa.string())),
     )
 
@@ -404,16 +409,16 @@ def _supported_pairs(claims: Claims, pair_claim: np.ndarray, pair_chunk: np.ndar
     """For each (claim, chunk) pair: does the chunk support the claim (the module docstring's rule)?"""
     m, n_pairs = len(claims.rows), len(pair_claim)
     known = pair_chunk >= 0
-    n_phrases = np.asarray(pc.list_value_length(claims.phrases))
-    with_phrases = n_phrases[pair_claim] > 0
+    n_phrases = np.asarray(pc.fill_null(pc.list_value_length(claims.phrases), 0))
+    with_phrases = np.asarray(claims.phrases.is_valid())[pair_claim]
 
-    # Support phrases: every phrase of the claim occurs in the chunk text.
+    # Support phrases: every phrase of the claim occurs in the chunk text (an empty list: vacuously).
     phrase_values, _ = rowwise.flat(claims.phrases)
     per_pair = np.where(with_phrases & known, n_phrases[pair_claim], 0)
     triple_pair = np.repeat(np.arange(n_pairs), per_pair)
     triple_phrase = _segment_positions(per_pair, (np.cumsum(n_phrases) - n_phrases)[pair_claim])
     found = rowwise.contains_pairs(
-        registry.text, pc.utf8_lower(phrase_values).take(pa.array(triple_phrase)), pair_chunk[triple_pair]
+        registry.text, rowwise.lower(phrase_values).take(pa.array(triple_phrase)), pair_chunk[triple_pair]
     )
     phrases_ok = rowwise.all_per_row(found, triple_pair, n_pairs)
 

@@ -1,41 +1,51 @@
 """RAGSpine's two groundedness gates for narrative answers, lexical and offline.
 
-They apply to the QA-gate cases whose ``expected`` names a ``narrative_doc`` (narrative and composite
-cases). The narrative answer is ``outcome.narrative_answer``, else the answer text.
+They apply to the QA-gate cases whose ``case_type`` is ``narrative`` — not to composite cases, though
+those name a ``narrative_doc`` too. The narrative answer is ``outcome.narrative_answer``; a trace without
+one has an empty narrative answer (never the answer text in its place).
 
-**Tokens.** The text is lower-cased; every CJK ideograph is a token of its own, and every maximal run of
-other letters and digits is one (``"Q4 增长3.5%"`` → ``q4, 增, 长, 3, 5``). Underscores and punctuation
-separate tokens.
+**Tokens.** Every maximal run of ASCII letters and digits, lower-cased, and every CJK ideograph of
+U+4E00–U+9FFF on its own (``"Q4 增长3.5% café"`` → ``q4, 增, 长, 3, 5, caf``). Nothing else is a token:
+other letters (``é``, Greek, Cyrillic), full-width digits and CJK outside that block separate tokens.
+Case is folded after matching, so only ASCII letters change (``K``, the Kelvin sign, is no ``k``).
 
-**Claims.** The narrative answer is split into claims at sentence ends: ``。！？；!?;``, a line break,
-or a full stop followed by whitespace or the end (so ``3.5`` stays whole). A claim without a token is
-dropped.
+**Claims.** The narrative answer is read line by line (Python's ``str.splitlines``: ``\\n``, ``\\r\\n``,
+``\\u2028`` …). A line that, stripped of whitespace, is empty or starts with a framing prefix
+(:data:`FRAMING_PREFIXES`: ``基于检索到的资料``, ``未检索到``, ``问题：`` …, the words RAGSpine's engine
+frames an answer with or echoes from its prompt) is dropped whole. In the other lines, each citation
+trailer ``（来源：…）`` / ``（资料来源：…）`` (full-width parentheses, either colon) is removed and each
+retrieval marker ``[n]`` (any decimal digits) becomes a space; the line is then split at every run of
+``。！？!?；;`` — never at a full stop, so ``8.18``, ``U.S.`` and ``Sales fell. Costs rose.`` each stay
+whole. A sentence, stripped, without a token is dropped.
 
 * ``narrative_faithfulness`` — every claim is entailed by the trace's retrieved context
-  (``outcome.retrieved_context``: its strings, or the ``text`` of its objects, joined): a claim is
-  entailed when at least :data:`THRESHOLD` (0.6) of its tokens, counted with repetition, occur among the
-  context's tokens. A case without claims (no narrative answer, a refusal) fails; so does a case whose
-  trace carries no retrieved context.
-* ``answer_accuracy`` — token recall of the narrative answer against the reference text of
-  ``expected.narrative_doc``: the tokens of the reference that the answer contains, counted with
-  repetition (each answer token matches at most one reference token), over the reference's token
-  count; a case passes at :data:`THRESHOLD` (0.6) or above. It needs the reference texts
-  (:func:`read_references`); a case whose reference is empty fails.
+  (``outcome.retrieved_context``: its strings, or the ``text`` of its objects; without it, the texts
+  of the trace's ``contexts``): at least
+  :data:`THRESHOLD` (0.6) of the claim's tokens, counted with repetition, are among the context's
+  tokens. A narrative answer without claims (empty, or only framing lines such as the engine's
+  ``未检索到…`` refusal) passes: it asserts nothing.
+* ``answer_accuracy`` — recall of the reference text of ``expected.narrative_doc`` over sets: the
+  distinct reference tokens the whole narrative answer contains (framing lines and trailers too), over
+  the distinct reference tokens (a repeated token counts once); a case passes at :data:`THRESHOLD`
+  (0.6) or above. A reference without a token leaves nothing to recall: 1.0. It needs the reference
+  texts (:func:`read_references`).
 
-Both are per-case pass/fail, gated as pass rates like the other QA gates. Narrative cases are few
-(a golden set's handful), so each is scored in Python; the tokeniser is one compiled regular expression.
+A narrative case without a trace fails both: a system that drops a question must not pass for it.
+Both are per-case pass/fail, gated as pass rates like the other QA gates. Narrative cases are few (a
+golden set's handful), so each is scored in Python, whose ``splitlines``, ``strip`` and ``re`` are
+the very rules RAGSpine states.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
@@ -44,33 +54,62 @@ from ragspine_pipeline.metrics import names
 THRESHOLD = 0.6
 GATES = names("narrative")  # narrative_faithfulness, answer_accuracy (``ragspine_pipeline.metrics``)
 FAITHFULNESS, ACCURACY = GATES
+CASE_TYPE = "narrative"  # the only case type the gates apply to
 REFERENCE_SUFFIXES = (".txt", ".md")
+# Lines that frame an answer rather than state something: the engine's lead-ins, its refusals when
+# nothing was retrieved, and the prompt scaffolding its offline provider echoes back.
+FRAMING_PREFIXES = (
+    "基于检索到的资料",
+    "未检索到",
+    "归因部分未检索到",
+    "对比结果",
+    "归因分析",
+    "资料来源",
+    "问题：",
+    "问题:",
+    "检索片段",
+)
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
-_CLAIM_END = re.compile(r"(?<=[。！？；!?;])|\n|(?<=\.)(?=\s|$)")
+_TOKEN = re.compile(r"[A-Za-z0-9]+|[\u4e00-\u9fff]")
+_CITATION_TRAILER = re.compile(r"（(?:资料)?来源[：:][^）]*）")
+_RETRIEVAL_MARKER = re.compile(r"\[\d+\]")  # \d: any Unicode decimal digit, as Python reads it
+_SENTENCE_END = re.compile(r"[。！？!?；;]+")  # line breaks are already split by splitlines
 
 
 def tokens(text: str) -> list[str]:
-    """The word and CJK-character tokens of ``text``, lower-cased, in order."""
-    return _TOKEN.findall(text.lower())
+    """The ASCII-word and CJK-ideograph tokens of ``text``, in order, lower-cased after matching."""
+    return [token.lower() for token in _TOKEN.findall(text)]
 
 
-def claims(answer: str) -> list[list[str]]:
-    """The claims of a narrative answer, each as its tokens (claims without a token dropped)."""
-    return [found for part in _CLAIM_END.split(answer) if (found := tokens(part))]
+def claims(answer: str) -> list[str]:
+    """The claims of a narrative answer: its sentences, framing lines, citation trailers and retrieval
+    markers removed (the module docstring states the rule); each has at least one token."""
+    out: list[str] = []
+    for raw_line in answer.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith(FRAMING_PREFIXES):
+            continue
+        body = _RETRIEVAL_MARKER.sub(" ", _CITATION_TRAILER.sub("", line))
+        out += [part for raw in _SENTENCE_END.split(body) if tokens(part := raw.strip())]
+    return out
 
 
-def coverage(claim: list[str], context: set[str]) -> float:
-    """The share of a claim's tokens (with repetition) that occur in the context."""
-    return sum(token in context for token in claim) / len(claim)
+def coverage(claim: str, context: set[str]) -> float:
+    """The share of the claim's tokens, counted with repetition, that are among the ``context`` tokens."""
+    found = tokens(claim)
+    return sum(token in context for token in found) / len(found) if found else 1.0
 
 
-def token_recall(answer: list[str], reference: list[str]) -> float:
-    """The share of the reference's tokens (with repetition) the answer contains; 0 for no reference."""
-    if not reference:
-        return 0.0
-    return sum((Counter(answer) & Counter(reference)).values()) / len(reference)
+def token_recall(answer: str, reference: str) -> float:
+    """The share of the reference's distinct tokens that the answer contains; 1.0 for a reference
+    without a token (nothing to recall)."""
+    wanted = set(tokens(reference))
+    return len(wanted & set(tokens(answer))) / len(wanted) if wanted else 1.0
+
+
+def narrative_cases(case_type: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per gold row, whether the narrative gates apply: its ``case_type`` is ``narrative``."""
+    return np.asarray(pc.fill_null(pc.equal(case_type, CASE_TYPE), False), dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -87,50 +126,54 @@ class NarrativeGates:
 
 
 def score_narrative(
+    case_type: pa.Array,
     narrative_doc: pa.Array,
-    answer: pa.Array,
     narrative_answer: pa.Array,
     context: pa.Array,
+    traced: np.ndarray,
     references: Mapping[str, str] | None,
 ) -> NarrativeGates:
-    """Both gates over gold-aligned columns: ``narrative_doc`` (gold), the answer text, the
-    ``outcome_narrative`` and ``outcome_context`` trace columns. ``answer_accuracy`` applies only with
-    ``references`` (``{doc: text}``), which must hold every doc the cases name."""
-    n = len(narrative_doc)
-    docs = narrative_doc.to_pylist()
-    rows = [row for row in range(n) if docs[row] is not None]
+    """Both gates over gold-aligned columns: ``case_type`` and ``narrative_doc`` (gold), the
+    ``outcome_narrative`` and retrieved-context trace columns, and ``traced`` (whether the case has a
+    trace). ``answer_accuracy`` applies only with ``references`` (``{doc: text}``), which must hold
+    every doc the narrative cases name."""
+    n = len(case_type)
+    rows = np.flatnonzero(narrative_cases(case_type))
     applies = {gate: np.zeros(n, dtype=bool) for gate in GATES}
     ok = {gate: np.zeros(n, dtype=bool) for gate in GATES}
     details: dict[str, dict[int, dict]] = {gate: {} for gate in GATES}
-    answers, told, contexts = answer.to_pylist(), narrative_answer.to_pylist(), context.to_pylist()
-    reference_tokens = {doc: tokens(text) for doc, text in (references or {}).items()}
+    docs, told, contexts = narrative_doc.to_pylist(), narrative_answer.to_pylist(), context.to_pylist()
     for row in rows:
-        text = told[row] if told[row] is not None else (answers[row] or "")
+        text = told[row] or ""
         found = claims(text)
-        applies[FAITHFULNESS][row] = True
-        context_tokens = set(tokens("\n".join(contexts[row] or [])))
+        passages = contexts[row] or []
+        context_tokens = set(tokens("\n".join(passage for passage in passages if passage)))
         covered = [coverage(claim, context_tokens) for claim in found]
-        ok[FAITHFULNESS][row] = bool(found) and min(covered) >= THRESHOLD
+        unsupported = [claim for claim, share in zip(found, covered, strict=True) if share < THRESHOLD]
+        applies[FAITHFULNESS][row] = True
+        ok[FAITHFULNESS][row] = bool(traced[row]) and not unsupported
         if not ok[FAITHFULNESS][row]:
             weakest = int(np.argmin(covered)) if covered else None
             details[FAITHFULNESS][row] = {
                 "expected": {"min_coverage": THRESHOLD},
                 "actual": {
+                    "trace": bool(traced[row]),
                     "claims": len(found),
-                    "context_passages": len(contexts[row] or []),
-                    "weakest_claim": None if weakest is None else " ".join(found[weakest])[:200],
+                    "unsupported": len(unsupported),
+                    "context_passages": len(passages),
+                    "weakest_claim": None if weakest is None else found[weakest][:200],
                     "coverage": None if weakest is None else round(covered[weakest], 4),
                 },
             }
         if references is None:
             continue
         applies[ACCURACY][row] = True
-        recall = token_recall(tokens(text), reference_tokens[docs[row]])
-        ok[ACCURACY][row] = recall >= THRESHOLD
+        recall = token_recall(text, references[docs[row]])
+        ok[ACCURACY][row] = bool(traced[row]) and recall >= THRESHOLD
         if not ok[ACCURACY][row]:
             details[ACCURACY][row] = {
                 "expected": {"narrative_doc": docs[row], "min_recall": THRESHOLD},
-                "actual": {"recall": round(recall, 4)},
+                "actual": {"trace": bool(traced[row]), "recall": round(recall, 4)},
             }
     return NarrativeGates(applies, ok, details)
 

@@ -46,8 +46,9 @@ Edge cases and readings, stated once:
   reporting periods removed with ``period_pattern`` (``FY2024``, ``2025H1``, ``2024 年 上半年``), any
   remaining Unicode digit is a fabricated number (``9999%``, ``8.18b``, ``slide=5,table=1``).
 * **Lexical faithfulness**: a shipped answer's claims are its claim ledger, else its text as one claim;
-  a claim is supported by a chunk under the layered rule (every support phrase in the chunk's registry
-  text, else ≥ 60 % of its word tokens) — ``scoring.layered.claim_support``. Selected chunks are
+  a claim is supported by a chunk under the layered rule (a ledger claim: every one of its support
+  phrases in the chunk's registry text, an empty list met by any; the text claim: ≥ 60 % of its word
+  tokens) — ``scoring.layered.claim_support``. Selected chunks are
   ``selected_context_ids``, else the retrieved ids. Claims are pooled over traces.
 * **Percentiles** interpolate linearly between the closest ranks (numpy's default): for m sorted values
   x₀ ≤ … ≤ x_{m-1}, h = (m - 1)·q and the value is x_⌊h⌋ + (h - ⌊h⌋)·(x_⌊h⌋+1 - x_⌊h⌋).
@@ -272,7 +273,7 @@ def _per_trace(traces: pa.Table, registry: Registry | None, required_versions, p
     """Per-trace flags and measurements (numpy arrays aligned with the rows of ``traces``)."""
     n = traces.num_rows
     t = {name: traces.column(name).combine_chunks() for name in traces.column_names}
-    refused = refusals(pc.utf8_lower(pc.fill_null(t["claim"], "")), t["outcome_refused"])
+    refused = refusals(rowwise.lower(pc.fill_null(t["claim"], "")), t["outcome_refused"])
     shipped = ~refused
     citations, retrieved = t["citations"], t["retrieved_ids"]
 

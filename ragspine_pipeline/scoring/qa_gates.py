@@ -19,10 +19,10 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
   the claim, stripped of Unicode whitespace, is the refusal token (``scoring.grounded.refusals``).
 * ``clarification_appropriateness`` — every QA-gate case: ``outcome.clarification_mode`` equals
   ``expected.clarification`` (either one absent reads as ``none``).
-* ``narrative_faithfulness`` and ``answer_accuracy`` — RAGSpine's groundedness gates on the cases that name an
-  ``expected.narrative_doc``: every claim of the narrative answer lexically entailed by the trace's
-  retrieved context, and the answer's token recall of the doc's reference text (given as
-  ``references``), both at 0.6 (``scoring.narrative``).
+* ``narrative_faithfulness`` and ``answer_accuracy`` — RAGSpine's groundedness gates on the cases whose
+  ``case_type`` is ``narrative`` (not composite ones): every claim of ``outcome.narrative_answer``
+  lexically entailed by the trace's retrieved context, and that answer's token recall of the reference
+  text of ``expected.narrative_doc`` (given as ``references``), both at 0.6 (``scoring.narrative``).
 * ``fabrication`` — on the cases that expect a refusal: reporting periods are removed from the answer
   with ``period_pattern`` (default :data:`~ragspine_pipeline.scoring.fabrication.PERIOD_PATTERN`,
   configurable), then any remaining Unicode digit makes the answer a fabrication
@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from ragspine_pipeline.columnar import lists_from_rows
 from ragspine_pipeline.metrics import MetricResult, family, ratio
-from ragspine_pipeline.scoring import fabrication
+from ragspine_pipeline.scoring import fabrication, rowwise
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN
 from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
@@ -155,7 +155,7 @@ def score_qa_gates(
     references: Mapping[str, str] | None = None,
 ) -> QAGates:
     """The QA gates and fabrication over canonical gold and trace columns (``contracts.columns``).
-    The narrative gates are present only when some case names an ``expected.narrative_doc``;
+    The narrative gates are present only when some case is a narrative case (``case_type``);
     ``answer_accuracy`` also needs ``references`` (``{narrative_doc: text}``)."""
     gold = gold.combine_chunks()
     trace_rows, _counts = join_traces(gold, traces)
@@ -170,7 +170,7 @@ def score_qa_gates(
         _valid(g["expected_value"]) | _valid(g["expected_source_doc"]) | _valid(g["expected_narrative_doc"])
     )
     claim = pc.fill_null(col["claim"], "")
-    refused = refusals(pc.utf8_lower(claim), col["outcome_refused"])
+    refused = refusals(rowwise.lower(claim), col["outcome_refused"])
     answer = claim.to_numpy(zero_copy_only=False)
 
     # numeric_accuracy
@@ -205,11 +205,12 @@ def score_qa_gates(
     )
 
     narrative = score_narrative(
+        g["case_type"],
         g["expected_narrative_doc"],
-        claim,
         col["outcome_narrative"],
         # The retrieved context the trace reports, else the passages it says its answer was given.
         pc.coalesce(col["outcome_context"], col["context_texts"]),
+        np.ones(n, dtype=bool) if trace_rows is None else _valid(trace_rows),
         references,
     )
     outcomes = {

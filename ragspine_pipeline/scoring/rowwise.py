@@ -102,12 +102,46 @@ def split_text(
     return pa.concat_arrays([values, others.cast(pa.string())]).take(pa.array(order)), rows[order]
 
 
+def lower(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Every string lower-cased as Python's ``str.lower()`` lower-cases it, nulls kept, chunk by chunk.
+
+    Python applies the full Unicode case mapping, in context: a capital sigma that ends a word becomes
+    ``ς`` (``ΣΊΣΥΦΟΣ`` → ``σίσυφος``) and ``İ`` becomes ``i`` followed by a combining dot (two code
+    points), where Arrow's and DuckDB's ``lower`` map one code point to one (``σίσυφοσ``, ``i``). Scoring
+    lower-cases with this function wherever it compares without case (the refusal token, gold snippets,
+    support phrases, word tokens); configured refusal phrases are case-folded instead
+    (``scoring.refusal``).
+
+    An ASCII string is lower-cased by Arrow (only ``A``–``Z`` change, as in Python); the distinct values
+    of the other strings are lower-cased by Python, each once.
+    """
+    if isinstance(text, pa.ChunkedArray):
+        return pa.chunked_array([_lower(chunk) for chunk in text.chunks], text.type)
+    return _lower(text)
+
+
+def _lower(text: pa.Array) -> pa.Array:
+    other = pc.fill_null(pc.invert(pc.string_is_ascii(text)), False)
+    lowered = pc.ascii_lower(text)
+    if not pc.any(other).as_py():
+        return lowered
+    encoded = pc.dictionary_encode(text.filter(other))
+    dictionary = pa.array([value.lower() for value in encoded.dictionary.to_pylist()], text.type)
+    return pc.replace_with_mask(lowered, other, dictionary.take(encoded.indices))
+
+
 _TOKEN_BREAK = r"[^\p{L}\p{N}_]+"  # a word token: letters, digits and underscores
 
 
 def word_tokens(text: pa.Array) -> pa.Array:
-    """Word tokens of lower-cased text, as a list column (empty strings dropped)."""
-    pieces = pc.split_pattern_regex(pc.utf8_lower(text), _TOKEN_BREAK)
+    """Word tokens of the text lower-cased (:func:`lower`), as a list column (:func:`split_words`)."""
+    return split_words(lower(text))
+
+
+def split_words(lower_text: pa.Array) -> pa.Array:
+    """Word tokens of text already lower-cased, as a list column: its runs of letters, digits and
+    underscores (empty strings dropped)."""
+    pieces = pc.split_pattern_regex(lower_text, _TOKEN_BREAK)
     values, rows = flat(pieces)
     keep = np.asarray(pc.greater(pc.utf8_length(values), 0))
-    return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(text))
+    return lists_from_rows(values.filter(pa.array(keep)), rows[keep], len(lower_text))

@@ -54,7 +54,8 @@ def build(tmp_path: Path, per_workflow: dict[str, int], broken: set[str] = froze
             traces.append({
                 "case_id": qid, "first_stage_ids": first, "selected_context_ids": [chunk],
                 "selected_versions": [next(r["version"] for r in REGISTRY if r["chunk_id"] == chunk)],
-                "versions": {"index": "ix-2026-11-20", "retriever": "bm25-3"},
+                "versions": {"retriever": "hybrid-3", "index": "ix-2026-11-20", "sparse": "bm25-3",
+                             "dense": "e5-2", "fusion": "rrf-1", "reranker": "ce-1"},
                 "answer": {"claims": [{"claim_id": "c1", "text": text, "citation_id": chunk,
                                        "support_phrases": [point], "answer_point": point}]},
             })  # fmt: skip

@@ -20,7 +20,7 @@ from ragspine_pipeline.decision.gates import Gate
 from ragspine_pipeline.scoring.grounded import LABELS, score_grounded
 from ragspine_pipeline.scoring.layered import score_layered
 from tests.scoring.conftest import gold_table, trace_table
-from tests.scoring.test_layered import EVIDENCE, GOOD_CLAIM
+from tests.scoring.test_layered import EVIDENCE, GOOD_CLAIM, HARNESS_KEYS
 
 RESTRICTED, STALE, UNKNOWN = "hr-9#1", "pol-0#1", "ghost#7"
 
@@ -44,7 +44,7 @@ def trace(qid: str, extra: tuple[str, ...] = (), **changes) -> dict:
         "retrieved_ids": first,
         "selected_context_ids": ["pol-1#2", "pol-1#1"],
         "selected_versions": ["v1", "v1"],
-        "version_keys": ["index", "retriever"],
+        "version_keys": HARNESS_KEYS,
         "index_version": "ix-1",
         "claims": [GOOD_CLAIM],
         "claim": GOOD_CLAIM["text"],
@@ -61,7 +61,7 @@ NO_CANDIDATE = {
 UNFAITHFUL = {
     "claims": [
         GOOD_CLAIM,
-        {"text": "Admins can bypass the freeze.", "citation_id": "pol-1#1", "support_phrases": []},
+        {"text": "Admins can bypass the freeze.", "citation_id": "pol-1#1", "support_phrases": ["bypass"]},
     ]
 }
 # Gold order on purpose unlike qid order: the worst cases must not come out in gold order.

@@ -174,7 +174,7 @@ def test_traces_load_and_are_admissible(tmp_path):
         load_gold(gold).table,
         load_traces(traces).table,
         gates=[],
-        config=EvalConfig(),
+        config=EvalConfig(required_versions=["index", "retriever"]),  # as the demo's gates.yaml
         run_id="test",
         evidence=load_evidence(evidence).table,
     )

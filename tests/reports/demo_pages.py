@@ -138,7 +138,8 @@ def _production_day(demo: Path, work: Path, day: str, evidence) -> dict:
     work.mkdir(exist_ok=True)
     assert main(argv) == 0
     traces = load_traces(str(sample)).table
-    return {"day": day, **production_metrics(traces, evidence).to_dict()}
+    required = load_config(demo / "gates.yaml", KNOWN_METRICS).required_versions
+    return {"day": day, **production_metrics(traces, evidence, required_versions=required).to_dict()}
 
 
 def _extraction(demo: Path) -> dict:

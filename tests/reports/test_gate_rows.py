@@ -2,7 +2,7 @@
 metric.
 
 The blocked demo (``make demo-regression``: the degraded index) has a layered ``claim_faithfulness`` gate
-that passes and RAGSpine's narrative faithfulness at 2 of 4 cases, which no gate judges. When both were
+that passes and RAGSpine's narrative faithfulness at 2 of 2 cases, which no gate judges. When both were
 called ``faithfulness`` the HTML's QA table showed ``faithfulness 50.0 % 2/4 ≥ 0.95 pass``: the rate of
 one metric beside the verdict of another. Here each row of the page's gate table, QA table and Markdown
 gate table is read back and held against the gate row of the JSON report for its metric, which
@@ -87,11 +87,13 @@ def test_each_row_of_the_html_qa_table_shows_the_rate_fraction_and_verdict_of_on
 def test_the_narrative_and_the_layered_faithfulness_are_two_metrics_with_two_rows(pages, gates):
     report = pages.blocked
     narrative = report["qa_gates"]["narrative_faithfulness"]
-    assert (narrative["passed"], narrative["total"]) == (2, 4)
+    # RAGSpine's rule: only narrative cases count, not composite ones (this test said 2 / 4 when the
+    # composite FIN-14 and FIN-15 were counted); FIN-12's refusal writes no narrative answer: no claims.
+    assert (narrative["passed"], narrative["total"]) == (2, 2)
     assert gates["claim_faithfulness"]["pass"] is True and "narrative_faithfulness" not in gates
     table = _section(pages.blocked_html, "qa-gates").all("table")[0]
     row = {cells[0]: cells for cells in map(_cells, table_rows(table))}["narrative_faithfulness"]
-    assert row == ["narrative_faithfulness", "50.0%", "2 / 4", "—", "has failures"]  # not "≥ 0.9500 pass"
+    assert row == ["narrative_faithfulness", "100.0%", "2 / 2", "—", "pass"]  # no gate's "≥ 0.9500"
     assert "faithfulness" not in {*gates, *report["qa_gates"]}
 
 

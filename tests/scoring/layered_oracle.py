@@ -7,7 +7,10 @@ tables, plus the evidence registry rows (``EVIDENCE_SCHEMA``).
 
 Readings of the definition where it leaves room:
 
-* ``|A ∩ B| / |B|`` is read with sets (a repeated id or point counts once on either side);
+* ``|A ∩ B|`` and ``|required|`` are read with sets (a repeated id or point counts once); ``|selected|``
+  in ``context_precision`` is the selection's length, a repeated id counted each time (as the harness);
+* a ledger claim's ``support_phrases`` are all-of: an empty (or absent) list is met by every known chunk
+  (as the harness); only the ledger-less claim, which has none, is judged by its tokens;
 * a stage the trace does not carry is skipped: ``candidate_recall`` is not applicable without a first stage;
 * ``wrong_version`` pairs ids and versions position by position, only when their counts agree (otherwise
   ``version_count`` already fails), and says nothing about an unknown chunk (``unknown_chunk`` does).
@@ -22,7 +25,7 @@ from ragspine_pipeline.scoring.admissibility import ADMISSIBILITY_RULES
 REFUSAL = "not in context"
 ASCII_WHITESPACE = " \t\n\r\f\v"
 SUPPORT_SHARE_NUM, SUPPORT_SHARE_DEN = 3, 5  # 60 %, compared in integers
-DEFAULT_REQUIRED_VERSIONS = ("index", "retriever")
+DEFAULT_REQUIRED_VERSIONS = ("retriever", "index", "sparse", "dense", "fusion", "reranker")  # the harness's
 WORD = re.compile(r"\w+")  # letters, digits, underscore (Unicode): everything else breaks a token
 
 # The rule names and their reporting order are the scorer's public contract, not logic to re-derive.
@@ -58,7 +61,7 @@ def supports(claim: dict, chunk_id: str, registry: dict[str, dict]) -> bool:
     if chunk is None:
         return False
     text = chunk["text"].lower()
-    if claim["phrases"]:
+    if claim["phrases"] is not None:
         return all(phrase.lower() in text for phrase in claim["phrases"])
     words = tokens(claim["text"])
     if not words:
@@ -85,7 +88,7 @@ def claims_of(trace: dict) -> list[dict]:
     if text is None or not text.strip():
         return []
     citations = trace.get("citations") or []
-    return [{"text": text, "citation": citations[0] if citations else None, "phrases": [], "point": None}]
+    return [{"text": text, "citation": citations[0] if citations else None, "phrases": None, "point": None}]
 
 
 def admissibility(
@@ -175,7 +178,7 @@ def score_case(
     if required:
         row["context_recall"] = share(len(set(selected) & required), len(required))
     if present:
-        row["context_precision"] = share(len(set(selected) & required), len(set(selected)))
+        row["context_precision"] = share(len(set(selected) & required), len(selected))
 
     supported = [any(supports(claim, chunk_id, registry) for chunk_id in selected) for claim in claims]
     cited_ok = [

@@ -24,6 +24,8 @@ EVIDENCE = pa.Table.from_pylist(
     ],
     schema=EVIDENCE_SCHEMA,
 )  # fmt: skip
+# The permission-safe harness's version keys, the default ``required_versions``.
+HARNESS_KEYS = ["retriever", "index", "sparse", "dense", "fusion", "reranker"]
 GOOD_CLAIM = {
     "text": "The release manager approves a freeze exception.",
     "citation_id": "pol-1#2",
@@ -52,7 +54,7 @@ def trace(qid, **changes):
         "reranked_ids": ["pol-1#2", "pol-1#1", "noise#1"],
         "selected_context_ids": ["pol-1#2", "pol-1#1"],
         "selected_versions": ["v1", "v1"],
-        "version_keys": ["index", "retriever"],
+        "version_keys": HARNESS_KEYS,
         "index_version": "ix-1",
         "claims": [GOOD_CLAIM],
         "claim": GOOD_CLAIM["text"],
@@ -79,7 +81,7 @@ def test_an_invented_bypass_claim_stops_at_faithfulness():
     bypass = {
         "text": "Admins can bypass the freeze with a flag.",
         "citation_id": "pol-1#1",
-        "support_phrases": [],
+        "support_phrases": ["bypass the freeze"],
     }
     stage, row = stage_of(trace("bypass", claims=[GOOD_CLAIM, bypass]))
     assert stage == "answer faithfulness" and row["claim_faithfulness"] == 0.5
@@ -132,7 +134,7 @@ def test_a_missing_candidate_stops_at_candidate_retrieval():
         ({"selected_versions": ["v1", "v0"]}, "wrong_version"),
         ({"version_keys": ["index"]}, "missing_version"),
         ({"version_keys": None}, "missing_version"),
-        ({"version_keys": ["index", "retriever", "index"]}, "repeated_version"),
+        ({"version_keys": [*HARNESS_KEYS, "index"]}, "repeated_version"),
         ({"selected_versions": ["v1"]}, "version_count"),
         ({"selected_context_ids": [], "selected_versions": []}, "empty_selection"),
         (
@@ -183,18 +185,21 @@ def test_refusals():
 
 
 def test_token_overlap_support_without_phrases():
-    claim = {
-        "text": "The release manager approves exceptions",
-        "citation_id": "pol-1#2",
-        "support_phrases": [],
-        "answer_point": "release manager approves",
-    }
+    # A trace without a ledger is one claim without support phrases: the token rule decides.
+    plain = {**case("tokens"), "required_points": []}
+    claim = {"claims": None, "claim": "The release manager approves exceptions", "citations": ["pol-1#2"]}
     # tokens: the, release, manager, approves, exceptions -> 4 of 5 in pol-1#2 (80 %)
-    stage, _ = stage_of(trace("tokens", claims=[claim]))
+    stage, _ = stage_of(trace("tokens", **claim), plain)
     assert stage == "pass"
-    weak = {**claim, "text": "Managers approve every exception quickly"}  # 0 of 5 shared tokens
-    stage, _ = stage_of(trace("weak", claims=[weak]))
+    weak = {**claim, "claim": "Managers approve every exception quickly"}  # 0 of 5 shared tokens
+    stage, _ = stage_of(trace("tokens", **weak), plain)
     assert stage == "answer faithfulness"
+
+
+def test_an_empty_list_of_support_phrases_is_met_by_every_known_chunk():
+    weak = {**GOOD_CLAIM, "text": "Managers approve every exception quickly", "support_phrases": []}
+    stage, row = stage_of(trace("vacuous", claims=[weak]))
+    assert stage == "pass" and row["claim_faithfulness"] == row["citation_support"] == 1.0
 
 
 def test_a_trace_without_a_ledger_is_one_claim_cited_by_its_first_citation():

@@ -85,7 +85,7 @@ def has_fabricated_number(text: str | None) -> bool:
 
 
 def oracle_metrics(
-    traces: list[dict], registry: dict | None, required_versions=("index", "retriever")
+    traces: list[dict], registry: dict | None, required_versions=layered_oracle.DEFAULT_REQUIRED_VERSIONS
 ) -> dict:
     """Every metric of the traces, one trace at a time."""
     n = refused = compliant = shipped = valid = fabricated = admissible = claims = supported = 0
@@ -165,7 +165,9 @@ def oracle(traces: list[dict], evidence: list[dict] | None, dimensions=None) -> 
     if registry is not None:
         failures = {rule: 0 for rule in RULES}
         for trace in traces:
-            for rule in layered_oracle.admissibility(trace, registry, ("index", "retriever")):
+            for rule in layered_oracle.admissibility(
+                trace, registry, layered_oracle.DEFAULT_REQUIRED_VERSIONS
+            ):
                 failures[rule] += 1
     members: dict[str, dict[str, list[dict]]] = {dimension: {} for dimension in dimensions or ()}
     for trace in traces:
@@ -212,6 +214,7 @@ def close(actual, expected, path="result"):
 # -- generated traces ------------------------------------------------------------------------------
 
 KNOWN = ["pol#1", "pol#2", "fin#1"]
+KEYS = list(layered_oracle.DEFAULT_REQUIRED_VERSIONS)  # the harness's version keys, the default
 IDS = st.sampled_from([*KNOWN, "ghost#1"])
 MOSTLY = st.sampled_from([True] * 6 + [False])
 WORDS = st.sampled_from(
@@ -267,7 +270,7 @@ def traces(draw, registry: list[dict] | None):
             "reranked_ids": reranked,
             "selected_context_ids": selected,
             "selected_versions": [by_id[chunk_id]["version"] for chunk_id in selected],
-            "version_keys": ["index", "retriever"],
+            "version_keys": KEYS,
         }
         texts = [by_id[chunk_id]["text"] for chunk_id in selected] + [draw(TEXT)]
         claim_text = st.sampled_from(texts)
@@ -278,9 +281,7 @@ def traces(draw, registry: list[dict] | None):
             "reranked_ids": draw(maybe(st.lists(IDS, max_size=3))),
             "selected_context_ids": draw(maybe(st.lists(IDS, max_size=2))),
             "selected_versions": draw(maybe(st.lists(st.sampled_from(["v1", "v2"]), max_size=2))),
-            "version_keys": draw(
-                maybe(st.sampled_from([["index", "retriever"], ["index"], ["index", "retriever", "index"]]))
-            ),
+            "version_keys": draw(maybe(st.sampled_from([KEYS, ["index"], [*KEYS, "index"]]))),
         }
         claim_text = TEXT
     ledger = st.lists(
@@ -444,7 +445,7 @@ def test_registry_metrics_and_failures():
              "current": True, "text": "Salaries of named staff."},
         ]
     )  # fmt: skip
-    base = {"selected_versions": ["v1"], "version_keys": ["index", "retriever"]}
+    base = {"selected_versions": ["v1"], "version_keys": KEYS}
     rows = [
         {"qid": "a", "claim": "The release manager approves exceptions.", "citations": ["ok#1"],
          "retrieved_ids": ["ok#1"], **base},
