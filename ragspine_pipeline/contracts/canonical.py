@@ -126,7 +126,7 @@ def trace_sql(source: str, extra: str = "") -> str:
             {{
                 'text': c.text ->> '$',
                 'citation_id': c.citation_id ->> '$',
-                'support_phrases': coalesce({_texts("c.support_phrases", "p")}, []),
+                'support_phrases': {_texts("c.support_phrases", "p")},
                 'answer_point': c.answer_point ->> '$'
             }}
             FOR c IN coalesce(answer_object.claims, answer_json.claims)

@@ -56,7 +56,9 @@ class LedgerClaim(BaseModel):
     claim_id: Id | None = None
     text: str
     citation_id: str | None = None
-    support_phrases: list[str] = Field(default_factory=list)
+    # Absent (null): the claim's word tokens decide its support; an empty list is vacuously supported,
+    # as the permission-safe harness reads it.
+    support_phrases: list[str] | None = None
     answer_point: str | None = None
 
 

@@ -77,8 +77,9 @@ class Reply:
                 "claim_id": f"c{n}",
                 "text": claim.text,
                 "citation_id": claim.citation_id,
-                "support_phrases": list(claim.support_phrases),
                 "answer_point": claim.answer_point,
+                # No phrases: the key is left out, so the claim's word tokens decide its support.
+                **({"support_phrases": list(claim.support_phrases)} if claim.support_phrases else {}),
             }
             for n, claim in enumerate(self.claims, 1)
         ]

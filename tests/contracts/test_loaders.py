@@ -478,7 +478,8 @@ def test_layered_trace_canonical_ledger_and_versions(tmp_path):
     first, second = loaded.table.to_pylist()
     assert first["claims"] == [
         {"text": "A.", "citation_id": "c1", "support_phrases": ["a"], "answer_point": None},
-        {"text": "B.", "citation_id": None, "support_phrases": [], "answer_point": "p"},
+        # No support phrases given: null (its tokens decide), not the empty list (vacuously supported).
+        {"text": "B.", "citation_id": None, "support_phrases": None, "answer_point": "p"},
     ]
     assert first["version_keys"] == ["index", "retriever"] and first["index_version"] == "ix-7"
     assert second["claims"] is None and second["version_keys"] is None

@@ -9,8 +9,8 @@ Readings of the definition where it leaves room:
 
 * ``|A ∩ B|`` and ``|required|`` are read with sets (a repeated id or point counts once); ``|selected|``
   in ``context_precision`` is the selection's length, a repeated id counted each time (as the harness);
-* a ledger claim's ``support_phrases`` are all-of: an empty (or absent) list is met by every known chunk
-  (as the harness); only the ledger-less claim, which has none, is judged by its tokens;
+* a ledger claim's ``support_phrases`` are all-of: an empty list is met by every known chunk (as the
+  harness); a claim without them (the key absent, or the ledger-less claim) is judged by its tokens;
 * a stage the trace does not carry is skipped: ``candidate_recall`` is not applicable without a first stage;
 * ``wrong_version`` pairs ids and versions position by position, only when their counts agree (otherwise
   ``version_count`` already fails), and says nothing about an unknown chunk (``unknown_chunk`` does).
@@ -79,7 +79,7 @@ def claims_of(trace: dict) -> list[dict]:
             {
                 "text": entry.get("text"),
                 "citation": entry.get("citation_id"),
-                "phrases": list(entry.get("support_phrases") or []),
+                "phrases": None if entry.get("support_phrases") is None else list(entry["support_phrases"]),
                 "point": entry.get("answer_point"),
             }
             for entry in ledger

@@ -124,11 +124,15 @@ def ledger_entries(draw, registry, selected):
         return {
             "text": text if draw(LIKELY) else run_of_words(draw, text),
             "citation_id": chunk_id if draw(LIKELY) else draw(maybe(IDS)),
-            "support_phrases": [] if draw(st.booleans()) else [run_of_words(draw, text).upper()],
+            # absent (the token rule), empty (vacuously met) or one phrase of the chunk
+            "support_phrases": draw(st.sampled_from([None, []]))
+            if draw(st.booleans())
+            else [run_of_words(draw, text).upper()],
             "answer_point": draw(maybe(POINTS)),
         }
     phrases = draw(
         st.one_of(
+            st.none(),
             st.just([]),
             st.lists(st.one_of(claim_texts(registry), WORDS), min_size=1, max_size=2),
         )
