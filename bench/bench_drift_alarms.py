@@ -27,11 +27,19 @@ nights are scored exactly like the others:
 * ``drop-all-5pt``: by 5 points in all traffic (1,000 a day): alerted the same night?
 * ``drop-slice-10pt``: by 10 points in one slice of 125 a day: alerted within 3 nights?
 
+After an aberrant night (forked the same way; the nights between are quiet):
+
+* ``outage-then-drop-5pt``: one night of outage (the retrieved-citation rate in all traffic at half its
+  90 %), then the 5-point drop in all traffic from 7 nights later: alerted on the drop's first night?
+* ``dip-10pt-then-drop-5pt``: the same after a one-night dip of 10 points;
+* ``no-dip-then-drop-5pt``: the control, the same nights without the bad one.
+
 Each runs over the steady and the jittered history. Detection means the outbox queued an alert naming
 the retrieved-citation rate in the dropped slice (or all traffic); the delay is the night it first did.
 
 Targets (issue 14): ≤ 1 alerting night per 30 with no change for ``quiet-8x1000`` and ``quiet-demo``;
-``drop-all-5pt`` same night with probability ≥ 0.8; ``drop-slice-10pt`` within 3 nights with probability
+``drop-all-5pt`` and both after-a-bad-night scenarios same night with probability ≥ 0.8 (reported with
+a 95 % Wilson interval); ``drop-slice-10pt`` within 3 nights with probability
 ≥ 0.8. Results: bench/RESULTS.md.
 """
 
@@ -101,6 +109,8 @@ class Traffic:
     drop_from: int | None = None  # night index from which the retrieved-citation rate is lower
     drop_slice: int | None = None  # None: every slice (all traffic)
     drop_points: float = 0.0
+    dip_at: int | None = None  # one night on which the retrieved-citation rate is lower in every slice
+    dip_points: float = 0.0
 
     def day_lines(self, night: int) -> list[str]:
         rng = np.random.default_rng([SEED, night, self.slices, self.per_slice])
@@ -114,6 +124,8 @@ class Traffic:
             rows = range(self.slices) if self.drop_slice is None else [self.drop_slice]
             for s in rows:
                 p[s, names.index("valid")] -= self.drop_points / self.rates.cited
+        if night == self.dip_at:
+            p[:, names.index("valid")] -= self.dip_points / self.rates.cited
         lines = []
         for s in range(self.slices):
             prob = dict(zip(names, p[s], strict=True))
@@ -250,6 +262,15 @@ DROPS = {
     "drop-all-5pt": dict(drop_slice=None, drop_points=0.05, within=1),
     "drop-slice-10pt": dict(drop_slice=3, drop_points=0.10, within=3),
 }
+# One aberrant night (the retrieved-citation rate in all traffic at half its 90 %, or 10 points lower),
+# then the 5-point drop in all traffic 7 nights later: caught the same night although the aberrant night
+# is still in both trailing windows?
+AFTER_DIP = 7
+DIPS = {
+    "outage-then-drop-5pt": dict(dip_points=0.45),
+    "dip-10pt-then-drop-5pt": dict(dip_points=0.10),
+    "no-dip-then-drop-5pt": dict(dip_points=0.0),  # the control: the same nights without the bad one
+}
 
 
 def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict:
@@ -326,6 +347,50 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
     }
 
 
+def after_dip(name: str, history: str, replicates: int, settings: DropSettings, workdir: Path) -> dict:
+    spec = DIPS[name]
+    base = Traffic(jitter=0.1) if history == "jittered" else Traffic()
+    folder = workdir / f"{name}-{history}"
+    folder.mkdir(parents=True)
+    nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
+    wanted = f"{DROPPED}@all traffic"
+    caught, dip_alerted, index = 0, 0, 0
+    for fork_at in _fork_nights(replicates):
+        while index < fork_at:
+            nightly.night(index, base.day_lines(index))
+            index += 1
+        drop_at = fork_at + AFTER_DIP
+        traffic = replace(
+            base, dip_at=fork_at, dip_points=spec["dip_points"], drop_from=drop_at, drop_points=0.05
+        )
+        branch = nightly.fork(folder / f"fork-{fork_at}")
+        for night_index in range(fork_at, drop_at + 1):
+            night = branch.night(night_index, traffic.day_lines(night_index))
+            dip_alerted += night_index == fork_at and wanted in night.alerts
+        caught += wanted in night.alerts  # the drop's first night
+        shutil.rmtree(folder / f"fork-{fork_at}")
+    low, high = _wilson(caught, replicates)
+    return {
+        "scenario": name,
+        "history": history,
+        "replicates": replicates,
+        "wanted": wanted,
+        "dip_night_alerted": round(dip_alerted / replicates, 3),
+        "same_night": round(caught / replicates, 3),
+        "same_night_95ci": [round(low, 3), round(high, 3)],
+        "target": "same night >= 0.8",
+        "meets_target": caught / replicates >= 0.8,
+    }
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """95 % Wilson interval of k successes in n."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return ci.low, ci.high
+
+
 def _fork_nights(replicates: int) -> Iterator[int]:
     return (WARMUP + 3 * k for k in range(replicates))
 
@@ -347,6 +412,8 @@ def _run(job: tuple) -> dict:
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
         if kind == "quiet":
             return quiet(*args, settings=settings, workdir=Path(tmp))
+        if kind == "after_dip":
+            return after_dip(*args, settings=settings, workdir=Path(tmp))
         return drops(*args, settings=settings, workdir=Path(tmp))
 
 
@@ -369,6 +436,11 @@ def main() -> int:
     jobs += [
         ("drops", (name, history, args.replicates), settings.model_dump_json())
         for name in DROPS
+        for history in ("steady", "jittered")
+    ]
+    jobs += [
+        ("after_dip", (name, history, args.replicates), settings.model_dump_json())
+        for name in DIPS
         for history in ("steady", "jittered")
     ]
     if args.only:

@@ -14,7 +14,27 @@ effect ``u_day ~ N(0, τ²)`` and sampling noise ``e_day ~ N(0, v)``. τ² is es
 DerSimonian–Laird moment estimator (DerSimonian & Laird 1986, the random-effects estimator of
 meta-analysis) over the previous ``variance_window`` nights, pooled over the slices of one dimension
 (all traffic is its own group): ``τ² = max(0, (ΣQ − Σ(k − 1)) / Σ(Σw − Σw²/Σw))`` with ``w = 1/v`` and
-``Q = Σ w (y − ȳ_w)²`` per slice.
+``Q = Σ w (y − ȳ_w)²`` per slice, over the nights the screen below keeps.
+
+**One bad night must not blind the test for weeks.** A night far off its series (an outage at half
+the rate, a broken deploy rolled back the next morning) would, kept in the windows, inflate τ² a
+hundredfold and pull the level towards itself for as long as it stays in them (four weeks of
+``variance_window``): a real drop a week later would go unseen. So the nights are screened first, by a
+stateless, iterated screen (``between_day_variance``): starting from a robust fit — each series'
+median night and the τ² at which the group's standardised residuals ``|y − median|/sqrt(v + τ²)`` have
+the median absolute value of a standard normal, ``Φ⁻¹(3/4)`` (a MAD estimate, unmoved by up to half the
+nights) — a night whose residual exceeds ``SCREEN = 4`` standard deviations ``sqrt(v + τ²)`` is set
+aside, τ² is re-estimated by DerSimonian–Laird and the level by the random-effects mean over the kept
+nights, and the screen is repeated with them until the kept nights no longer change. The screen is a
+trimmed DerSimonian–Laird rather than an M-estimate because on a clean window it changes nothing: a
+normal night passes 4 standard deviations with probability 1 − 6·10⁻⁵, so τ² and the level are then
+exactly DerSimonian–Laird's and the random-effects mean, with their full efficiency (a median or MAD
+alone would need ~1.6–2.7× the nights for the same precision); the robust start is what keeps two or
+three aberrant nights from masking one another. Set-aside nights are left out of the level window too
+(``set_aside`` counts them), and of the trailing value and n a test reports. A lasting change is an
+aberrant night only briefly: as its nights fill the window they move the robust fit (in 8 simulated
+histories a lasting 5-point drop alerted on the same nights with and without the screen, in one a night
+longer).
 
 **Tonight against the trailing level.** The trailing level is the random-effects mean of the previous
 ``window`` nights, ``μ̂ = Σ w* y / Σ w*`` with ``w* = 1/(v + τ²)`` and variance ``1/Σ w*``. Tonight's
@@ -54,6 +74,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragspine_pipeline.metrics import family
+from ragspine_pipeline.scoring.random_effects import (
+    between_day_variance,
+    variance_stabilised,
+    weighted_bh,
+)
 
 # Every production proportion, and which way it worsens (the count of fabricating refusals by its rate
 # among refusals), from the registry (``ragspine_pipeline.metrics``).
@@ -64,7 +89,8 @@ WORSE_WHEN = {
 }
 ALL_TRAFFIC = "all traffic"
 METHOD = (
-    "random-effects test on the arcsine scale (DerSimonian–Laird between-day variance), "
+    "random-effects test on the arcsine scale (DerSimonian–Laird between-day variance over the nights "
+    "a robust 4-sigma screen keeps), "
     "weighted Benjamini–Hochberg over the night's tests"
 )
 
@@ -126,6 +152,8 @@ class DropTest:
 
     ``current`` and ``trailing`` are proportions in the metric's own direction (the refusal rate is the
     refusal rate); ``worse_by`` is how much worse tonight is, in rate points (negative: better).
+    ``trailing``, ``trailing_n`` and ``trailing_days`` are over the trailing nights the screen kept;
+    ``set_aside`` counts the ones it left out.
     """
 
     metric: str
@@ -144,6 +172,7 @@ class DropTest:
     significant: bool = False
     alert: bool = False
     reason: str = "tested"  # "tested", or why not
+    set_aside: int = 0  # trailing nights of the level window left out as aberrant
 
     @property
     def tested(self) -> bool:
@@ -261,29 +290,38 @@ def _window_tests(
     settings: DropSettings,
 ) -> list[DropTest]:
     series = list(_series(today, by_day))
-    tau2 = _pooled_tau2(series, spread)
-    return [_test(s, nights, recent, level, tau2.get((s.metric, s.group), 0.0), settings) for s in series]
-
-
-def _pooled_tau2(series: list[_Series], days: list[date]) -> dict[tuple[str, str], float]:
-    """DerSimonian–Laird between-day variance per (metric, group), pooled over the group's slices."""
-    sums: dict[tuple[str, str], np.ndarray] = {}
+    groups: dict[tuple[str, str], list[_Series]] = {}
     for s in series:
-        x, n = _arrays(s, days)
-        if len(x) < 2:
-            continue
-        y, v = variance_stabilised(x, n)
-        w = 1 / v
-        mean = np.sum(w * y) / np.sum(w)
-        q = np.sum(w * (y - mean) ** 2)
-        c = np.sum(w) - np.sum(w * w) / np.sum(w)
-        sums.setdefault((s.metric, s.group), np.zeros(3))
-        sums[(s.metric, s.group)] += (q, len(x) - 1, c)
-    return {key: max(0.0, (q - df) / c) if c > 0 else 0.0 for key, (q, df, c) in sums.items()}
+        groups.setdefault((s.metric, s.group), []).append(s)
+    tests = []
+    for members in groups.values():
+        tau2, aberrant = _screened_tau2(members, spread)
+        tests += [_test(s, nights, recent, level, tau2, aberrant[i], settings) for i, s in enumerate(members)]
+    return tests
+
+
+def _screened_tau2(members: list[_Series], days: list[date]) -> tuple[float, list[set[date]]]:
+    """The group's between-day variance over ``days`` and, per series, the nights the screen set aside."""
+    counts = [[s.counts.get(d) for d in days] for s in members]
+    x = np.array([[c[0] if c else np.nan for c in row] for row in counts], dtype=float)
+    n = np.array([[c[1] if c else np.nan for c in row] for row in counts], dtype=float)
+    y, v = variance_stabilised(x, n)
+    tau2, kept = between_day_variance(y, v)
+    aberrant = [
+        {d for d, present, keep in zip(days, np.isfinite(y[i]), kept[i], strict=True) if present and not keep}
+        for i in range(len(members))
+    ]
+    return tau2, aberrant
 
 
 def _test(
-    s: _Series, nights: int, recent: list[date], level: list[date], tau2: float, settings: DropSettings
+    s: _Series,
+    nights: int,
+    recent: list[date],
+    level: list[date],
+    tau2: float,
+    aberrant: set[date],
+    settings: DropSettings,
 ) -> DropTest:
     # Imported here: scipy.stats costs half a second of start-up to every importer of DropSettings (the
     # gates config, hence every `ragspine-eval score`); only the nightly test itself needs it.
@@ -294,8 +332,9 @@ def _test(
     x_now = sum(c[0] for c in have if c) if all(have) else 0.0
     n_now = sum(c[1] for c in have if c) if all(have) else 0.0
     raw_now = sum(c[2] for c in have if c)
-    x_base, n_base = _arrays(s, level)
-    raw_base = sum(s.counts[d][2] for d in level if d in s.counts)
+    kept = [d for d in level if d not in aberrant]
+    x_base, n_base = _arrays(s, kept)
+    raw_base = sum(s.counts[d][2] for d in kept if d in s.counts)
     current = _own_direction(x_now / n_now if n_now else 0.0, worse)
     trailing = _own_direction(float(x_base.sum() / n_base.sum()), worse) if n_base.sum() > 0 else None
     common = dict(
@@ -311,6 +350,7 @@ def _test(
         if trailing is None
         else (trailing - current if worse == "lower" else current - trailing),
         tau2=tau2,
+        set_aside=sum(d in s.counts for d in aberrant.intersection(level)),
     )
     reason = None
     if not all(have):
@@ -360,30 +400,6 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
 
 
 # -- statistics ------------------------------------------------------------------------------------
-
-
-def variance_stabilised(successes: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Anscombe's arcsine transform of binomial counts and its variance:
-    ``(asin(sqrt((x + 3/8)/(n + 3/4))), 1/(4n + 2))`` — the variance does not depend on the rate, and the
-    value is finite and nearly normal even at x = 0 or x = n (Anscombe 1948)."""
-    x, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
-    return np.arcsin(np.sqrt((x + 0.375) / (n + 0.75))), 1 / (4 * n + 2)
-
-
-def weighted_bh(p_values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted Benjamini–Hochberg adjusted p-values (weights normalised to mean 1; Genovese, Roeder &
-    Wasserman 2006). A test is significant at level α when its adjusted value is at most α."""
-    p = np.asarray(p_values, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    w = w * len(w) / w.sum()
-    ratio = p / w
-    order = np.argsort(ratio, kind="stable")
-    m = len(p)
-    adjusted = ratio[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum.accumulate(adjusted[::-1])[::-1]
-    out = np.empty(m)
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
 
 
 # -- reading daily summaries -----------------------------------------------------------------------

@@ -13,13 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import false_discovery_control
 
-from ragspine_pipeline.scoring.significance import (
-    ALL_TRAFFIC,
-    DropSettings,
-    drop_tests,
-    variance_stabilised,
-    weighted_bh,
-)
+from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised, weighted_bh
+from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, DropSettings, drop_tests
 
 FIRST = date(2026, 1, 1)
 # (metric, rate, share of traces it is measured on): the production rates at typical levels.
@@ -106,6 +101,98 @@ def test_a_ten_point_drop_in_one_small_slice_alerts_within_three_nights():
             for i in (WARMUP, WARMUP + 1, WARMUP + 2)
         )
     assert detected >= 32, detected
+
+
+# -- one bad night -------------------------------------------------------------------------------
+
+
+def with_bad_night(days: list[dict], night: int, metric: str, factor: float) -> list[dict]:
+    """``days`` with ``metric`` at ``factor`` times its rate on one night, in all traffic and every slice."""
+
+    def scaled(entry: dict) -> dict:
+        x = round(entry["successes"] * factor)
+        return {**entry, "successes": x, "value": x / entry["n"]}
+
+    bad = dict(days[night])
+    bad["metrics"] = {**bad["metrics"], metric: scaled(bad["metrics"][metric])}
+    bad["slices"] = {
+        "slice": {
+            name: {**entry, "metrics": {**entry["metrics"], metric: scaled(entry["metrics"][metric])}}
+            for name, entry in bad["slices"]["slice"].items()
+        }
+    }
+    return [*days[:night], bad, *days[night + 1 :]]
+
+
+def all_traffic_test(days: list[dict]):
+    night = drop_tests(days[-1], days[:-1])
+    [test] = [
+        t
+        for t in night.tests
+        if t.metric == "retrieved_citation_rate" and t.slice == ALL_TRAFFIC and t.nights == 1
+    ]
+    return night, test
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.9])  # an outage at half the rate; a 9-point dip
+def test_a_drop_a_week_after_one_bad_night_is_caught_the_same_night(factor):
+    drop = ("retrieved_citation_rate", WARMUP, None, 0.05)
+    days = simulate(np.random.default_rng(20), WARMUP + 1, per_slice=125, jitter=0.1, drop=drop)
+    night, test = all_traffic_test(with_bad_night(days, WARMUP - 7, "retrieved_citation_rate", factor))
+    assert test.set_aside == 1 and test.trailing_days == 13  # the bad night is left out of the level
+    _, clean = all_traffic_test(days)
+    assert test.z > 4 and test.z == pytest.approx(clean.z, abs=0.5)  # as if the night had not happened
+    assert any(t.key == "retrieved_citation_rate@all traffic" for t in night.alerts)
+
+
+def test_the_same_history_without_the_drop_does_not_alarm():
+    days = simulate(np.random.default_rng(20), WARMUP + 1, per_slice=125, jitter=0.1)
+    night, test = all_traffic_test(with_bad_night(days, WARMUP - 7, "retrieved_citation_rate", 0.5))
+    assert night.alerts == [] and abs(test.z) < 2.5 and test.set_aside == 1
+
+
+def dersimonian_laird(y: np.ndarray, v: np.ndarray) -> float:
+    """The textbook estimator, pooled over the rows: what the screened one must equal on clean data."""
+    w = 1 / v
+    mean = (w * y).sum(axis=1, keepdims=True) / w.sum(axis=1, keepdims=True)
+    q = (w * (y - mean) ** 2).sum()
+    c = (w.sum(axis=1) - (w * w).sum(axis=1) / w.sum(axis=1)).sum()
+    return max(0.0, (q - y.shape[0] * (y.shape[1] - 1)) / c)
+
+
+def test_on_clean_windows_the_screened_variance_is_dersimonian_lairds():
+    rng = np.random.default_rng(23)
+    same = 0
+    for tau in np.repeat([0.0, 0.01, 0.03], 100):  # 8 slices × 28 nights of ~120, day-to-day σ = tau
+        n = rng.poisson(120, (8, 28)).astype(float)
+        v = 1 / (4 * n + 2)
+        y = 1.2 + rng.normal(0, tau, (8, 1 if tau == 0 else 28)) + rng.normal(0, np.sqrt(v))
+        tau2, kept = between_day_variance(y, v)
+        same += kept.all() and tau2 == pytest.approx(dersimonian_laird(y, v))
+    assert same >= 0.97 * 300, same  # a normal night passes 4 standard deviations 99.99 % of the time
+
+
+def test_one_or_two_aberrant_nights_are_set_aside_and_leave_the_variance_as_it_was():
+    rng = np.random.default_rng(29)
+    n = np.full((1, 28), 930.0)
+    v = 1 / (4 * n + 2)
+    y = 1.25 + rng.normal(0, np.sqrt(v))
+    clean = dersimonian_laird(y, v)
+    for bad in ([20], [3, 20]):  # two outages must not mask each other
+        dirty = y.copy()
+        dirty[0, bad] -= 0.5  # half of a 90 % rate, on the arcsine scale
+        tau2, kept = between_day_variance(dirty, v)
+        assert dersimonian_laird(dirty, v) > 100 * max(clean, 1e-5)  # what the unscreened estimate does
+        assert list(np.flatnonzero(~kept[0])) == bad and tau2 == pytest.approx(
+            dersimonian_laird(np.delete(y, bad, axis=1), np.delete(v, bad, axis=1))
+        )
+
+
+def test_the_screen_keeps_every_night_of_short_series_and_handles_missing_nights():
+    y = np.array([[1.0, np.nan, 1.1], [1.2, np.nan, np.nan]])
+    v = np.full((2, 3), 0.01)
+    tau2, kept = between_day_variance(y, v)
+    assert tau2 == 0.0 and kept.tolist() == [[True, False, True], [True, False, False]]
 
 
 # -- the pieces ------------------------------------------------------------------------------------
