@@ -5,6 +5,8 @@ is left for the flush after it ends (the caller says which runs are finished). A
 exception: it is posted as a reply in the thread of the regression it closes (``alerts.incidents``: the
 latest of the stream's open regressions that Slack took in this channel), after the run's other alerts —
 the run's recoveries of one thread in one reply; without such a thread it is part of the run's message.
+So is a later night of a production incident (``events.incident_news``): a reply in the incident's
+thread, with the recoveries of that thread, or part of the run's message when no thread is known.
 Either way it names what recovered. An alert that waited longer than its time to live
 (``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired instead of posted.
 
@@ -53,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ragspine_pipeline.alerts.events import AlertOutbox, Entry, OutboxView, batches
-from ragspine_pipeline.alerts.incidents import closing, open_regressions, thread_root
+from ragspine_pipeline.alerts.incidents import alert_incident, closing, open_regressions, thread_root
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.alerts.slack import (
     DEFAULT_BUDGET_S,
@@ -237,10 +239,13 @@ def _messages(batch: list[Entry], view: OutboxView, target: str) -> list[_Messag
     messages: dict[str | None, _Message] = {None: _Message([], [])}  # by thread; None: the top level
     for entry in batch:
         alert, thread_ts = entry.alert, None
+        incident = alert_incident(alert)
         if alert.kind == "recovered":
-            closed = open_regressions(view.entries, alert.stream, until=alert.id)
+            closed = open_regressions(view.entries, alert.stream, until=alert.id, incident=incident)
             alert = closing(alert, [regression.alert for regression in closed])
             thread_ts = thread_root(closed, channel) if channel else None
+        elif incident is not None and channel:  # a later night of an incident: a reply in its thread
+            thread_ts = thread_root(open_regressions(view.entries, alert.stream, alert.id, incident), channel)
         message = messages.setdefault(thread_ts, _Message([], [], thread_ts))
         message.entries.append(entry)
         message.alerts.append(alert)

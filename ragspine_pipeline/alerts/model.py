@@ -12,7 +12,7 @@ a recovery is a reply in the thread of the regression it closes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
@@ -155,6 +155,10 @@ class Alert(BaseModel):
     measured: dict[str, float] = Field(default_factory=dict)
     # What a recovery closes: filled when it is posted (``incidents.closing``), never in the outbox.
     recovered: list[Recovery] = Field(default_factory=list)
+    # The night a production alert is about (``drop_alert``), and the incidents of its stream it opens,
+    # continues or closes: their metrics (``events.observed`` fills them; empty on other streams).
+    night: str | None = None
+    incidents: list[str] = Field(default_factory=list)
 
     @property
     def failure_keys(self) -> list[str]:
@@ -346,16 +350,55 @@ def drop_alert(
     """The night's significant production drops as one alert (a recovery when there are none);
     ``measured`` (tonight's value of each tested rate, by ``DropTest.key``) says a recovery's values."""
     drops = list(drops)
-    count = f"{len(drops)} significant drop{'s' if len(drops) != 1 else ''}"
     return Alert(
         kind="regression" if drops else "recovered",
         stream=stream,
-        title=f"Production metrics of {day}: {count}" if drops else f"Recovered: production metrics of {day}",
+        title=drop_title(day, drops),
         run_id=run_id,
         run_url=run_url(webserver_base_url, run_id),
         drops=drops,
         runbook=runbook if drops else None,
-        measured={} if drops else _known(measured),
+        # Kept on a regression too: the outbox splits a night into incidents, some of which recover.
+        measured=_known(measured),
+        night=day,
+    )
+
+
+def drop_title(day: str, drops: Sequence[Drop], still: bool = False) -> str:
+    """The title of a night's drops (a recovery when there are none); ``still``: of an incident's
+    later night."""
+    if not drops:
+        return f"Recovered: production metrics of {day}"
+    count = f"{len(drops)} significant drop{'s' if len(drops) != 1 else ''}"
+    return f"Production metrics of {day}: {'still ' if still else ''}{count}"
+
+
+IncidentPart = Literal["opens", "continues", "closes"]
+
+
+def incident_alert(night: Alert, metrics: Sequence[str], part: IncidentPart, alert_id: str) -> Alert:
+    """The part of ``night`` (a ``drop_alert``, as queued) about the incidents of ``metrics``: the drops
+    that open them, the drops that continue one (tonight's rates, for a reply in its thread), or the
+    recovery that closes one (tonight's values of its rates). Its title keeps what was put before the
+    night's own title (a service's name)."""
+    day = night.night or "tonight"
+    drops = [] if part == "closes" else [d for d in night.drops if d.metric in metrics]
+    own = drop_title(day, night.drops)
+    prefix = night.title[: -len(own)] if night.title.endswith(own) else ""
+    if part == "closes":
+        title = f"Recovered: {', '.join(metrics)} in production metrics of {day}"
+    else:
+        title = drop_title(day, drops, still=part == "continues")
+    return night.model_copy(
+        update={
+            "id": alert_id,
+            "kind": "recovered" if part == "closes" else "regression",
+            "title": prefix + title,
+            "drops": drops,
+            "runbook": None if part == "closes" else night.runbook,
+            "measured": {k: v for k, v in night.measured.items() if k.partition("@")[0] in metrics},
+            "incidents": list(metrics),
+        }
     )
 
 

@@ -84,14 +84,14 @@ class Outbox(AlertOutbox):
         with _flock(self._lock_path):
             states = self._states()
             news, states[alert.stream] = observed(states.get(alert.stream), alert)
-            if news:
-                self._append(queued_event(alert), "queue the alert")
+            if news:  # the night's parts in one write: all of them are queued, or none
+                self._append([queued_event(part) for part in news], "queue the alert")
             self._write_states(states)
-        return alert if news else None
+        return news[0] if news else None
 
     def _record(self, event: dict, doing: str) -> None:
         with _flock(self._lock_path):
-            self._append(event, doing)
+            self._append([event], doing)
 
     @contextmanager
     def delivering(self, due: Due | None = None) -> Iterator[None]:
@@ -132,10 +132,10 @@ class Outbox(AlertOutbox):
 
     # -- files ---------------------------------------------------------------------------------
 
-    def _append(self, event: dict, doing: str) -> None:
-        """Append one event as one whole line and fsync it; any OS error (ENOSPC, EDQUOT, EIO) is a
-        one-line InputError and leaves no part of the line behind."""
-        line = "".join(jsonl_lines([stamped(event)], self.path))
+    def _append(self, events: list[dict], doing: str) -> None:
+        """Append events, one whole line each, in one write and fsync it; any OS error (ENOSPC, EDQUOT,
+        EIO) is a one-line InputError and leaves no part of the lines behind."""
+        line = "".join(jsonl_lines([stamped(event) for event in events], self.path))
         try:
             append_durably(self.path, line.encode("utf-8"), "alert outbox")
         except OSError as exc:

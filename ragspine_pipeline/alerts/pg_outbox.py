@@ -137,17 +137,17 @@ class PostgresOutbox(AlertOutbox):
                 "SELECT state::text FROM ragspine_alert_state WHERE stream = %s FOR UPDATE", (alert.stream,)
             )
             news, state = observed(self._state(cur.fetchone()[0]), alert)
-            if news:
-                batch = (batch_key(alert),)
+            for part in news:  # a night's parts share its run, so its batch
+                batch = (batch_key(part),)
                 cur.execute(
                     "INSERT INTO ragspine_alert_batches (batch) VALUES (%s) ON CONFLICT DO NOTHING", batch
                 )
-                cur.execute(INSERT_EVENT, (dumps(stamped(queued_event(alert)), ascii_only=True),))
+                cur.execute(INSERT_EVENT, (dumps(stamped(queued_event(part)), ascii_only=True),))
             cur.execute(
                 "UPDATE ragspine_alert_state SET state = %s, updated_at = now() WHERE stream = %s",
                 (dumps(state.model_dump(mode="json"), ascii_only=True), alert.stream),
             )
-        return alert if news else None
+        return news[0] if news else None
 
     def record_sending(self, ids: Sequence[str], target: str, thread_ts: str | None = None) -> None:
         """Persist the attempt, then make sure this pass still holds its claim: a pass whose claim
