@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_baseline(commands)
     _add_extraction(commands)
     _add_sample(commands)
+    _add_plan(commands)
     _add_judge(commands)
     _add_demo(commands)
     _add_alerts(commands)
@@ -291,6 +292,63 @@ def _add_sample(commands: Any) -> None:
         help="redact personal data in the sampled traces (default: on)",
     )
     parser.set_defaults(run="ragspine_pipeline.cli.sample:run_sample")
+
+
+PLAN_DESCRIPTION = """\
+What a sample can detect: for the release gate on a golden set (--golden or --cases) and for the nightly
+drop test (--nightly), one line each naming the smallest drop caught with --power, or with --drop the
+sample size that drop needs. The models and their approximations: docs/nightly.md (What a night can
+detect) and ragspine_pipeline/scoring/power.py. Exit 0; 2 on unusable input.
+"""
+
+
+def _add_plan(commands: Any) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help="what a golden set or a nightly sample can detect, or the sample size a drop needs",
+        description=PLAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cases = parser.add_mutually_exclusive_group()
+    cases.add_argument("--golden", metavar="FILE", help="a golden set: plan for its number of cases")
+    cases.add_argument("--cases", type=_POSITIVE, metavar="N", help="plan for a golden set of N cases")
+    parser.add_argument(
+        "--baseline-test",
+        choices=("paired", "strict"),
+        default="paired",
+        help="the release gate's baseline comparison (default: paired)",
+    )
+    parser.add_argument(
+        "--flip-rate",
+        type=share,
+        metavar="F",
+        help="share of cases an unchanged system flips in each direction between two runs (default 0.05)",
+    )
+    parser.add_argument("--nightly", action="store_true", help="plan for the nightly drop test")
+    parser.add_argument(
+        "--sample-size", type=_POSITIVE, metavar="N", help="traces scored a night (default 200)"
+    )
+    parser.add_argument(
+        "--rate", type=share, metavar="P", help="the rate's level, lower is worse (default 0.9)"
+    )
+    parser.add_argument(
+        "--tau2", type=float, metavar="T", help="between-day variance on the arcsine scale (default 0)"
+    )
+    parser.add_argument(
+        "--alpha", type=share, help="the nightly test's per-test level (default: --fdr divided by --tests)"
+    )
+    parser.add_argument("--fdr", type=share, help="the night's false-discovery rate (default 0.03)")
+    parser.add_argument(
+        "--tests", type=_POSITIVE, metavar="M", help="tests a night, over the test's weight (default 12)"
+    )
+    parser.add_argument(
+        "--window", type=_POSITIVE, metavar="NIGHTS", help="trailing nights of the level (default 14)"
+    )
+    parser.add_argument("--power", type=share, help="the power asked for (default 0.8)")
+    parser.add_argument(
+        "--drop", type=share, metavar="D", help="print the sample size a drop of D (0.05: 5 points) needs"
+    )
+    parser.set_defaults(run="ragspine_pipeline.cli.plan:run_plan")
 
 
 JUDGE_DESCRIPTION = """\

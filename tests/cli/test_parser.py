@@ -3,6 +3,7 @@ the commands apply."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 
 import pytest
@@ -29,20 +30,20 @@ def test_the_help_names_the_defaults_the_commands_apply(capsys):
 
 
 def test_every_subcommand_names_a_handler_that_exists():
-    """Handlers are named as strings (imported only when their command runs): each must resolve."""
-    parser = build_parser()
-    argv = {
-        "score": ["score", "--gold", "g", "--trace", "t"],
-        "golden freeze": ["golden", "freeze", "--gold", "g", "--version", "v", "--approved-by", "a"],
-        "golden verify": ["golden", "verify", "--gold", "g"],
-        "extraction": ["extraction", "--facts", "f", "--truth", "t"],
-        "sample": ["sample", "--source", "s", "--date", "2026-01-01", "--n", "1", "--seed", "1"],
-        "judge": ["judge", "--trace", "t"],
-        "demo init": ["demo", "init"],
-        "demo rebuild-index": ["demo", "rebuild-index"],
-        "alerts list": ["alerts", "list"],
-        "alerts flush": ["alerts", "flush"],
-    }
-    for name, args in argv.items():
-        module, function = parser.parse_args(args).run.split(":")
+    """Handlers are named as strings (imported only when their command runs): each must resolve, for
+    every subcommand the parser has, however deep."""
+
+    def commands(parser: argparse.ArgumentParser, path: str = "") -> dict[str, str | None]:
+        found = {}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found |= commands(sub, f"{path} {name}".strip())
+        return found or {path: parser.get_default("run")}
+
+    handlers = commands(build_parser())
+    assert {"score", "plan", "baseline set", "replay", "golden freeze", "alerts flush"} <= set(handlers)
+    for name, handler in handlers.items():
+        assert handler, name
+        module, function = handler.split(":")
         assert callable(getattr(importlib.import_module(module), function)), name

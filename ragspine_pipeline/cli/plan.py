@@ -1,0 +1,136 @@
+"""``ragspine-eval plan``: what a golden set or a nightly sample can detect, one line per configuration.
+
+The figures come from ``scoring.power`` (the models are stated there). Exit codes: 0 planned, 2 unusable
+input (``main`` prints the one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ragspine_pipeline.cli.args import EXIT_PASS, UsageError
+from ragspine_pipeline.contracts.columns import load_gold
+from ragspine_pipeline.decision.paired import PairedSettings
+from ragspine_pipeline.scoring import power
+from ragspine_pipeline.scoring.significance import DropSettings
+
+# The defaults the parser names in its help (``tests/cli/test_plan.py`` keeps the two equal).
+DEFAULT_SAMPLE_SIZE = 200  # ``RAGSPINE_SAMPLE_SIZE`` / the component's ``sample_size``
+DEFAULT_RATE = 0.9
+DEFAULT_POWER = power.DEFAULT_POWER
+DEFAULT_FLIP_RATE = 0.05  # a sampling system under test; measure yours: flipped cases / (2 × cases)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    if args.golden is None and args.cases is None and not args.nightly:
+        raise UsageError("plan: give --golden FILE or --cases N, and/or --nightly")
+    target = DEFAULT_POWER if args.power is None else args.power
+    if not 0 < target < 1:
+        raise UsageError("plan: --power must be between 0 and 1, exclusive")
+    if args.drop is not None and args.drop <= 0:
+        raise UsageError("plan: --drop must be above 0")
+    if args.golden is not None or args.cases is not None:
+        print(_golden_line(args, target))
+    if args.nightly:
+        print(_nightly_line(args, target))
+    return EXIT_PASS
+
+
+def _golden_line(args: argparse.Namespace, target: float) -> str:
+    cases = args.cases if args.golden is None else load_gold(args.golden).table.num_rows
+    settings = PairedSettings()
+    flip = DEFAULT_FLIP_RATE if args.flip_rate is None else args.flip_rate
+    if flip >= 0.5:
+        raise UsageError("plan: --flip-rate must be below 0.5 (a share of cases in each direction)")
+    design = power.PairedDesign(
+        flip_rate=flip, alpha=settings.alpha, margin=settings.margin, strict=args.baseline_test == "strict"
+    )
+    test = (
+        f"strict baseline comparison, flip rate {_percent(flip)} each way"
+        if design.strict
+        else f"paired test at alpha {settings.alpha:g}, margin {_points(settings.margin)} points, "
+        f"flip rate {_percent(flip)} each way"
+    )
+    if design.strict:
+        false_blocks = power.paired_false_block_rate(cases, design)
+        test += f"; it blocks an unchanged system on {_percent(false_blocks)} of runs"
+    how = f"{_percent(target)} power; {test}"
+    if args.drop is not None:
+        if args.drop > 1 - 2 * flip:
+            raise UsageError(f"plan: --drop cannot exceed 1 − 2 × flip rate ({1 - 2 * flip:g})")
+        needed = power.paired_sample_size(args.drop, design, target)
+        if needed is None:
+            why = (
+                ""
+                if design.strict or args.drop > settings.margin
+                else " (not above the paired test's margin)"
+            )
+            return (
+                f"no golden set of up to {power.MAX_CASES:,} cases reliably catches a "
+                f"{_points(args.drop)}-point drop{why} ({how})"
+            )
+        return f"a {_points(args.drop)}-point drop needs {needed:,} golden cases ({how}; you have {cases:,})"
+    drop = power.paired_detectable_drop(cases, design, target)
+    if drop is None:
+        return f"with {cases:,} cases, no drop is reliably caught ({how})"
+    return f"with {cases:,} cases, drops under {_points_up(drop)} points are not reliably caught ({how})"
+
+
+def _nightly_line(args: argparse.Namespace, target: float) -> str:
+    defaults = DropSettings()
+    n = DEFAULT_SAMPLE_SIZE if args.sample_size is None else args.sample_size
+    rate = DEFAULT_RATE if args.rate is None else args.rate
+    tau2 = 0.0 if args.tau2 is None else args.tau2
+    if rate <= 0 or not math.isfinite(tau2) or tau2 < 0:
+        raise UsageError("plan: --rate must be above 0 and --tau2 a number of at least 0")
+    if args.alpha is not None:
+        if not 0 < args.alpha < 1:
+            raise UsageError("plan: --alpha must be between 0 and 1, exclusive")
+        alpha, level = args.alpha, f"α = {args.alpha:.3g}"
+    else:
+        fdr = defaults.fdr if args.fdr is None else args.fdr
+        if not 0 < fdr < 1:
+            raise UsageError("plan: --fdr must be between 0 and 1, exclusive")
+        tests = power.NIGHTLY_TESTS if args.tests is None else args.tests
+        alpha, level = (
+            power.per_test_alpha(fdr, tests),
+            f"α = fdr {fdr:g} / {tests} tests = {fdr / tests:.3g}",
+        )
+    window = defaults.window if args.window is None else args.window
+    design = power.NightlyDesign(rate=rate, alpha=alpha, tau2=tau2, window=window)
+    how = f"{_percent(target)} power; one-sided test at {level}, τ² = {tau2:g}, {window} trailing nights"
+    if args.drop is not None:
+        if args.drop > rate:
+            raise UsageError(f"plan: --drop cannot exceed --rate ({rate:g})")
+        needed = power.nightly_sample_size(args.drop, design, target)
+        if needed is None:
+            return (
+                f"at a rate of {_percent(rate)}, no nightly sample reliably catches a "
+                f"{_points(args.drop)}-point drop: the between-day variance alone hides it ({how})"
+            )
+        return (
+            f"a {_points(args.drop)}-point drop at a rate of {_percent(rate)} needs {needed:,} traces"
+            f" a night ({how}; you score {n:,})"
+        )
+    drop = power.nightly_detectable_drop(n, design, target)
+    if drop is None:
+        return f"with {n:,} traces a night at a rate of {_percent(rate)}, no drop is reliably caught ({how})"
+    return (
+        f"with {n:,} traces a night at a rate of {_percent(rate)}, drops under {_points_up(drop)} points "
+        f"are not reliably caught ({how})"
+    )
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.3g} %"
+
+
+def _points(share: float) -> str:
+    return f"{100 * share:g}"
+
+
+def _points_up(share: float) -> str:
+    """A detectable drop in points, rounded up: to a tenth below 10 points, to a whole point above."""
+    points = 100 * share
+    return f"{math.ceil(points * 10 - 1e-9) / 10:g}" if points < 10 else f"{math.ceil(points - 1e-9)}"
