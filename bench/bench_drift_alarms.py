@@ -27,6 +27,13 @@ nights are scored exactly like the others:
 * ``drop-all-5pt``: by 5 points in all traffic (1,000 a day): alerted the same night?
 * ``drop-slice-10pt``: by 10 points in one slice of 125 a day: alerted within 3 nights?
 
+A rare failure doubling (its own history: 4 slices of 300 traces a day, all sampled, 2 % of them
+refused, forked the same way):
+
+* ``drop-rare-2to4``: the ``refusal_rate`` (higher is worse: its failure share is itself) goes from 2 %
+  to 4 % in one slice of 300 a day: alerted within 7 nights? (Worse by exactly the default ``min_drop``,
+  so mostly caught by ``min_relative_change``.)
+
 After an aberrant night (forked the same way; the nights between are quiet):
 
 * ``outage-then-drop-5pt``: one night of outage (the retrieved-citation rate in all traffic at half its
@@ -40,7 +47,7 @@ the retrieved-citation rate in the dropped slice (or all traffic); the delay is 
 Targets (issue 14): ≤ 1 alerting night per 30 with no change for ``quiet-8x1000`` and ``quiet-demo``;
 ``drop-all-5pt`` and both after-a-bad-night scenarios same night with probability ≥ 0.8 (reported with
 a 95 % Wilson interval); ``drop-slice-10pt`` within 3 nights with probability
-≥ 0.8. Results: bench/RESULTS.md.
+≥ 0.8; ``drop-rare-2to4`` within 7 nights with probability ≥ 0.8. Results: bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
 
 FIRST = date(2026, 1, 1)
 WARMUP = 31  # history nights: the variance window (28) and the three-night window need them
+VERSION_KEYS = ("index", "retriever")  # what every synthetic trace's `versions` names
 SEED = 7
 DROPPED = "retrieved_citation_rate"  # shipped answers whose citations were all retrieved
 CHUNK_TEXT = "the release freeze starts on friday and exceptions are approved by the release manager"
@@ -106,9 +114,10 @@ class Traffic:
     jitter: float = 0.0
     shared: bool = False  # one jitter a night for all slices (else one per slice)
     rates: Rates = field(default_factory=Rates)
-    drop_from: int | None = None  # night index from which the retrieved-citation rate is lower
+    drop_from: int | None = None  # night index from which the ``drop_rate`` is lower
     drop_slice: int | None = None  # None: every slice (all traffic)
     drop_points: float = 0.0
+    drop_rate: str = "valid"  # the Rates field that worsens (valid: the retrieved-citation rate)
     dip_at: int | None = None  # one night on which the retrieved-citation rate is lower in every slice
     dip_points: float = 0.0
 
@@ -123,7 +132,16 @@ class Traffic:
         if self.drop_from is not None and night >= self.drop_from:
             rows = range(self.slices) if self.drop_slice is None else [self.drop_slice]
             for s in rows:
-                p[s, names.index("valid")] -= self.drop_points / self.rates.cited
+                # "valid" is a rate among citing answers: its drop is scaled to one among all answers;
+                # more refusals is worse
+                scale = (
+                    self.rates.cited
+                    if self.drop_rate == "valid"
+                    else -1.0
+                    if self.drop_rate == "refusal"
+                    else 1.0
+                )
+                p[s, names.index(self.drop_rate)] -= self.drop_points / scale
         if night == self.dip_at:
             p[:, names.index("valid")] -= self.dip_points / self.rates.cited
         lines = []
@@ -203,7 +221,7 @@ class Night:
     tested: int
     alerts: list[str]  # "metric@slice" of the alerting tests
     posted: str | None  # the kind of the alert the outbox queued, if any
-    alone: bool  # would a test have alerted on its own (p <= fdr, worse by min_drop), without the control
+    alone: bool  # would a test have alerted on its own (p <= fdr, large enough), without the control
 
 
 class Nightly:
@@ -226,15 +244,16 @@ class Nightly:
         )
         path = self.folder / "sample.jsonl"
         write_jsonl(sample.records, path)
-        summary = {"day": day, **production_metrics(load_traces(path).table, self.evidence).to_dict()}
+        metrics = production_metrics(
+            load_traces(path).table, self.evidence, required_versions=VERSION_KEYS
+        )  # the version keys the synthetic traces carry, as a deployment's config lists its own
+        summary = {"day": day, **metrics.to_dict()}
         tests = drop_tests(summary, self.history, self.settings)
         self.history = [*self.history[-(self.settings.variance_window + 3) :], summary]
         alert = drop_alert(day, [Drop.of(t) for t in tests.alerts], run_id=f"night-{index}")
         queued = self.outbox.observe(alert)
         shutil.rmtree(partition)  # the sample is what the nightly path keeps
-        alone = any(
-            t.p_value <= self.settings.fdr and t.worse_by >= self.settings.min_drop for t in tests.tested
-        )
+        alone = any(t.p_value <= self.settings.fdr and self.settings.large_enough(t) for t in tests.tested)
         posted = None if queued is None else queued.kind
         return Night(day, len(tests.tested), [t.key for t in tests.alerts], posted, alone)
 
@@ -261,6 +280,15 @@ QUIET = {
 DROPS = {
     "drop-all-5pt": dict(drop_slice=None, drop_points=0.05, within=1),
     "drop-slice-10pt": dict(drop_slice=3, drop_points=0.10, within=3),
+    # A rare failure doubles: 2 % of traces are refused, then 4 % in one slice of 300.
+    "drop-rare-2to4": dict(
+        drop_slice=1,
+        drop_points=0.02,
+        within=7,
+        drop_rate="refusal",
+        metric="refusal_rate",
+        traffic=dict(slices=4, per_slice=300, rates=Rates(refusal=0.02)),
+    ),
 }
 # One aberrant night (the retrieved-citation rate in all traffic at half its 90 %, or 10 points lower),
 # then the 5-point drop in all traffic 7 nights later: caught the same night although the aberrant night
@@ -305,14 +333,16 @@ def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict
 
 def drops(name: str, history: str, replicates: int, settings: DropSettings, workdir: Path) -> dict:
     spec = DROPS[name]
-    base = Traffic(jitter=0.1) if history == "jittered" else Traffic()
+    shape = spec.get("traffic", {})
+    base = Traffic(jitter=0.1 if history == "jittered" else 0.0, **shape)
     folder = workdir / f"{name}-{history}"
     folder.mkdir(parents=True)
-    nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
+    nightly = Nightly(folder / "main", _evidence(workdir, base), base.slices * base.per_slice, settings)
     delays: list[int | None] = []
-    any_alert = 0
+    within = spec["within"]
+    metric = spec.get("metric", DROPPED)
     wanted = (
-        f"{DROPPED}@{'all traffic' if spec['drop_slice'] is None else 'slice=s' + str(spec['drop_slice'])}"
+        f"{metric}@{'all traffic' if spec['drop_slice'] is None else 'slice=s' + str(spec['drop_slice'])}"
     )
     index = 0
     for fork_at in _fork_nights(replicates):
@@ -320,19 +350,24 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
             nightly.night(index, base.day_lines(index))
             index += 1
         dropped = replace(
-            base, drop_from=fork_at, drop_slice=spec["drop_slice"], drop_points=spec["drop_points"]
+            base,
+            drop_from=fork_at,
+            drop_slice=spec["drop_slice"],
+            drop_points=spec["drop_points"],
+            drop_rate=spec.get("drop_rate", "valid"),
         )
         branch = nightly.fork(folder / f"fork-{fork_at}")
         delay = None
-        for offset in range(3):
+        for offset in range(max(3, within)):
             night = branch.night(fork_at + offset, dropped.day_lines(fork_at + offset))
-            any_alert += offset == 0 and bool(night.alerts)
-            if delay is None and night.posted == "regression" and wanted in night.alerts:
+            if night.posted == "regression" and wanted in night.alerts:
                 delay = offset
+                break
         shutil.rmtree(folder / f"fork-{fork_at}")
         delays.append(delay)
-    within = spec["within"]
     detected = [d for d in delays if d is not None]
+    caught = sum(d < within for d in detected)
+    low, high = _wilson(caught, replicates)
     return {
         "scenario": name,
         "history": history,
@@ -340,9 +375,10 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
         "wanted": wanted,
         "same_night": round(sum(d == 0 for d in detected) / replicates, 3),
         "within_2_nights": round(sum(d <= 1 for d in detected) / replicates, 3),
-        "within_3_nights": round(len(detected) / replicates, 3),
+        "within_3_nights": round(sum(d <= 2 for d in detected) / replicates, 3),
+        f"within_{within}_nights_95ci": [round(caught / replicates, 3), round(low, 3), round(high, 3)],
         "target": f"within {within} night(s) >= 0.8",
-        "meets_target": sum(d < within for d in detected) / replicates >= 0.8,
+        "meets_target": caught / replicates >= 0.8,
         "mean_delay_nights": round(float(np.mean(detected)) + 1, 2) if detected else None,
     }
 
@@ -427,10 +463,14 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel processes")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument(
-        "--set", nargs="*", default=[], metavar="NAME=VALUE", help="override drop-test settings (fdr=0.03 …)"
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override drop-test settings, values in JSON (fdr=0.03, min_relative_change=null …)",
     )
     args = parser.parse_args()
-    overrides = dict(item.split("=", 1) for item in args.set)
+    overrides = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)}
     settings = DropSettings.model_validate({**committed_config().production.model_dump(), **overrides})
     jobs = [("quiet", (name, args.nights), settings.model_dump_json()) for name in QUIET]
     jobs += [

@@ -11,7 +11,9 @@ gates:                                        # any metric by name; min or max
 slice_gate: {min_rate: 0.95, min_n: 1}        # releasable rate per slice
 production:                                   # the nightly drop tests (scoring.significance)
   fdr: 0.03                                   # false-discovery rate over one night's tests
-  min_drop: 0.02                              # smallest worsening that alerts, in rate points
+  min_drop: 0.02                              # smallest worsening that alerts, in rate points,
+  min_relative_change: 0.5                    # or growth of the failure share, relative to itself
+  effect: {refusal_rate: {min_drop: 0.01}}    # per rate, overriding either
 alerts:
   runbook:                                    # one line per stream, shown in every alert of it
     release: "Open the slice report; fix the first failed stage first."

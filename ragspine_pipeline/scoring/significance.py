@@ -51,8 +51,15 @@ Each test reports its adjusted p-value (``q_value``); a test is significant when
 change every test is a true null, and the procedure then keeps the chance of *any* alert in a night at
 or below ``fdr`` (for independent or positively dependent tests, as a slice and all traffic are).
 
-A significant test alerts only when the rate is worse by at least ``min_drop`` (absolute, in rate points)
-— a real but tiny change pages nobody. Rates are tested only when tonight's window and the trailing window
+A significant test alerts only when the change is large enough — a real but tiny change pages nobody.
+With ``d`` = ``worse_by`` (how much worse, in rate points) and ``f`` the trailing *failure share* (``1 − x``
+for a rate where lower is worse, ``x`` where higher is worse; ``d`` is also how much the failure share
+grew), it alerts when ``d ≥ min_drop`` or, with a ``min_relative_change`` r set, ``d > 0`` and ``d ≥ r·f``
+(the failure share grew by at least r of itself; a share that was 0 and grew counts). The absolute
+threshold alone would hide a doubling of a rare failure (2 % → 4 % is worse by exactly the default two
+points); the relative one alone would page on a tiny move of a common one. Both can be set per rate
+(``effect``). The thresholds only filter significant tests, so the false-discovery guarantee above holds
+whatever they are. Rates are tested only when tonight's window and the trailing window
 each hold at least ``min_n`` (effective) observations and at least ``min_days`` trailing nights exist;
 every other rate is listed as untested with the reason, never silently skipped.
 
@@ -71,7 +78,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import date, timedelta
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from ragspine_pipeline.metrics import family
 from ragspine_pipeline.scoring.random_effects import (
@@ -95,6 +102,24 @@ METHOD = (
 )
 
 
+class EffectThresholds(BaseModel):
+    """One rate's own effect thresholds (``production: {effect: {<rate>: ...}}``); a key left out takes the
+    default of the section, ``min_relative_change: null`` turns the relative threshold off for the rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_drop: float | None = Field(default=None, strict=True, ge=0, le=1, allow_inf_nan=False)
+    min_relative_change: float | None = Field(default=None, strict=True, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _given(self) -> EffectThresholds:
+        if not self.model_fields_set:
+            raise ValueError("give min_drop or min_relative_change (or both)")
+        if "min_drop" in self.model_fields_set and self.min_drop is None:
+            raise ValueError("min_drop must be a number (leave it out to use the section's)")
+        return self
+
+
 class DropSettings(BaseModel):
     """How the nightly drop tests are run (the ``production:`` section of the gates config)."""
 
@@ -109,6 +134,17 @@ class DropSettings(BaseModel):
         ge=0,
         le=1,
         description="smallest worsening that alerts (0.02: two rate points)",
+    )
+    min_relative_change: float | None = Field(
+        default=0.5,
+        strict=True,
+        ge=0,
+        allow_inf_nan=False,
+        description="or smallest growth of the failure share that alerts, relative to itself (0.5: by half; "
+        "null: off)",
+    )
+    effect: dict[str, EffectThresholds] = Field(
+        default_factory=dict, description="per-rate min_drop / min_relative_change overriding the above"
     )
     window: int = Field(
         default=14, ge=1, strict=True, description="trailing nights the level is estimated from"
@@ -136,6 +172,44 @@ class DropSettings(BaseModel):
         allow_inf_nan=False,
         description="weight of an all-traffic test relative to a slice test",
     )
+
+    @field_validator("effect")
+    @classmethod
+    def _known_rates(cls, effect: dict[str, EffectThresholds]) -> dict[str, EffectThresholds]:
+        unknown = sorted(set(effect) - set(WORSE_WHEN))
+        if unknown:
+            raise ValueError(
+                f"unknown production rate {unknown[0]!r}; the rates tested nightly: {', '.join(WORSE_WHEN)}"
+            )
+        return effect
+
+    @field_serializer("effect")
+    def _as_given(self, effect: dict[str, EffectThresholds]) -> dict[str, dict]:
+        # Only the keys a rate sets: a key left out inherits, so a dump must read back the same.
+        return {metric: own.model_dump(exclude_unset=True) for metric, own in effect.items()}
+
+    def thresholds(self, metric: str) -> tuple[float, float | None]:
+        """``(min_drop, min_relative_change)`` for ``metric``: its own ``effect`` entry, else the defaults."""
+        own = self.effect.get(metric)
+        if own is None:
+            return self.min_drop, self.min_relative_change
+        given = own.model_fields_set
+        return (
+            own.min_drop if "min_drop" in given else self.min_drop,
+            own.min_relative_change if "min_relative_change" in given else self.min_relative_change,
+        )
+
+    def large_enough(self, test: DropTest) -> bool:
+        """Is the change of ``test`` big enough to alert when significant: worse by at least ``min_drop``,
+        or its failure share grew (``worse_by > 0``) by at least ``min_relative_change`` of the trailing
+        failure share (the module docstring)?"""
+        if test.worse_by is None or test.trailing is None:
+            return False
+        min_drop, relative = self.thresholds(test.metric)
+        if test.worse_by >= min_drop:
+            return True
+        failure_share = test.trailing if WORSE_WHEN[test.metric] == "higher" else 1.0 - test.trailing
+        return relative is not None and test.worse_by > 0 and test.worse_by >= relative * failure_share
 
     @model_validator(mode="after")
     def _windows(self) -> DropSettings:
@@ -386,20 +460,23 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
     for i, q_value in zip(tested, q, strict=True):
         test = tests[i]
         significant = bool(q_value <= settings.fdr)
-        big_enough = test.worse_by is not None and test.worse_by >= settings.min_drop
+        big_enough = settings.large_enough(test)
         out[i] = replace(
             test,
             q_value=float(q_value),
             significant=significant,
             alert=significant and big_enough,
-            reason=test.reason
-            if big_enough or not significant
-            else f"significant, but worse by less than min_drop {settings.min_drop:g}",
+            reason=test.reason if big_enough or not significant else _too_small(test, settings),
         )
     return out
 
 
-# -- statistics ------------------------------------------------------------------------------------
+def _too_small(test: DropTest, settings: DropSettings) -> str:
+    min_drop, relative = settings.thresholds(test.metric)
+    reason = f"significant, but worse by less than min_drop {min_drop:g}"
+    if relative is not None:
+        reason += f" and its failure share grew by less than min_relative_change {relative:g} of itself"
+    return reason
 
 
 # -- reading daily summaries -----------------------------------------------------------------------

@@ -76,8 +76,10 @@ def test_with_no_change_at_most_one_night_in_thirty_alerts_although_each_night_r
     alarms = [night.day for night in nights if night.alerts]
     assert len(alarms) <= 10, alarms  # ≤ 1 in 30 (measured on this seed: see the assertion message)
     # Without the night's multiple-comparison control the same tests would alarm on most nights.
-    level, min_drop = DropSettings().fdr, DropSettings().min_drop
-    unadjusted = sum(any(t.p_value <= level and t.worse_by >= min_drop for t in n.tested) for n in nights)
+    settings = DropSettings()
+    unadjusted = sum(
+        any(t.p_value <= settings.fdr and settings.large_enough(t) for t in n.tested) for n in nights
+    )
     assert unadjusted >= 150, unadjusted
 
 
@@ -287,6 +289,91 @@ def test_a_significant_change_smaller_than_min_drop_does_not_alert():
     [one_night] = [t for t in night.tests if t.nights == 1]
     assert one_night.significant and not one_night.alert and "min_drop" in one_night.reason
     assert drop_tests(summary(TODAY, (890_000, 1_000_000)), history, DropSettings(min_drop=0.005)).alerts
+
+
+def refusals(day: date, x: int, n: int = 1000) -> dict:
+    return {"day": day.isoformat(), "metrics": {"refusal_rate": {"value": x / n, "n": n, "successes": x}}}
+
+
+# Refusals (higher is worse: the failure share is the rate itself) at 2 % for four weeks, then 3.9 %:
+# nearly doubled, significant, and worse by 1.9 points, less than the default min_drop of two.
+RARE_HISTORY = [refusals(TODAY - timedelta(days=d), 19 + d % 3) for d in range(1, 29)]
+RARE_TONIGHT = refusals(TODAY, 39)
+
+
+def one_night(settings: DropSettings):
+    [test] = [t for t in drop_tests(RARE_TONIGHT, RARE_HISTORY, settings).tests if t.nights == 1]
+    return test
+
+
+def test_a_significant_doubling_of_a_rare_failure_alerts_by_its_relative_growth():
+    absolute_only = one_night(DropSettings(min_relative_change=None))
+    assert absolute_only.significant and absolute_only.worse_by == pytest.approx(0.019, abs=0.001)
+    assert not absolute_only.alert
+    assert absolute_only.reason == "significant, but worse by less than min_drop 0.02"
+    relative = one_night(DropSettings(min_relative_change=0.5))  # grew by ~95 % of itself
+    assert relative.alert and relative.q_value == absolute_only.q_value  # the threshold only filters
+    too_high = one_night(DropSettings(min_relative_change=1.0))
+    assert not too_high.alert and too_high.reason == (
+        "significant, but worse by less than min_drop 0.02 and its failure share grew by less than "
+        "min_relative_change 1 of itself"
+    )
+    # For a rate where lower is worse the failure share is 1 − rate: 90 % → 89 % is 10 % → 11 %.
+    history = [summary(TODAY - timedelta(days=d), (900_000, 1_000_000)) for d in range(1, 29)]
+    night = drop_tests(summary(TODAY, (890_000, 1_000_000)), history, DropSettings(min_relative_change=0.05))
+    assert [(t.metric, t.nights) for t in night.alerts] == [("production_compliance", 1)]
+    assert not drop_tests(summary(TODAY, (890_000, 1_000_000)), history).alerts  # 10 % of 10 % < 0.5
+
+
+def test_a_rate_of_its_own_overrides_the_default_effect_thresholds():
+    off = {"refusal_rate": {"min_relative_change": None}}
+    assert not one_night(DropSettings(effect=off)).alert  # the default 0.5 would alert
+    assert one_night(DropSettings(effect={"production_compliance": {"min_drop": 0.5}})).alert  # another rate
+    lower = DropSettings(min_relative_change=None, effect={"refusal_rate": {"min_drop": 0.01}})
+    assert lower.thresholds("refusal_rate") == (0.01, None) and one_night(lower).alert
+    assert lower.thresholds("lexical_faithfulness") == (0.02, None)
+    partial = DropSettings.model_validate({"effect": {"refusal_rate": {"min_drop": 0.01}}})
+    assert partial.thresholds("refusal_rate") == (0.01, 0.5)  # the key left out keeps the default
+    assert DropSettings.model_validate_json(partial.model_dump_json()) == partial
+
+
+@pytest.mark.parametrize(
+    ("production", "message"),
+    [
+        ("effect: {refusal: {min_drop: 0.01}}", "field 'production.effect': Value error, unknown production "
+         "rate 'refusal'; the rates tested nightly: refusal_rate, "),
+        ("effect: {refusal_rate: {}}", "give min_drop or min_relative_change (or both)"),
+        ("effect: {refusal_rate: {min_drop: null}}", "min_drop must be a number"),
+        ("effect: {refusal_rate: {min_ratio: 0.5}}", "field 'production.effect.refusal_rate.min_ratio'"),
+        ("min_relative_change: -0.5", "field 'production.min_relative_change': Input should be greater"),
+        ('min_relative_change: "0.5"', "field 'production.min_relative_change'"),
+        ("min_relative_change: .inf", "field 'production.min_relative_change'"),
+    ],
+)  # fmt: skip
+def test_effect_thresholds_in_the_gates_config_are_checked_in_one_line(tmp_path, production, message):
+    from ragspine_pipeline.decision.config import load_config
+    from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
+    from ragspine_pipeline.errors import InputError
+
+    path = tmp_path / "gates.yaml"
+    path.write_text(f"production:\n  {production}\n")
+    with pytest.raises(InputError) as error:
+        load_config(path, KNOWN_METRICS)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_effect_thresholds_are_read_from_the_gates_config(tmp_path):
+    from ragspine_pipeline.decision.config import load_config
+    from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
+
+    path = tmp_path / "gates.yaml"
+    path.write_text(
+        "production:\n  min_relative_change: null\n  effect:\n"
+        "    refusal_rate: {min_drop: 0.01, min_relative_change: 0.25}\n"
+    )
+    settings = load_config(path, KNOWN_METRICS).production
+    assert settings.thresholds("refusal_rate") == (0.01, 0.25)
+    assert settings.thresholds("retrieved_citation_rate") == (0.02, None)
 
 
 def test_rates_without_enough_history_or_observations_are_listed_with_the_reason():
