@@ -153,7 +153,8 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 "no_significant_drop",
                 asset=metrics_key,
                 description="no rate is significantly worse than over its trailing nights, by at least "
-                "min_drop, with false discoveries controlled over the night's tests (WARN, never blocks)",
+                "min_drop or by min_relative_change of its failure share, with false discoveries "
+                "controlled over the night's tests (WARN, never blocks)",
             ),
             dg.AssetCheckSpec(
                 "production_alert", asset=metrics_key, description="announce drops or their recovery"
@@ -230,6 +231,9 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 "tested": len(night.tested),
                 "fdr": settings.fdr,
                 "min_drop": settings.min_drop,
+                "min_relative_change": "off"
+                if settings.min_relative_change is None
+                else settings.min_relative_change,
             },
         )
         alert = drop_alert(
@@ -269,8 +273,13 @@ def drop_table(night: NightTests) -> str:
     settings = night.settings
     note = (
         f"\n\n{len(rows)} tests, false-discovery rate {settings.fdr:g} over all of them, alerts from "
-        f"{100 * settings.min_drop:g} points worse; {untested} rate(s) not tested (the summary JSON says "
-        "why)."
+        f"{100 * settings.min_drop:g} points worse"
+        + (
+            ""
+            if settings.min_relative_change is None
+            else f" or a failure share grown by {settings.min_relative_change:g} of itself"
+        )
+        + f"; {untested} rate(s) not tested (the summary JSON says why)."
     )
     return markdown_table(header, rows) + note
 

@@ -18,7 +18,8 @@ test estimates it from 28 nights), and the night's Benjamini–Hochberg control 
 ``α = fdr / tests`` — what BH gives one rate that drops among ``tests`` tests that do not (slightly
 conservative: a second rejection would loosen it). ``tests`` is the night's test count divided by the
 test's normalised weight (all-traffic tests weigh ``all_traffic_weight``); give ``α`` instead when known.
-An alert also needs the drop to reach ``min_drop``; the figures here are the statistical limit.
+An alert also needs the drop to reach ``min_drop`` (or ``min_relative_change`` of the failure share);
+the figures here are the statistical limit.
 
 **The release gate's paired baseline test** (``decision.paired``) on a golden set of ``n`` cases. Model:
 each case independently regresses (passed in the baseline run, fails now) with probability ``f + d`` and
