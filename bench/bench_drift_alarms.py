@@ -77,6 +77,7 @@ from ragspine_pipeline.defs.resources import committed_config  # noqa: E402
 from ragspine_pipeline.files import write_jsonl  # noqa: E402
 from ragspine_pipeline.scoring.production import production_metrics  # noqa: E402
 from ragspine_pipeline.scoring.significance import DropSettings, drop_tests  # noqa: E402
+from ragspine_pipeline.scoring.stats import wilson  # noqa: E402
 from ragspine_pipeline.sources.sampling import sample_day  # noqa: E402
 from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
 
@@ -367,7 +368,7 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
         delays.append(delay)
     detected = [d for d in delays if d is not None]
     caught = sum(d < within for d in detected)
-    low, high = _wilson(caught, replicates)
+    low, high = wilson(caught, replicates)
     return {
         "scenario": name,
         "history": history,
@@ -405,7 +406,7 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
             dip_alerted += night_index == fork_at and wanted in night.alerts
         caught += wanted in night.alerts  # the drop's first night
         shutil.rmtree(folder / f"fork-{fork_at}")
-    low, high = _wilson(caught, replicates)
+    low, high = wilson(caught, replicates)
     return {
         "scenario": name,
         "history": history,
@@ -417,14 +418,6 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
         "target": "same night >= 0.8",
         "meets_target": caught / replicates >= 0.8,
     }
-
-
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    """95 % Wilson interval of k successes in n."""
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return ci.low, ci.high
 
 
 def _fork_nights(replicates: int) -> Iterator[int]:

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from ragspine_pipeline.decision.paired import paired_test  # noqa: E402
 from ragspine_pipeline.scoring import power  # noqa: E402
 from ragspine_pipeline.scoring.significance import DropSettings, drop_tests  # noqa: E402
+from ragspine_pipeline.scoring.stats import wilson  # noqa: E402
 
 FIRST = date(2026, 1, 1)
 WINDOW = 14
@@ -115,13 +116,6 @@ CONFIGURATIONS = [
     Golden(50, 0.0),
     Golden(50, 0.05, strict=True),
 ]
-
-
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
 
 
 def main() -> None:
