@@ -75,8 +75,9 @@ from ragspine_pipeline.alerts.outbox import Outbox  # noqa: E402
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces  # noqa: E402
 from ragspine_pipeline.defs.resources import committed_config  # noqa: E402
 from ragspine_pipeline.files import write_jsonl  # noqa: E402
+from ragspine_pipeline.scoring.drop_settings import DropSettings  # noqa: E402
 from ragspine_pipeline.scoring.production import production_metrics  # noqa: E402
-from ragspine_pipeline.scoring.significance import DropSettings, drop_tests  # noqa: E402
+from ragspine_pipeline.scoring.significance import drop_tests  # noqa: E402
 from ragspine_pipeline.scoring.stats import wilson  # noqa: E402
 from ragspine_pipeline.sources.sampling import sample_day  # noqa: E402
 from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
@@ -121,15 +122,32 @@ class Traffic:
     drop_rate: str = "valid"  # the Rates field that worsens (valid: the retrieved-citation rate)
     dip_at: int | None = None  # one night on which the retrieved-citation rate is lower in every slice
     dip_points: float = 0.0
+    # A weekly traffic mix: each slice's share of the day's slices × per_slice traces on weekdays and on
+    # weekends (None: equal slices every day), and each slice's own retrieved-citation rate.
+    weekday_mix: tuple[float, ...] | None = None
+    weekend_mix: tuple[float, ...] | None = None
+    slice_valid: tuple[float, ...] | None = None
+    later_mix: tuple[float, ...] | None = None  # every day's mix from night ``drop_from`` on
+
+    def sizes(self, night: int) -> list[int]:
+        if self.weekday_mix is None:
+            return [self.per_slice] * self.slices
+        weekend = (FIRST + timedelta(days=night)).weekday() >= 5
+        mix = self.weekend_mix if weekend else self.weekday_mix
+        if self.later_mix is not None and self.drop_from is not None and night >= self.drop_from:
+            mix = self.later_mix
+        return [round(share * self.slices * self.per_slice) for share in mix]
 
     def day_lines(self, night: int) -> list[str]:
         rng = np.random.default_rng([SEED, night, self.slices, self.per_slice])
         day = (FIRST + timedelta(days=night)).isoformat()
         names = [f for f in Rates.__dataclass_fields__ if f != "unsound"]
-        base = np.array([getattr(self.rates, name) for name in names])
+        base = np.tile([getattr(self.rates, name) for name in names], (self.slices, 1))
+        if self.slice_valid is not None:
+            base[:, names.index("valid")] = np.array(self.slice_valid) / self.rates.cited
         shape = (1 if self.shared else self.slices, len(names))
         logit = np.log(base / (1 - base)) + rng.normal(0, self.jitter, shape) * (self.jitter > 0)
-        p = np.broadcast_to(1 / (1 + np.exp(-logit)), (self.slices, len(names))).copy()
+        p = 1 / (1 + np.exp(-logit))
         if self.drop_from is not None and night >= self.drop_from:
             rows = range(self.slices) if self.drop_slice is None else [self.drop_slice]
             for s in rows:
@@ -146,10 +164,10 @@ class Traffic:
         if night == self.dip_at:
             p[:, names.index("valid")] -= self.dip_points / self.rates.cited
         lines = []
-        for s in range(self.slices):
+        for s, size in enumerate(self.sizes(night)):
             prob = dict(zip(names, p[s], strict=True))
-            draws = rng.random((self.per_slice, 9))
-            for i in range(self.per_slice):
+            draws = rng.random((size, 9))
+            for i in range(size):
                 lines.append(_trace(f"{day}-{s}-{i}", f"s{s}", prob, self.rates.unsound, draws[i]))
         return lines
 
@@ -223,6 +241,10 @@ class Night:
     alerts: list[str]  # "metric@slice" of the alerting tests
     posted: str | None  # the kind of the alert the outbox queued, if any
     alone: bool  # would a test have alerted on its own (p <= fdr, large enough), without the control
+    opened: int = 0  # top-level regression messages (an incident opens)
+    replies: int = 0  # replies in an open incident's thread (a later night of it)
+    closed: int = 0  # recoveries (an incident closes)
+    notes: list[str] = field(default_factory=list)  # what the alerting tests say ("traffic mix changed")
 
 
 class Nightly:
@@ -234,6 +256,7 @@ class Nightly:
         self.evidence = load_evidence(evidence).table
         self.outbox = Outbox(folder / "alerts" / "outbox.jsonl")
         self.history: list[dict] = []
+        self.open: dict[str, str] = {}  # metric -> the top-level message of its open incident
 
     def night(self, index: int, lines: list[str]) -> Night:
         day = (FIRST + timedelta(days=index)).isoformat()
@@ -250,33 +273,73 @@ class Nightly:
         )  # the version keys the synthetic traces carry, as a deployment's config lists its own
         summary = {"day": day, **metrics.to_dict()}
         tests = drop_tests(summary, self.history, self.settings)
-        self.history = [*self.history[-(self.settings.variance_window + 3) :], summary]
+        self.history = [*self.history[-self.settings.history_nights :], summary]
         alert = drop_alert(day, [Drop.of(t) for t in tests.alerts], run_id=f"night-{index}")
+        size = self.outbox.path.stat().st_size if self.outbox.path.exists() else 0
         queued = self.outbox.observe(alert)
         shutil.rmtree(partition)  # the sample is what the nightly path keeps
         alone = any(t.p_value <= self.settings.fdr and self.settings.large_enough(t) for t in tests.tested)
         posted = None if queued is None else queued.kind
-        return Night(day, len(tests.tested), [t.key for t in tests.alerts], posted, alone)
+        result = Night(day, len(tests.tested), [t.key for t in tests.alerts], posted, alone)
+        result.notes = [f"{t.key}: {t.note}" for t in tests.alerts if t.note]
+        if queued is None:
+            return result
+        replied: set[str] = set()
+        closed: set[str] = set()
+        with self.outbox.path.open() as f:  # every part the night queued, as delivery would post it
+            f.seek(size)
+            for line in f:
+                event = json.loads(line)
+                if event.get("event") != "queued":
+                    continue
+                queued_alert = event["alert"]
+                metrics = queued_alert.get("incidents") or []
+                threads = {self.open[m] for m in metrics if m in self.open}
+                if queued_alert["kind"] == "recovered":
+                    closed |= threads
+                    for metric in metrics:
+                        self.open.pop(metric, None)
+                elif threads:
+                    replied |= threads
+                else:
+                    result.opened += 1
+                    self.open.update(dict.fromkeys(metrics, queued_alert["id"]))
+        # One night's parts for one thread are one reply (alerts.delivery), a recovery's too.
+        result.replies, result.closed = len(replied), len(closed)
+        return result
 
     def fork(self, folder: Path) -> Nightly:
         """The same deployment from here on, in another folder (its own store and outbox)."""
         folder.mkdir(parents=True, exist_ok=True)
+        if (self.folder / "alerts").exists():  # its outbox too: the open incidents go on in the fork
+            shutil.copytree(self.folder / "alerts", folder / "alerts")
         other = Nightly.__new__(Nightly)
         other.folder, other.sample_size, other.settings = folder, self.sample_size, self.settings
         other.store, other.evidence = folder / "traces", self.evidence
         other.outbox = Outbox(folder / "alerts" / "outbox.jsonl")
         other.history = list(self.history)
+        other.open = dict(self.open)
         return other
 
 
 # -- scenarios -------------------------------------------------------------------------------------
 
 
+# A weekly traffic mix: slice s0 (retrieved-citation rate 0.75, the others 0.90) carries 10 % of weekday
+# and 40 % of weekend traffic, so the all-traffic rate is 4.5 points lower every weekend.
+WEEKLY = dict(
+    slices=4,
+    per_slice=250,
+    weekday_mix=(0.1, 0.3, 0.3, 0.3),
+    weekend_mix=(0.4, 0.2, 0.2, 0.2),
+    slice_valid=(0.75, 0.90, 0.90, 0.90),
+)
 QUIET = {
     "quiet-8x1000": (lambda: Traffic(jitter=0.1), 1000),
     "quiet-8x1000-shared": (lambda: Traffic(jitter=0.1, shared=True), 1000),
     "quiet-8x1000-steady": (lambda: Traffic(), 1000),
     "quiet-demo": (lambda: DemoTraffic(), 200),
+    "quiet-weekly-mix": (lambda: Traffic(jitter=0.1, **WEEKLY), 1000),
 }
 DROPS = {
     "drop-all-5pt": dict(drop_slice=None, drop_points=0.05, within=1),
@@ -300,6 +363,16 @@ DIPS = {
     "dip-10pt-then-drop-5pt": dict(dip_points=0.10),
     "no-dip-then-drop-5pt": dict(dip_points=0.0),  # the control: the same nights without the bad one
 }
+# A new slice (s4, retrieved-citation rate 0.70) takes 20 % of the traffic from the fork on; no slice gets
+# worse, the all-traffic rate falls by 4 points: does its alert say the traffic mix changed?
+NEW_SLICE = dict(
+    slices=5,
+    per_slice=200,
+    weekday_mix=(0.25, 0.25, 0.25, 0.25, 0.0),
+    weekend_mix=(0.25, 0.25, 0.25, 0.25, 0.0),
+    later_mix=(0.2, 0.2, 0.2, 0.2, 0.2),
+    slice_valid=(0.90, 0.90, 0.90, 0.90, 0.70),
+)
 
 
 def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict:
@@ -317,15 +390,24 @@ def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict
             judged.append(night)
     seconds = time.perf_counter() - start
     alarms = [n for n in judged if n.alerts]
-    posts = [n for n in judged if n.posted]
+    by_type = {}
+    for kind, weekend in (("weekend", True), ("weekday", False)):
+        of_type = [n for n in judged if (date.fromisoformat(n.day).weekday() >= 5) == weekend]
+        alarmed = sum(bool(n.alerts) for n in of_type)
+        low, high = wilson(alarmed, len(of_type))
+        share = alarmed / len(of_type)
+        by_type[f"alerting_{kind}_nights_pct_95ci"] = [round(100 * x, 2) for x in (share, low, high)]
     return {
         "scenario": name,
         "nights": nights,
         "tests_per_night": round(float(np.mean([n.tested for n in judged])), 1),
         "alerting_nights": len(alarms),
         "alerting_nights_per_30": round(30 * len(alarms) / nights, 2),
-        "posts": len(posts),
-        "posts_per_30": round(30 * len(posts) / nights, 2),
+        **by_type,
+        "regression_posts": sum(n.opened for n in judged),
+        "regression_posts_per_30": round(30 * sum(n.opened for n in judged) / nights, 2),
+        "thread_replies": sum(n.replies for n in judged),
+        "recoveries": sum(n.closed for n in judged),
         "each_test_alone_per_30": round(30 * sum(n.alone for n in judged) / nights, 2),
         "alarms": [(n.day, n.alerts) for n in alarms],
         "seconds_per_night": round(seconds / (WARMUP + nights), 3),
@@ -392,6 +474,7 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
     nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
     wanted = f"{DROPPED}@all traffic"
     caught, dip_alerted, index = 0, 0, 0
+    posts, recoveries, tidy = [], [], 0  # of the aberrant night's incident, before the drop
     for fork_at in _fork_nights(replicates):
         while index < fork_at:
             nightly.night(index, base.day_lines(index))
@@ -401,12 +484,19 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
             base, dip_at=fork_at, dip_points=spec["dip_points"], drop_from=drop_at, drop_points=0.05
         )
         branch = nightly.fork(folder / f"fork-{fork_at}")
+        opened = closed = 0
         for night_index in range(fork_at, drop_at + 1):
             night = branch.night(night_index, traffic.day_lines(night_index))
             dip_alerted += night_index == fork_at and wanted in night.alerts
+            if night_index < drop_at:
+                opened, closed = opened + night.opened, closed + night.closed
         caught += wanted in night.alerts  # the drop's first night
+        posts.append(opened)
+        recoveries.append(closed)
+        tidy += opened <= 1 and closed <= 1
         shutil.rmtree(folder / f"fork-{fork_at}")
     low, high = wilson(caught, replicates)
+    tidy_low, tidy_high = wilson(tidy, replicates)
     return {
         "scenario": name,
         "history": history,
@@ -417,6 +507,42 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
         "same_night_95ci": [round(low, 3), round(high, 3)],
         "target": "same night >= 0.8",
         "meets_target": caught / replicates >= 0.8,
+        # From the aberrant night to the night before the drop (7 nights): top-level regression
+        # messages and recoveries, and the share of histories with at most one of each.
+        "regression_posts_mean": round(float(np.mean(posts)), 2),
+        "regression_posts_max": int(max(posts)),
+        "recoveries_mean": round(float(np.mean(recoveries)), 2),
+        "at_most_1_post_and_1_recovery_95ci": [round(x, 3) for x in (tidy / replicates, tidy_low, tidy_high)],
+    }
+
+
+def new_slice(name: str, history: str, replicates: int, settings: DropSettings, workdir: Path) -> dict:
+    """A new, worse slice takes a fifth of the traffic: is the all-traffic alert said to be the mix's?"""
+    base = Traffic(jitter=0.1 if history == "jittered" else 0.0, **NEW_SLICE)
+    folder = workdir / f"{name}-{history}"
+    folder.mkdir(parents=True)
+    nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
+    wanted = f"{DROPPED}@all traffic"
+    alerted = said = index = 0
+    for fork_at in _fork_nights(replicates):
+        while index < fork_at:
+            nightly.night(index, base.day_lines(index))
+            index += 1
+        traffic = replace(base, drop_from=fork_at)
+        branch = nightly.fork(folder / f"fork-{fork_at}")
+        for offset in range(3):
+            night = branch.night(fork_at + offset, traffic.day_lines(fork_at + offset))
+            if wanted in night.alerts:
+                alerted += 1
+                said += any(n.startswith(wanted) and "slice=s4 grew from 0.0 %" in n for n in night.notes)
+                break
+        shutil.rmtree(folder / f"fork-{fork_at}")
+    return {
+        "scenario": name,
+        "history": history,
+        "replicates": replicates,
+        "all_traffic_alerted_within_3_nights": round(alerted / replicates, 3),
+        "of_which_say_mix_changed_naming_the_slice": round(said / alerted, 3) if alerted else None,
     }
 
 
@@ -443,6 +569,8 @@ def _run(job: tuple) -> dict:
             return quiet(*args, settings=settings, workdir=Path(tmp))
         if kind == "after_dip":
             return after_dip(*args, settings=settings, workdir=Path(tmp))
+        if kind == "new_slice":
+            return new_slice(*args, settings=settings, workdir=Path(tmp))
         return drops(*args, settings=settings, workdir=Path(tmp))
 
 
@@ -474,6 +602,10 @@ def main() -> int:
     jobs += [
         ("after_dip", (name, history, args.replicates), settings.model_dump_json())
         for name in DIPS
+        for history in ("steady", "jittered")
+    ]
+    jobs += [
+        ("new_slice", ("new-slice-worse", history, args.replicates), settings.model_dump_json())
         for history in ("steady", "jittered")
     ]
     if args.only:

@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from ragspine_pipeline.decision.paired import paired_test  # noqa: E402
 from ragspine_pipeline.scoring import power  # noqa: E402
-from ragspine_pipeline.scoring.significance import DropSettings, drop_tests  # noqa: E402
+from ragspine_pipeline.scoring.drop_settings import DropSettings  # noqa: E402
+from ragspine_pipeline.scoring.significance import drop_tests  # noqa: E402
 from ragspine_pipeline.scoring.stats import wilson  # noqa: E402
 
 FIRST = date(2026, 1, 1)

@@ -85,7 +85,12 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
     reports: str | None = Field(default=None, description="default: var/<name>/reports")
     work: str | None = Field(default=None, description="default: var/<name>/work")
     s3_endpoint_url: str | None = None
-    sample_size: int = Field(default=200, ge=1, description="production traces scored per night")
+    sample_size: int = Field(
+        default=200,
+        ge=1,
+        description="production traces scored per night (with a production.sample target in the gates "
+        "config: the fewest, the target sizes the night above it)",
+    )
     nightly_at: str = Field(default="02:00", description="HH:MM UTC of the nightly run")
     replay_max_failed_share: float = Field(default=0.0, ge=0, le=1)
     alerts: AlertSettings = Field(default_factory=AlertSettings)

@@ -21,11 +21,11 @@ from ragspine_pipeline.decision.gates import (
 from ragspine_pipeline.judge.prompts import JUDGED_METRICS
 from ragspine_pipeline.judge.prompts import METRICS as JUDGE_PROMPTS
 from ragspine_pipeline.metrics import METRICS, Scope
+from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
 from ragspine_pipeline.scoring.grounded import METRICS as GROUNDED
 from ragspine_pipeline.scoring.layered import RATIO_DENOMINATORS
 from ragspine_pipeline.scoring.production import METRIC_NAMES as PRODUCTION
 from ragspine_pipeline.scoring.qa_gates import GATES as QA_GATES
-from ragspine_pipeline.scoring.significance import WORSE_WHEN
 
 NAMES = [m.name for m in METRICS]
 ALIASES = {alias for m in METRICS for alias in m.other_names()}

@@ -204,7 +204,12 @@ def _drop_table(drops: list[Drop]) -> str:
                 _p(d.q_value),
             )
         )
-    return _code(table) + _more(len(drops), TABLE_ROWS, "drop", prose=True)
+    notes = [f"{d.metric} @ {d.slice}: {d.note}" for d in drops[:TABLE_ROWS] if d.note]
+    return (
+        _code(table)
+        + "".join(f"\n{_escape(note)}" for note in notes)
+        + _more(len(drops), TABLE_ROWS, "drop", prose=True)
+    )
 
 
 def _code(table: list[tuple[str, ...]]) -> str:
@@ -244,7 +249,7 @@ def _drop_text(d: Drop) -> str:
     return (
         f"{d.metric} @ {d.slice} {d.current:.4f} ({window}, n={d.current_n}) vs {d.trailing:.4f} over "
         f"{d.trailing_days} trailing nights (n={d.trailing_n}): {100 * d.worse_by:.1f} points worse, "
-        f"p {_p(d.p_value)}, q {_p(d.q_value)}"
+        f"p {_p(d.p_value)}, q {_p(d.q_value)}" + (f" ({d.note})" if d.note else "")
     )
 
 

@@ -78,6 +78,7 @@ class Drop(BaseModel):
     worse_by: float  # rate points, in the metric's own direction
     p_value: float
     q_value: float  # adjusted over the night's tests
+    note: str | None = None  # "traffic mix changed: …" when the mix-adjusted rate did not drop
 
     @property
     def name(self) -> str:

@@ -326,6 +326,12 @@ def _add_plan(commands: Any) -> None:
     )
     parser.add_argument("--nightly", action="store_true", help="plan for the nightly drop test")
     parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="gates config (YAML): the nightly test's fdr and window and its production.sample target, "
+        "the paired alpha and margin",
+    )
+    parser.add_argument(
         "--sample-size", type=_POSITIVE, metavar="N", help="traces scored a night (default 200)"
     )
     parser.add_argument(

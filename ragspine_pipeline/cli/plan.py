@@ -1,19 +1,27 @@
 """``ragspine-eval plan``: what a golden set or a nightly sample can detect, one line per configuration.
 
-The figures come from ``scoring.power`` (the models are stated there). Exit codes: 0 planned, 2 unusable
-input (``main`` prints the one line).
+The figures come from ``scoring.power`` (the models are stated there). With ``--config`` (a gates
+config) the release gate's paired alpha and margin and the nightly test's fdr and window come from it
+(the options still win), and when its ``production:`` section sets a ``sample:`` target, a third line
+prints the nightly sample size that target implies at the given ``--rate`` and ``--tau2``
+(``scoring.power.target_sample_size``: capped by its ``max``, never below ``--sample-size``). Exit codes:
+0 planned, 2 unusable input (``main`` prints the one line).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from ragspine_pipeline.cli.args import EXIT_PASS, UsageError
 from ragspine_pipeline.contracts.columns import load_gold
 from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.scoring import power
-from ragspine_pipeline.scoring.significance import DropSettings
+from ragspine_pipeline.scoring.drop_settings import DropSettings
+
+if TYPE_CHECKING:
+    from ragspine_pipeline.decision.config import EvalConfig
 
 # The defaults the parser names in its help (``tests/cli/test_plan.py`` keeps the two equal).
 DEFAULT_SAMPLE_SIZE = 200  # ``RAGSPINE_SAMPLE_SIZE`` / the component's ``sample_size``
@@ -30,16 +38,31 @@ def run_plan(args: argparse.Namespace) -> int:
         raise UsageError("plan: --power must be between 0 and 1, exclusive")
     if args.drop is not None and args.drop <= 0:
         raise UsageError("plan: --drop must be above 0")
+    config = _config(args)
     if args.golden is not None or args.cases is not None:
-        print(_golden_line(args, target))
+        print(_golden_line(args, target, config))
     if args.nightly:
-        print(_nightly_line(args, target))
+        print(_nightly_line(args, target, config))
+        if config is not None and config.production.sample is not None:
+            print(_target_line(args, config))
     return EXIT_PASS
 
 
-def _golden_line(args: argparse.Namespace, target: float) -> str:
+def _config(args: argparse.Namespace) -> EvalConfig | None:
+    """The gates config of ``--config`` (None without one)."""
+    path = getattr(args, "config", None)
+    if path is None:
+        return None
+    from ragspine_pipeline.decision.config import load_config
+    from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
+    from ragspine_pipeline.metrics import Scope
+
+    return load_config(path, KNOWN_METRICS, Scope.WITH_REGISTRY)
+
+
+def _golden_line(args: argparse.Namespace, target: float, config: EvalConfig | None = None) -> str:
     cases = args.cases if args.golden is None else load_gold(args.golden).table.num_rows
-    settings = PairedSettings()
+    settings = PairedSettings() if config is None else config.paired
     flip = DEFAULT_FLIP_RATE if args.flip_rate is None else args.flip_rate
     if flip >= 0.5:
         raise UsageError("plan: --flip-rate must be below 0.5 (a share of cases in each direction)")
@@ -77,29 +100,11 @@ def _golden_line(args: argparse.Namespace, target: float) -> str:
     return f"with {cases:,} cases, drops under {_points_up(drop)} points are not reliably caught ({how})"
 
 
-def _nightly_line(args: argparse.Namespace, target: float) -> str:
-    defaults = DropSettings()
+def _nightly_line(args: argparse.Namespace, target: float, config: EvalConfig | None = None) -> str:
     n = DEFAULT_SAMPLE_SIZE if args.sample_size is None else args.sample_size
-    rate = DEFAULT_RATE if args.rate is None else args.rate
-    tau2 = 0.0 if args.tau2 is None else args.tau2
-    if rate <= 0 or not math.isfinite(tau2) or tau2 < 0:
-        raise UsageError("plan: --rate must be above 0 and --tau2 a number of at least 0")
-    if args.alpha is not None:
-        if not 0 < args.alpha < 1:
-            raise UsageError("plan: --alpha must be between 0 and 1, exclusive")
-        alpha, level = args.alpha, f"α = {args.alpha:.3g}"
-    else:
-        fdr = defaults.fdr if args.fdr is None else args.fdr
-        if not 0 < fdr < 1:
-            raise UsageError("plan: --fdr must be between 0 and 1, exclusive")
-        tests = power.NIGHTLY_TESTS if args.tests is None else args.tests
-        alpha, level = (
-            power.per_test_alpha(fdr, tests),
-            f"α = fdr {fdr:g} / {tests} tests = {fdr / tests:.3g}",
-        )
-    window = defaults.window if args.window is None else args.window
-    design = power.NightlyDesign(rate=rate, alpha=alpha, tau2=tau2, window=window)
-    how = f"{_percent(target)} power; one-sided test at {level}, τ² = {tau2:g}, {window} trailing nights"
+    design, how = _nightly_design(args, config)
+    how = f"{_percent(target)} power; {how}"
+    rate = design.rate
     if args.drop is not None:
         if args.drop > rate:
             raise UsageError(f"plan: --drop cannot exceed --rate ({rate:g})")
@@ -119,6 +124,60 @@ def _nightly_line(args: argparse.Namespace, target: float) -> str:
     return (
         f"with {n:,} traces a night at a rate of {_percent(rate)}, drops under {_points_up(drop)} points "
         f"are not reliably caught ({how})"
+    )
+
+
+def _nightly_design(args: argparse.Namespace, config: EvalConfig | None) -> tuple[power.NightlyDesign, str]:
+    """The nightly test the options (and the config's ``production:`` section) describe, and how, in
+    words."""
+    defaults = DropSettings() if config is None else config.production
+    rate = DEFAULT_RATE if args.rate is None else args.rate
+    tau2 = 0.0 if args.tau2 is None else args.tau2
+    if rate <= 0 or not math.isfinite(tau2) or tau2 < 0:
+        raise UsageError("plan: --rate must be above 0 and --tau2 a number of at least 0")
+    if args.alpha is not None:
+        if not 0 < args.alpha < 1:
+            raise UsageError("plan: --alpha must be between 0 and 1, exclusive")
+        alpha, level = args.alpha, f"α = {args.alpha:.3g}"
+    else:
+        fdr = defaults.fdr if args.fdr is None else args.fdr
+        if not 0 < fdr < 1:
+            raise UsageError("plan: --fdr must be between 0 and 1, exclusive")
+        tests = power.NIGHTLY_TESTS if args.tests is None else args.tests
+        alpha, level = (
+            power.per_test_alpha(fdr, tests),
+            f"α = fdr {fdr:g} / {tests} tests = {fdr / tests:.3g}",
+        )
+    window = defaults.window if args.window is None else args.window
+    design = power.NightlyDesign(rate=rate, alpha=alpha, tau2=tau2, window=window)
+    return design, f"one-sided test at {level}, τ² = {tau2:g}, {window} trailing nights"
+
+
+def _target_line(args: argparse.Namespace, config: EvalConfig) -> str:
+    """The nightly sample size ``production.sample`` implies at ``--rate`` and ``--tau2``."""
+    sample = config.production.sample
+    fixed = DEFAULT_SAMPLE_SIZE if args.sample_size is None else args.sample_size
+    design, how = _nightly_design(args, config)
+    of = f" of {sample.rate}" if sample.rate is not None else ""
+    goal = f"a {_points(sample.detect)}-point drop{of} with {_percent(sample.power)} power"
+    how = f"{how}; max {sample.max:,}, fixed size {fixed:,}"
+    size, reason, traces = power.target_sample_size(sample, design, fixed)
+    if reason == "unreachable":
+        best = power.nightly_best_drop(design, sample.power)
+        reach = "no drop" if best is None else f"{_points_up(best)} points"
+        return (
+            f"production.sample: at a rate of {_percent(design.rate)}, no nightly sample catches {goal}: "
+            f"the between-day variance alone hides it (best reachable: {reach}); {size:,} traces a night, "
+            f"the max ({how})"
+        )
+    why = {
+        "target": "what the target needs",
+        "floor": f"the fixed size; the target needs {traces:,}",
+        "capped": f"the max; the target needs {traces:,}",
+    }[reason]
+    return (
+        f"production.sample: {goal} at a rate of {_percent(design.rate)} → {size:,} traces a night "
+        f"({why}; {how})"
     )
 
 

@@ -6,6 +6,11 @@ exactly the sample one pass over the whole day gives (``sources.shards``). Malfo
 quarantined by the sampler (file and line named) and counted in metadata, never dropped silently.
 Each night's rates are tested against their trailing nights (``scoring.significance``); a significant
 drop is a WARN check and one alert, never a failed run.
+
+The night's sample size is ``RAGSPINE_SAMPLE_SIZE`` (the component's ``sample_size``), or, with a target
+in the gates config (``production: {sample: ...}``), the size the target needs given the previous
+nights' summaries (``scoring.power.nightly_sample_plan``): worked out once, when the day's shards are
+planned, and carried to every shard and the merge; the nightly asset states it and why.
 """
 
 import re
@@ -38,6 +43,7 @@ from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.redaction import redact_line, redact_trace
+from ragspine_pipeline.scoring.power import SamplePlan, nightly_sample_plan
 from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.refusal import mark_refusals
 from ragspine_pipeline.scoring.significance import NightTests, drop_tests
@@ -54,32 +60,38 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
     """The service's nightly `production_traces` (sampled in shards) and `production_metrics`."""
     metrics_key = service.key("production_metrics")
 
-    @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(list))
-    def plan_day_shards(context: dg.OpExecutionContext) -> Iterator[dg.DynamicOutput[list]]:
+    @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(dict))
+    def plan_day_shards(context: dg.OpExecutionContext) -> Iterator[dg.DynamicOutput[dict]]:
         """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
-        for a day without objects, so the merge still records the empty day). Only the listing is read;
-        the shards' reads are in the `trace_scan` pool."""
+        for a day without objects, so the merge still records the empty day), each with the night's
+        sample size (`night_sample_plan`). Only the listing is read; the shards' reads are in the
+        `trace_scan` pool."""
         trace_store, eval_files = service.trace_store, service.files
+        plan = night_sample_plan(service, context.partition_key)
+        log_sample_plan(plan, context.log)
         with user_errors():
             groups = plan_shards(trace_store.open(), context.partition_key, eval_files.production_shards)
         for number, objects in enumerate(groups or [[]]):
-            yield dg.DynamicOutput(objects, mapping_key=f"shard_{number}")
+            yield dg.DynamicOutput(
+                {"objects": objects, "sample_size": plan.size}, mapping_key=f"shard_{number}"
+            )
 
     @dg.op(name=service.node("sample_day_shard"), pool=TRACE_SCAN_POOL, retry_policy=SHARD_RETRIES)
-    def sample_day_shard(context: dg.OpExecutionContext, objects: list) -> dict:
+    def sample_day_shard(context: dg.OpExecutionContext, shard: dict) -> dict:
         """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
         counts and quarantined lines (redacted) — plain data, merged by `merge_day_sample`."""
         trace_store, eval_files = service.trace_store, service.files
         with user_errors():
-            return sample_shard(
+            result = sample_shard(
                 trace_store.open(),
                 context.partition_key,
-                objects,
-                n=eval_files.production_sample_size,
+                shard["objects"],
+                n=shard["sample_size"],
                 seed=eval_files.production_seed,
                 stratify=eval_files.production_stratify,
                 redact_text=redact_line,  # PII never reaches the quarantine
             )
+        return {**result, "sample_size": shard["sample_size"]}
 
     @dg.op(name=service.node("merge_day_sample"))
     def merge_day_sample(context: dg.OpExecutionContext, shards: list[dict]) -> dg.Output[pd.DataFrame]:
@@ -89,12 +101,13 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
         trace_store, eval_files = service.trace_store, service.files
         day = context.partition_key
         work = eval_files.work().child("production", f"dt={day}")
+        size = shards[0]["sample_size"] if shards else eval_files.production_sample_size
         with user_errors(), tempfile.TemporaryDirectory(prefix="ragspine-sample-") as scratch:
             quarantine = Path(scratch) / "quarantine.jsonl"
             sample = merge_shards(
                 day,
                 shards,
-                n=eval_files.production_sample_size,
+                n=size,
                 seed=eval_files.production_seed,
                 stratify=eval_files.production_stratify,
                 redact=redact_trace,  # PII never reaches the sample
@@ -125,6 +138,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 "quarantined": quarantined,
                 "quarantined_by_reason": dg.MetadataValue.json(counts["quarantined"]),
                 "sampled": counts["sampled"],
+                "sample_size": size,
                 "seed": eval_files.production_seed,
                 "redacted": dg.MetadataValue.json(counts.get("redacted", {})),
                 "allocation": dg.MetadataValue.json(sample.allocation or {}),
@@ -198,9 +212,12 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
             result["judge"] = {
                 key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
             }
-        history = recent_production_days(
-            eval_files, days=settings.variance_window + settings.recent_nights, before=day
-        )
+        history = recent_production_days(eval_files, days=settings.history_nights, before=day)
+        # The plan the shards were sampled with: the same function of the same earlier nights.
+        plan = nightly_sample_plan(history, settings, eval_files.production_sample_size)
+        if plan.warning is not None:
+            context.log.warning(plan.warning)
+        result["sample_size"] = plan.to_dict()
         night = drop_tests(result, history, settings)
         result["drop_tests"] = night.to_dict()
         with user_errors():
@@ -212,6 +229,10 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
             metric_rows(result),
             metadata={
                 "n": result["n"],
+                "sample_size": plan.size,
+                "sample_size_why": plan.line(),
+                "sample_plan": dg.MetadataValue.json(result["sample_size"]),
+                **({"sample_size_warning": plan.warning} if plan.warning is not None else {}),
                 "drop_tests": len(night.tested),
                 "alerting_drops": len(night.alerts),
                 "drops": dg.MetadataValue.md(drop_table(night)),
@@ -249,6 +270,27 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
         yield judge_check(judged, metrics_key)
 
     return [production_traces, production_metrics]
+
+
+def night_sample_plan(service: Service, day: str) -> SamplePlan:
+    """The sample size of ``day``: the fixed one (``RAGSPINE_SAMPLE_SIZE`` / the component's
+    ``sample_size``), or with ``production.sample`` in the gates config the size its target needs given
+    the summaries of the nights before ``day`` (the ones its drop tests read)."""
+    eval_files = service.files
+    with user_errors():
+        settings = service.config().production
+    if settings.sample is None:
+        return nightly_sample_plan([], settings, eval_files.production_sample_size)
+    history = recent_production_days(eval_files, days=settings.history_nights, before=day)
+    return nightly_sample_plan(history, settings, eval_files.production_sample_size)
+
+
+def log_sample_plan(plan: SamplePlan, log) -> None:
+    """The plan's line (info), and its warning when the target is out of reach."""
+    if plan.warning is not None:
+        log.warning(plan.warning)
+    else:
+        log.info(f"sample size: {plan.line()}")
 
 
 def drop_table(night: NightTests) -> str:

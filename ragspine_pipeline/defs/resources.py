@@ -82,7 +82,12 @@ class EvalFiles(dg.ConfigurableResource):
     extraction_baseline: str | None = Field(
         default=None, description="channel thresholds, path or s3://; only ratchet up"
     )
-    production_sample_size: int = Field(default=200, ge=1)
+    production_sample_size: int = Field(
+        default=200,
+        ge=1,
+        description="traces sampled a production day; with a production.sample target in the gates config "
+        "the floor of the size the target works out (defs.production.night_sample_plan)",
+    )
     production_seed: int = 7
     production_stratify: str | None = Field(
         default=None, description="tag dimension the daily sample is stratified on (None: not stratified)"

@@ -275,6 +275,7 @@ def _drops(day: Mapping) -> list[Failure]:
             f"over the {trailing} before"
             + (f", {100 * worse:.1f} points worse" if worse is not None else "")
             + (f" (q = {q:.2g})" if q is not None else "")
+            + (f"; {alert['note']}" if isinstance(alert.get("note"), str) else "")
         )
         out.append(Failure("production drop", str(alert.get("metric")), detail, False, "production"))
     return out

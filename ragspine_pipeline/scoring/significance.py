@@ -41,7 +41,26 @@ longer).
 ``y`` is tested one-sided: ``z = (μ̂ − y) / sqrt(v + τ² + 1/Σ w*)`` (sign flipped for rates where higher
 is worse), ``p = 1 − Φ(z)``. A slice too small for one night to say much is also tested over its last
 ``recent_nights`` nights pooled (counts added, between-day variance ``τ²/r``) against the ``window``
-nights before them: a sustained drop in a small slice shows within a few nights.
+nights before them, and over its last ``sustained_nights`` nights against the ``variance_window`` nights
+before them: a sustained drop in a small slice, or of a rare failure, shows within a few nights or at
+most a week. An earlier night of such a window more than ``SCREEN`` standard deviations from its level
+is not pooled (``pooled_nights``): it alerted on its own night, and pooled it would make every window
+that holds it look like a drop — one outage would stay an open incident for a week.
+
+**Weekly patterns.** Where a rate's history shows one — its weekend and weekday random-effects levels
+over the variance window differ at the two-sided ``WEEKLY_ALPHA`` (1 %), each over at least ``min_days``
+nights — the rate is compared day type to day type: τ² is estimated with one level per day type (its
+weekend and weekday nights are two series to the estimator) and tonight is compared with the last
+``window`` kept nights of its own type within the variance window (``by_day_type``); a pooled window
+spanning both types with the mix of both levels, weighted by their shares of its observations.
+Otherwise a weekend that differs would look like a drop every week and inflate τ² for every night.
+
+**A moving traffic mix.** Every all-traffic test carries, beside the raw rate, the rate at the
+reference mix (``mix_adjusted``, direct standardisation over the dimension whose mix moved most:
+``scoring.mix``), tested the same way but outside the night's family. When the raw rate alerts and
+its mix-adjusted twin would not have (not rejected at the level the raw test was, or not large enough)
+and the mix explains at least half the drop, the alert says "traffic mix changed: <slice> grew from a %
+to b %" (``note``).
 
 **Many tests a night.** All the night's tests (metrics × slices × the one- and multi-night windows) are one
 family, controlled with the weighted Benjamini–Hochberg procedure (Genovese, Roeder & Wasserman 2006) at
@@ -73,28 +92,27 @@ The error rates are measured by simulation through the whole nightly path in ``b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import date, timedelta
+from statistics import NormalDist
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from ragspine_pipeline.metrics import family
+from ragspine_pipeline.scoring.drop_settings import DAYS, WORSE_WHEN, DropSettings
+from ragspine_pipeline.scoring.mix import Mix, standardised, strata, trace_mix
 from ragspine_pipeline.scoring.random_effects import (
+    SCREEN,
     between_day_variance,
     variance_stabilised,
     weighted_bh,
 )
 
-# Every production proportion, and which way it worsens (the count of fabricating refusals by its rate
-# among refusals), from the registry (``ragspine_pipeline.metrics``).
-WORSE_WHEN = {
-    m.name: "higher" if m.lower_is_better else "lower"
-    for m in family("production")
-    if m.kind in ("rate", "count")
-}
 ALL_TRAFFIC = "all traffic"
+# A series' weekend and weekday levels differ (a weekly pattern) when their difference is significant
+# at this two-sided level over the variance window.
+WEEKLY_ALPHA = 0.01
 METHOD = (
     "random-effects test on the arcsine scale (DerSimonian–Laird between-day variance over the nights "
     "a robust 4-sigma screen keeps), "
@@ -102,122 +120,18 @@ METHOD = (
 )
 
 
-class EffectThresholds(BaseModel):
-    """One rate's own effect thresholds (``production: {effect: {<rate>: ...}}``); a key left out takes the
-    default of the section, ``min_relative_change: null`` turns the relative threshold off for the rate."""
+@dataclass(frozen=True)
+class MixAdjusted:
+    """The all-traffic rate standardised to the reference nights' mix of ``dimension``
+    (``scoring.mix``), tested like the raw rate; ``shift`` names the slice whose share moved most."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_drop: float | None = Field(default=None, strict=True, ge=0, le=1, allow_inf_nan=False)
-    min_relative_change: float | None = Field(default=None, strict=True, ge=0, allow_inf_nan=False)
-
-    @model_validator(mode="after")
-    def _given(self) -> EffectThresholds:
-        if not self.model_fields_set:
-            raise ValueError("give min_drop or min_relative_change (or both)")
-        if "min_drop" in self.model_fields_set and self.min_drop is None:
-            raise ValueError("min_drop must be a number (leave it out to use the section's)")
-        return self
-
-
-class DropSettings(BaseModel):
-    """How the nightly drop tests are run (the ``production:`` section of the gates config)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    fdr: float = Field(
-        default=0.03, gt=0, lt=1, strict=True, description="false-discovery rate over the night's tests"
-    )
-    min_drop: float = Field(
-        default=0.02,
-        strict=True,
-        ge=0,
-        le=1,
-        description="smallest worsening that alerts (0.02: two rate points)",
-    )
-    min_relative_change: float | None = Field(
-        default=0.5,
-        strict=True,
-        ge=0,
-        allow_inf_nan=False,
-        description="or smallest growth of the failure share that alerts, relative to itself (0.5: by half; "
-        "null: off)",
-    )
-    effect: dict[str, EffectThresholds] = Field(
-        default_factory=dict, description="per-rate min_drop / min_relative_change overriding the above"
-    )
-    window: int = Field(
-        default=14, ge=1, strict=True, description="trailing nights the level is estimated from"
-    )
-    variance_window: int = Field(
-        default=28,
-        ge=2,
-        strict=True,
-        description="trailing nights the between-day variance is estimated from",
-    )
-    recent_nights: int = Field(
-        default=3,
-        ge=1,
-        strict=True,
-        description="nights pooled by the multi-night test (1: one-night tests only)",
-    )
-    min_days: int = Field(
-        default=5, ge=2, strict=True, description="trailing nights needed before a rate is tested"
-    )
-    min_n: int = Field(default=100, ge=1, strict=True, description="observations needed tonight and trailing")
-    all_traffic_weight: float = Field(
-        default=4.0,
-        gt=0,
-        strict=True,
-        allow_inf_nan=False,
-        description="weight of an all-traffic test relative to a slice test",
-    )
-
-    @field_validator("effect")
-    @classmethod
-    def _known_rates(cls, effect: dict[str, EffectThresholds]) -> dict[str, EffectThresholds]:
-        unknown = sorted(set(effect) - set(WORSE_WHEN))
-        if unknown:
-            raise ValueError(
-                f"unknown production rate {unknown[0]!r}; the rates tested nightly: {', '.join(WORSE_WHEN)}"
-            )
-        return effect
-
-    @field_serializer("effect")
-    def _as_given(self, effect: dict[str, EffectThresholds]) -> dict[str, dict]:
-        # Only the keys a rate sets: a key left out inherits, so a dump must read back the same.
-        return {metric: own.model_dump(exclude_unset=True) for metric, own in effect.items()}
-
-    def thresholds(self, metric: str) -> tuple[float, float | None]:
-        """``(min_drop, min_relative_change)`` for ``metric``: its own ``effect`` entry, else the defaults."""
-        own = self.effect.get(metric)
-        if own is None:
-            return self.min_drop, self.min_relative_change
-        given = own.model_fields_set
-        return (
-            own.min_drop if "min_drop" in given else self.min_drop,
-            own.min_relative_change if "min_relative_change" in given else self.min_relative_change,
-        )
-
-    def large_enough(self, test: DropTest) -> bool:
-        """Is the change of ``test`` big enough to alert when significant: worse by at least ``min_drop``,
-        or its failure share grew (``worse_by > 0``) by at least ``min_relative_change`` of the trailing
-        failure share (the module docstring)?"""
-        if test.worse_by is None or test.trailing is None:
-            return False
-        min_drop, relative = self.thresholds(test.metric)
-        if test.worse_by >= min_drop:
-            return True
-        failure_share = test.trailing if WORSE_WHEN[test.metric] == "higher" else 1.0 - test.trailing
-        return relative is not None and test.worse_by > 0 and test.worse_by >= relative * failure_share
-
-    @model_validator(mode="after")
-    def _windows(self) -> DropSettings:
-        if self.variance_window < self.window:
-            raise ValueError("variance_window must be at least window")
-        if self.min_days > self.window:
-            raise ValueError("min_days cannot exceed window")
-        return self
+    dimension: str
+    current: float
+    trailing: float | None
+    worse_by: float | None
+    z: float | None
+    p_value: float | None
+    shift: str
 
 
 @dataclass(frozen=True)
@@ -247,6 +161,10 @@ class DropTest:
     alert: bool = False
     reason: str = "tested"  # "tested", or why not
     set_aside: int = 0  # trailing nights of the level window left out as aberrant
+    by_day_type: bool = False  # compared with trailing nights of its own day type (a weekly pattern)
+    pooled_nights: int = 1  # of the window's nights, those pooled (an earlier aberrant night is not)
+    mix_adjusted: MixAdjusted | None = None  # all traffic only: the rate at the reference traffic mix
+    note: str | None = None  # "traffic mix changed: …" when only the raw all-traffic rate alerts
 
     @property
     def tested(self) -> bool:
@@ -265,6 +183,12 @@ class DropTest:
             out[name] = None if out[name] is None else round(out[name], 4)
         for name in ("p_value", "q_value"):
             out[name] = None if out[name] is None else float(f"{out[name]:.4g}")
+        adjusted = out["mix_adjusted"]
+        if adjusted is not None:
+            for name in ("current", "trailing", "worse_by", "z"):
+                adjusted[name] = None if adjusted[name] is None else round(adjusted[name], 4)
+            p = adjusted["p_value"]
+            adjusted["p_value"] = None if p is None else float(f"{p:.4g}")
         return out
 
 
@@ -282,7 +206,7 @@ class NightTests:
 
     @property
     def alerts(self) -> list[DropTest]:
-        """The alerting tests, one per rate and slice (the smallest q-value when both windows alert),
+        """The alerting tests, one per rate and slice (the smallest q-value when several windows alert),
         worst first."""
         best: dict[str, DropTest] = {}
         for test in self.tests:
@@ -316,19 +240,40 @@ def drop_tests(today: dict, history: Sequence[dict], settings: DropSettings | No
     with the night's error control applied. See the module docstring for the model."""
     settings = settings or DropSettings()
     day = date.fromisoformat(today["day"])
-    oldest = (day - timedelta(days=settings.variance_window + settings.recent_nights)).isoformat()
+    oldest = (day - timedelta(days=settings.history_nights)).isoformat()
     by_day = {date.fromisoformat(d["day"]): d for d in history if oldest <= d.get("day", "") < today["day"]}
     by_day[day] = today
-    windows = [1] if settings.recent_nights == 1 else [1, settings.recent_nights]
+    reference = [day - timedelta(days=back) for back in range(1, settings.window + 1)]
+    mix = trace_mix(today, [by_day[d] for d in reference if d in by_day])
     tests = []
-    for nights in windows:
-        recent = [day - timedelta(days=back) for back in range(nights)]
+    for nights in settings.windows:
         first = day - timedelta(days=nights)  # the last trailing night
-        level = [first - timedelta(days=back) for back in range(settings.window)]
-        spread = [first - timedelta(days=back) for back in range(settings.variance_window)]
-        tests += _window_tests(today, by_day, nights, recent, level, spread, settings)
+        window = _Window(
+            nights=nights,
+            recent=[day - timedelta(days=back) for back in range(nights)],
+            level=[first - timedelta(days=back) for back in range(_level_nights(nights, settings))],
+            spread=[first - timedelta(days=back) for back in range(settings.variance_window)],
+            reference=reference,
+        )
+        tests += _window_tests(today, by_day, window, settings, mix)
     tests = _control(tests, settings)
     return NightTests(day=today["day"], tests=tests, settings=settings)
+
+
+def _level_nights(nights: int, settings: DropSettings) -> int:
+    """Trailing nights of a window's level: ``window``; for the sustained window (longer than the
+    recent one) the whole ``variance_window``, a week against the four weeks before it."""
+    longer = nights > settings.recent_nights and nights == settings.sustained_nights
+    return settings.variance_window if longer else settings.window
+
+
+@dataclass(frozen=True)
+class _Window:
+    nights: int  # tonight alone or the last few nights pooled
+    recent: list[date]  # those nights
+    level: list[date]  # the trailing nights the level is estimated from, most recent first
+    spread: list[date]  # the trailing nights τ² (and a weekly pattern) is estimated from
+    reference: list[date]  # the nights whose traffic mix the mix-adjusted rate is standardised to
 
 
 @dataclass(frozen=True)
@@ -339,29 +284,33 @@ class _Series:
     counts: dict[date, tuple[float, float, int]]  # day -> (worse-is-lower successes, effective n, raw n)
 
 
+@dataclass(frozen=True)
+class _Fit:
+    """A group's between-day variance, and per series the nights set aside and whether its reference is
+    by day type."""
+
+    tau2: float
+    aberrant: list[set[date]]
+    weekly: list[bool]
+
+
 def _series(today: dict, by_day: dict[date, dict]) -> Iterator[_Series]:
     """Every (metric, slice) rate of today, with its counts on every day that has it."""
     for dimension, value, metrics in _rates(today):
         slice_name = ALL_TRAFFIC if dimension is None else f"{dimension}={value}"
         for metric, worse in WORSE_WHEN.items():
-            if _counts(metrics.get(metric), worse) is None:
+            if entry_counts(metrics.get(metric), worse) is None:
                 continue
             counts = {}
             for day, summary in by_day.items():
-                entry = _counts(_slice_metrics(summary, dimension, value).get(metric), worse)
+                entry = entry_counts(_slice_metrics(summary, dimension, value).get(metric), worse)
                 if entry is not None:
                     counts[day] = entry
             yield _Series(metric, ALL_TRAFFIC if dimension is None else dimension, slice_name, counts)
 
 
 def _window_tests(
-    today: dict,
-    by_day: dict[date, dict],
-    nights: int,
-    recent: list[date],
-    level: list[date],
-    spread: list[date],
-    settings: DropSettings,
+    today: dict, by_day: dict[date, dict], window: _Window, settings: DropSettings, mix: Mix | None
 ) -> list[DropTest]:
     series = list(_series(today, by_day))
     groups: dict[tuple[str, str], list[_Series]] = {}
@@ -369,81 +318,205 @@ def _window_tests(
         groups.setdefault((s.metric, s.group), []).append(s)
     tests = []
     for members in groups.values():
-        tau2, aberrant = _screened_tau2(members, spread)
-        tests += [_test(s, nights, recent, level, tau2, aberrant[i], settings) for i, s in enumerate(members)]
+        fit = _fit(members, window.spread, settings)
+        for i, s in enumerate(members):
+            test = _test(s, window, fit, i, settings)
+            if s.slice == ALL_TRAFFIC and mix is not None:
+                test = replace(test, mix_adjusted=_mix_adjusted(s.metric, by_day, window, settings, mix))
+            tests.append(test)
     return tests
 
 
-def _screened_tau2(members: list[_Series], days: list[date]) -> tuple[float, list[set[date]]]:
-    """The group's between-day variance over ``days`` and, per series, the nights the screen set aside."""
-    counts = [[s.counts.get(d) for d in days] for s in members]
-    x = np.array([[c[0] if c else np.nan for c in row] for row in counts], dtype=float)
-    n = np.array([[c[1] if c else np.nan for c in row] for row in counts], dtype=float)
+def _mix_adjusted(
+    metric: str, by_day: dict[date, dict], window: _Window, settings: DropSettings, mix: Mix
+) -> MixAdjusted | None:
+    """The all-traffic rate at the reference nights' mix (``scoring.mix``), tested like any rate."""
+    worse = WORSE_WHEN[metric]
+    per_day = {
+        d: strata(summary, mix.dimension, metric, lambda entry: entry_counts(entry, worse))
+        for d, summary in by_day.items()
+    }
+    adjusted = _Series(metric, "mix-adjusted", ALL_TRAFFIC, standardised(per_day, window.reference))
+    if not adjusted.counts:
+        return None
+    test = _test(adjusted, window, _fit([adjusted], window.spread, settings), 0, settings)
+    return MixAdjusted(
+        dimension=mix.dimension,
+        current=test.current,
+        trailing=test.trailing,
+        worse_by=test.worse_by,
+        z=test.z,
+        p_value=test.p_value,
+        shift=mix.shift(),
+    )
+
+
+def _fit(members: list[_Series], days: list[date], settings: DropSettings) -> _Fit:
+    """The group's τ² and screen, each series by day type where its history shows a weekly pattern (its
+    weekend and weekday levels differ at ``WEEKLY_ALPHA``, each type over at least ``min_days`` nights)."""
+    plain = [False] * len(members)
+    tau2, aberrant = _screened_tau2(members, days, plain, settings)
+    if settings.weekly == "off":
+        return _Fit(tau2, aberrant, plain)
+    split_tau2, split_aberrant = _screened_tau2(members, days, [True] * len(members), settings)
+    weekly = [
+        _weekly_pattern(s, days, split_aberrant[i], split_tau2, settings) for i, s in enumerate(members)
+    ]
+    if not any(weekly):
+        return _Fit(tau2, aberrant, plain)
+    tau2, aberrant = _screened_tau2(members, days, weekly, settings)
+    return _Fit(tau2, aberrant, weekly)
+
+
+def _screened_tau2(
+    members: list[_Series], days: list[date], by_type: list[bool], settings: DropSettings
+) -> tuple[float, list[set[date]]]:
+    """The group's between-day variance over ``days`` and, per series, the nights the screen set aside;
+    a series ``by_type`` is two series to the estimator (its weekend nights and its weekday nights, each
+    with its own level)."""
+    rows, owners = [], []
+    for i, s in enumerate(members):
+        for kind in ("weekend", "weekday") if by_type[i] else (None,):
+            rows.append([s.counts.get(d) if kind in (None, _day_type(d, settings)) else None for d in days])
+            owners.append(i)
+    x = np.array([[c[0] if c else np.nan for c in row] for row in rows], dtype=float)
+    n = np.array([[c[1] if c else np.nan for c in row] for row in rows], dtype=float)
     y, v = variance_stabilised(x, n)
     tau2, kept = between_day_variance(y, v)
-    aberrant = [
-        {d for d, present, keep in zip(days, np.isfinite(y[i]), kept[i], strict=True) if present and not keep}
-        for i in range(len(members))
-    ]
+    aberrant: list[set[date]] = [set() for _ in members]
+    for r, i in enumerate(owners):
+        present = np.isfinite(y[r])
+        aberrant[i] |= {d for d, p, keep in zip(days, present, kept[r], strict=True) if p and not keep}
     return tau2, aberrant
 
 
-def _test(
-    s: _Series,
-    nights: int,
-    recent: list[date],
-    level: list[date],
-    tau2: float,
-    aberrant: set[date],
-    settings: DropSettings,
-) -> DropTest:
-    # Imported here: scipy.stats costs half a second of start-up to every importer of DropSettings (the
-    # gates config, hence every `ragspine-eval score`); only the nightly test itself needs it.
-    from scipy.stats import norm
+def _weekly_pattern(
+    s: _Series, days: list[date], aberrant: set[date], tau2: float, settings: DropSettings
+) -> bool:
+    """Do the series' weekend and weekday random-effects levels over ``days`` differ at ``WEEKLY_ALPHA``?"""
+    levels = []
+    for kind in ("weekend", "weekday"):
+        kept = [d for d in days if d in s.counts and d not in aberrant and _day_type(d, settings) == kind]
+        if len(kept) < settings.min_days:
+            return False
+        y, v = variance_stabilised(*_arrays(s, kept))
+        w = 1 / (v + tau2)
+        levels.append((float(np.sum(w * y) / np.sum(w)), float(1 / np.sum(w))))
+    (a, var_a), (b, var_b) = levels
+    return bool(abs(a - b) / np.sqrt(var_a + var_b) > NormalDist().inv_cdf(1 - WEEKLY_ALPHA / 2))
 
-    worse = WORSE_WHEN[s.metric]
-    have = [s.counts.get(d) for d in recent]
-    x_now = sum(c[0] for c in have if c) if all(have) else 0.0
-    n_now = sum(c[1] for c in have if c) if all(have) else 0.0
-    raw_now = sum(c[2] for c in have if c)
-    kept = [d for d in level if d not in aberrant]
-    x_base, n_base = _arrays(s, kept)
-    raw_base = sum(s.counts[d][2] for d in kept if d in s.counts)
+
+def _day_type(day: date, settings: DropSettings) -> str:
+    return "weekend" if DAYS[day.weekday()] in settings.weekend else "weekday"
+
+
+def _test(s: _Series, window: _Window, fit: _Fit, i: int, settings: DropSettings) -> DropTest:
+    """Tonight's window of ``s`` against its trailing level: of the ``level`` nights the screen kept, or,
+    with a weekly pattern, of the last ``window`` kept nights of each day type tonight's window holds
+    (weighted by their share of tonight's observations)."""
+    worse, tau2, aberrant, weekly = WORSE_WHEN[s.metric], fit.tau2, fit.aberrant[i], fit.weekly[i]
+    references = {
+        kind: _reference(s, window, aberrant, kind, settings)
+        for kind in (("weekend", "weekday") if weekly else (None,))
+    }
+    levels = {kind: _level(s, days, tau2) for kind, (days, _) in references.items()}
+    have = [s.counts.get(d) for d in window.recent]
+    pooled = _pooled(s, window, tau2, levels, weekly, settings) if all(have) else window.recent
+    x_now = sum(s.counts[d][0] for d in pooled) if all(have) else 0.0
+    n_now = sum(s.counts[d][1] for d in pooled) if all(have) else 0.0
+    shares: dict[str | None, float] = {}
+    for d in pooled:
+        kind = _day_type(d, settings) if weekly else None
+        shares[kind] = shares.get(kind, 0.0) + (s.counts[d][1] if all(have) else 1.0)
+    shares = {kind: share / sum(shares.values()) for kind, share in shares.items()}
+    kept = {kind: references[kind][0] for kind in shares}
+    used = sorted({d for days in kept.values() for d in days})
+    trailing_parts = [(shares[k], _arrays(s, days)) for k, days in kept.items()]
+    n_base = sum(float(n.sum()) for _, (_, n) in trailing_parts)
+    trailing = None
+    if all(n.sum() > 0 for _, (_, n) in trailing_parts):
+        trailing = _own_direction(sum(a * float(x.sum() / n.sum()) for a, (x, n) in trailing_parts), worse)
     current = _own_direction(x_now / n_now if n_now else 0.0, worse)
-    trailing = _own_direction(float(x_base.sum() / n_base.sum()), worse) if n_base.sum() > 0 else None
     common = dict(
         metric=s.metric,
         slice=s.slice,
-        nights=nights,
+        nights=window.nights,
         current=current,
-        current_n=raw_now,
+        current_n=sum(s.counts[d][2] for d in pooled if d in s.counts),
         trailing=trailing,
-        trailing_n=raw_base,
-        trailing_days=len(x_base),
+        trailing_n=sum(s.counts[d][2] for d in used),
+        trailing_days=len(used),
         worse_by=None
         if trailing is None
         else (trailing - current if worse == "lower" else current - trailing),
         tau2=tau2,
-        set_aside=sum(d in s.counts for d in aberrant.intersection(level)),
+        set_aside=sum(references[kind][1] for kind in shares),
+        by_day_type=weekly,
+        pooled_nights=len(pooled),
     )
+    fewest = min(len(days) for days in kept.values())
     reason = None
     if not all(have):
-        reason = f"{sum(1 for c in have if not c)} of the last {nights} night(s) missing"
-    elif len(x_base) < settings.min_days:
-        reason = f"{len(x_base)} trailing night(s), at least {settings.min_days} needed"
-    elif n_now < settings.min_n or n_base.sum() < settings.min_n:
+        reason = f"{sum(1 for c in have if not c)} of the last {window.nights} night(s) missing"
+    elif fewest < settings.min_days:
+        of_type = " of its day type" if weekly else ""
+        reason = f"{fewest} trailing night(s){of_type}, at least {settings.min_days} needed"
+    elif n_now < settings.min_n or n_base < settings.min_n:
         reason = (
-            f"too few observations (tonight {n_now:.0f}, trailing {n_base.sum():.0f}; "
+            f"too few observations (tonight {n_now:.0f}, trailing {n_base:.0f}; "
             f"at least {settings.min_n} each)"
         )
     if reason is not None:
         return DropTest(**common, z=None, p_value=None, reason=reason)
-    y_base, v_base = variance_stabilised(x_base, n_base)
-    w = 1 / (v_base + tau2)
-    mu = float(np.sum(w * y_base) / np.sum(w))
+    mu = sum(shares[k] * levels[k][0] for k in shares)
+    variance = sum(shares[k] ** 2 * levels[k][1] for k in shares)
     y_now, v_now = variance_stabilised(np.array([x_now]), np.array([n_now]))
-    z = (mu - float(y_now[0])) / np.sqrt(float(v_now[0]) + tau2 / nights + 1 / float(np.sum(w)))
-    return DropTest(**common, z=float(z), p_value=float(norm.sf(z)))
+    z = (mu - float(y_now[0])) / np.sqrt(float(v_now[0]) + tau2 / len(pooled) + variance)
+    return DropTest(**common, z=float(z), p_value=0.5 * math.erfc(float(z) / math.sqrt(2)))  # 1 − Φ(z)
+
+
+def _reference(
+    s: _Series, window: _Window, aberrant: set[date], kind: str | None, settings: DropSettings
+) -> tuple[list[date], int]:
+    """The trailing nights a level is estimated from, and how many the screen set aside among them: the
+    ``level`` nights kept, or of one day type (``kind``) the last ``window`` kept ones within ``spread``."""
+    nights = window.level if kind is None else window.spread
+    span = [d for d in nights if d in s.counts and kind in (None, _day_type(d, settings))]
+    kept = [d for d in span if d not in aberrant][: len(window.level)]
+    oldest = kept[-1] if kind is not None and kept else None  # older nights of the type are not used
+    return kept, sum(d in aberrant and (oldest is None or d >= oldest) for d in span)
+
+
+def _level(s: _Series, days: list[date], tau2: float) -> tuple[float, float] | None:
+    """The random-effects mean of ``days`` on the arcsine scale and its variance (None: no nights)."""
+    x, n = _arrays(s, days)
+    if not len(x):
+        return None
+    y, v = variance_stabilised(x, n)
+    w = 1 / (v + tau2)
+    return float(np.sum(w * y) / np.sum(w)), float(1 / np.sum(w))
+
+
+def _pooled(
+    s: _Series,
+    window: _Window,
+    tau2: float,
+    levels: dict[str | None, tuple[float, float] | None],
+    weekly: bool,
+    settings: DropSettings,
+) -> list[date]:
+    """The window's nights that are pooled: tonight, and each earlier night of the window unless it is
+    more than ``SCREEN`` standard deviations from its level — an outage alerted on its own night, and
+    pooled it would make every multi-night window that holds it look like a drop for days."""
+    pooled = [window.recent[0]]
+    for d in window.recent[1:]:
+        level = levels.get(_day_type(d, settings) if weekly else None)
+        if level is not None:
+            y, v = variance_stabilised(np.array([s.counts[d][0]]), np.array([s.counts[d][1]]))
+            if abs(float(y[0]) - level[0]) > SCREEN * np.sqrt(float(v[0]) + tau2 + level[1]):
+                continue
+        pooled.append(d)
+    return pooled
 
 
 def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
@@ -468,7 +541,30 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
             alert=significant and big_enough,
             reason=test.reason if big_enough or not significant else _too_small(test, settings),
         )
+    # The night's rejection threshold on p / weight (weights normalised to mean 1, as in the procedure):
+    # would the mix-adjusted twin of an alerting all-traffic test have been rejected at it?
+    normalised = weights * len(weights) / weights.sum()
+    rejected = [p_i / w_i for p_i, w_i, i in zip(p, normalised, tested, strict=True) if out[i].significant]
+    threshold = max(rejected, default=0.0)
+    for i, w_i in zip(tested, normalised, strict=True):
+        if out[i].alert and out[i].mix_adjusted is not None:
+            out[i] = replace(out[i], note=_mix_note(out[i], threshold * w_i, settings))
     return out
+
+
+def _mix_note(test: DropTest, level: float, settings: DropSettings) -> str | None:
+    """ "traffic mix changed: …" when the all-traffic rate alerts but its mix-adjusted twin would not (at
+    the p-value ``level`` the raw test was rejected at, and large enough) and the mix accounts for at
+    least half of the drop."""
+    adjusted = test.mix_adjusted
+    if adjusted.worse_by is None or adjusted.p_value is None:
+        return None
+    alerts = adjusted.p_value <= level and settings.large_enough(
+        replace(test, current=adjusted.current, trailing=adjusted.trailing, worse_by=adjusted.worse_by)
+    )
+    if alerts or test.worse_by - adjusted.worse_by < test.worse_by / 2:
+        return None
+    return f"traffic mix changed: {adjusted.shift}"
 
 
 def _too_small(test: DropTest, settings: DropSettings) -> str:
@@ -505,7 +601,7 @@ def _slice_metrics(summary: dict, dimension: str | None, value: str | None) -> d
     return ((summary.get("slices") or {}).get(dimension) or {}).get(value, {}).get("metrics", {})
 
 
-def _counts(entry: dict | None, worse: str) -> tuple[float, float, int] | None:
+def entry_counts(entry: dict | None, worse: str) -> tuple[float, float, int] | None:
     """``(successes, effective n, n)`` of a rate entry, successes counted so that lower is worse.
 
     ``successes`` is exact when recorded (the fabrication entry's ``value`` is its count); summaries

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
+
+import numpy as np
 
 from ragspine_pipeline.alerts.blocks import blocks, fallback_text, message
 from ragspine_pipeline.alerts.model import Drop, drop_alert, gate_alert, release_alert, run_failure_alert
@@ -173,6 +176,22 @@ def test_a_production_alert_names_tonight_and_the_trailing_nights_with_their_n_a
         recovered.kind == "recovered"
         and fallback_text(recovered) == "Recovered: production metrics of 2026-11-23 (run n-2)"
     )
+
+
+def test_an_all_traffic_drop_the_traffic_mix_explains_says_so_in_the_text_and_under_the_table():
+
+    from ragspine_pipeline.scoring.significance import drop_tests
+    from tests.scoring.test_weekly_and_mix import FIRST, night
+
+    rng = np.random.default_rng(8)
+    days = [night(rng, FIRST + timedelta(days=i), 0.10) for i in range(30)]
+    tests = drop_tests(night(rng, FIRST + timedelta(days=30), 0.45), days)  # slice b grows, no slice worse
+    alert = drop_alert("2026-02-04", [Drop.of(t) for t in tests.alerts], run_id="n-1")
+    [drop] = alert.drops
+    assert drop.note.startswith("traffic mix changed: workflow=b grew from 10.")
+    assert f"({drop.note})" in fallback_text(alert)
+    [table] = [t for t in texts(blocks(alert)) if "Significant drops" in t]
+    assert f"production_compliance @ all traffic: {drop.note}" in table
 
 
 def test_one_run_with_a_release_and_an_extraction_alert_is_one_message():

@@ -9,7 +9,7 @@ import pytest
 from ragspine_pipeline.cli import main
 from ragspine_pipeline.cli import plan as plan_module
 from ragspine_pipeline.scoring import power
-from ragspine_pipeline.scoring.significance import DropSettings
+from ragspine_pipeline.scoring.drop_settings import DropSettings
 
 
 def run(capsys, *argv: str) -> tuple[int, list[str], list[str]]:
@@ -92,3 +92,40 @@ def test_the_help_names_the_defaults_the_command_applies(capsys):
     assert f"(default {DropSettings().window})" in text
     assert f"(default {power.NIGHTLY_TESTS})" in text
     assert f"(default {plan_module.DEFAULT_POWER:g})" in text
+
+
+def _plan_with_config(capsys, config, *argv: str) -> list[str]:
+    """``plan`` with ``--config`` (set on the parsed options: the parser names it once it lists it)."""
+    from ragspine_pipeline.cli.parser import build_parser
+
+    args = build_parser().parse_args(["plan", *argv])
+    args.config = str(config)
+    assert plan_module.run_plan(args) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_config_s_sample_target_prints_the_size_it_implies(tmp_path, capsys):
+    config = tmp_path / "gates.yaml"
+    config.write_text("production:\n  window: 7\n  sample: {detect: 0.05, max: 20000}\n")
+    out = _plan_with_config(capsys, config, "--nightly", "--rate", "0.9", "--tau2", "0.0001")
+    design = power.NightlyDesign(rate=0.9, alpha=0.03 / power.NIGHTLY_TESTS, tau2=0.0001, window=7)
+    needed = power.nightly_sample_size(0.05, design)
+    assert len(out) == 2 and "7 trailing nights" in out[0]  # the config's window
+    assert out[1].startswith("production.sample: a 5-point drop with 80 % power at a rate of 90 % → ")
+    assert f" → {needed:,} traces a night" in out[1]
+    assert "(what the target needs;" in out[1] and "fixed size 200" in out[1]
+    # Capped by max, never below the fixed size, and unreachable when τ² alone hides the drop.
+    config.write_text("production:\n  sample: {detect: 0.05, max: 300}\n")
+    assert (
+        " → 300 traces a night (the max; the target needs "
+        in _plan_with_config(capsys, config, "--nightly", "--rate", "0.9", "--tau2", "0.0001")[1]
+    )
+    assert (
+        " → 5,000 traces a night (the fixed size; "
+        in _plan_with_config(capsys, config, "--nightly", "--rate", "0.9", "--sample-size", "5000")[1]
+    )
+    unreachable = _plan_with_config(capsys, config, "--nightly", "--rate", "0.9", "--tau2", "0.01")[1]
+    assert "no nightly sample catches a 5-point drop" in unreachable
+    assert "300 traces a night, the max" in unreachable
+    config.write_text("k: 5\n")  # no target: the nightly line alone
+    assert len(_plan_with_config(capsys, config, "--nightly")) == 1

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from scipy.stats import false_discovery_control
 
+from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised, weighted_bh
-from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, DropSettings, drop_tests
+from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, drop_tests
 
 FIRST = date(2026, 1, 1)
 # (metric, rate, share of traces it is measured on): the production rates at typical levels.
@@ -153,6 +154,21 @@ def test_the_same_history_without_the_drop_does_not_alarm():
     assert night.alerts == [] and abs(test.z) < 2.5 and test.set_aside == 1
 
 
+def test_the_nights_after_an_outage_do_not_alert_for_it_again():
+    # The outage night alerts on its own night; the multi-night windows that still hold it afterwards
+    # leave it out (it is an aberrant night of theirs), so one outage is one alert, not a week of them.
+    days = simulate(np.random.default_rng(21), WARMUP + 7, per_slice=125, jitter=0.1)
+    days = with_bad_night(days, WARMUP, "retrieved_citation_rate", 0.5)
+    outage = drop_tests(days[WARMUP], days[:WARMUP])
+    assert "retrieved_citation_rate@all traffic" in {t.key for t in outage.alerts}
+    for i in range(WARMUP + 1, WARMUP + 7):
+        night = drop_tests(days[i], days[:i])
+        pooled = [t for t in night.tests if t.metric == "retrieved_citation_rate" and t.nights > 1]
+        assert not night.alerts, (i, night.alerts)
+        holding = [t for t in pooled if i - WARMUP < t.nights]  # windows that reach back to the outage
+        assert holding and all(t.pooled_nights == t.nights - 1 for t in holding)
+
+
 def dersimonian_laird(y: np.ndarray, v: np.ndarray) -> float:
     """The textbook estimator, pooled over the rows: what the screened one must equal on clean data."""
     w = 1 / v
@@ -262,7 +278,8 @@ def test_a_significant_drop_alerts_for_its_slice_only_with_every_figure_a_reader
     assert alert.trailing == 0.9 and alert.trailing_n == 14 * 400 and alert.trailing_days == 14
     assert alert.worse_by == pytest.approx(0.1) and alert.p_value < 1e-6 and alert.q_value < 1e-5
     shown = night.to_dict()
-    assert shown["tested"] == len(shown["tests"]) == 4  # both rates, both windows: every test is listed
+    # both rates (all traffic and the slice), the three windows (1, 3 and 7 nights): every test is listed
+    assert shown["tested"] == len(shown["tests"]) == 6
     assert all(t["p_value"] is not None and t["z"] is not None for t in shown["tests"])
 
 

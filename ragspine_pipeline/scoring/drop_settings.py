@@ -1,0 +1,172 @@
+"""The settings of the nightly drop tests (the ``production:`` section of the gates config) and which
+way each production rate worsens. The tests themselves, and what each setting does: ``scoring.significance``
+(and docs/nightly.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+from ragspine_pipeline.metrics import family
+from ragspine_pipeline.scoring.power import SampleTarget
+
+if TYPE_CHECKING:
+    from ragspine_pipeline.scoring.significance import DropTest
+
+# Every production proportion, and which way it worsens (the count of fabricating refusals by its rate
+# among refusals), from the registry (``ragspine_pipeline.metrics``).
+WORSE_WHEN = {
+    m.name: "higher" if m.lower_is_better else "lower"
+    for m in family("production")
+    if m.kind in ("rate", "count")
+}
+DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+Weekday = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+
+
+class EffectThresholds(BaseModel):
+    """One rate's own effect thresholds (``production: {effect: {<rate>: ...}}``); a key left out takes the
+    default of the section, ``min_relative_change: null`` turns the relative threshold off for the rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_drop: float | None = Field(default=None, strict=True, ge=0, le=1, allow_inf_nan=False)
+    min_relative_change: float | None = Field(default=None, strict=True, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _given(self) -> EffectThresholds:
+        if not self.model_fields_set:
+            raise ValueError("give min_drop or min_relative_change (or both)")
+        if "min_drop" in self.model_fields_set and self.min_drop is None:
+            raise ValueError("min_drop must be a number (leave it out to use the section's)")
+        return self
+
+
+class DropSettings(BaseModel):
+    """How the nightly drop tests are run (the ``production:`` section of the gates config)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fdr: float = Field(
+        default=0.03, gt=0, lt=1, strict=True, description="false-discovery rate over the night's tests"
+    )
+    min_drop: float = Field(
+        default=0.02,
+        strict=True,
+        ge=0,
+        le=1,
+        description="smallest worsening that alerts (0.02: two rate points)",
+    )
+    min_relative_change: float | None = Field(
+        default=0.5,
+        strict=True,
+        ge=0,
+        allow_inf_nan=False,
+        description="or smallest growth of the failure share that alerts, relative to itself (0.5: by half; "
+        "null: off)",
+    )
+    effect: dict[str, EffectThresholds] = Field(
+        default_factory=dict, description="per-rate min_drop / min_relative_change overriding the above"
+    )
+    window: int = Field(
+        default=14, ge=1, strict=True, description="trailing nights the level is estimated from"
+    )
+    variance_window: int = Field(
+        default=28,
+        ge=2,
+        strict=True,
+        description="trailing nights the between-day variance is estimated from",
+    )
+    recent_nights: int = Field(
+        default=3,
+        ge=1,
+        strict=True,
+        description="nights pooled by the multi-night test (1: one-night tests only)",
+    )
+    sustained_nights: int = Field(
+        default=7,
+        ge=1,
+        strict=True,
+        description="nights pooled by the longer multi-night test (1: none)",
+    )
+    min_days: int = Field(
+        default=5, ge=2, strict=True, description="trailing nights needed before a rate is tested"
+    )
+    min_n: int = Field(default=100, ge=1, strict=True, description="observations needed tonight and trailing")
+    weekly: Literal["auto", "off"] = Field(
+        default="auto",
+        description="auto: a rate whose history shows a weekly pattern is compared with nights of its own "
+        "day type (weekend or weekday); off: with every night",
+    )
+    weekend: tuple[Weekday, ...] = Field(
+        default=("saturday", "sunday"), min_length=1, max_length=6, description="the weekend's days"
+    )
+    all_traffic_weight: float = Field(
+        default=4.0,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="weight of an all-traffic test relative to a slice test",
+    )
+    sample: SampleTarget | None = Field(
+        default=None,
+        description="the nightly sample size from a target: {detect, power, rate, max} (null: the fixed "
+        "size, RAGSPINE_SAMPLE_SIZE or the component's sample_size)",
+    )
+
+    @field_validator("effect")
+    @classmethod
+    def _known_rates(cls, effect: dict[str, EffectThresholds]) -> dict[str, EffectThresholds]:
+        unknown = sorted(set(effect) - set(WORSE_WHEN))
+        if unknown:
+            raise ValueError(
+                f"unknown production rate {unknown[0]!r}; the rates tested nightly: {', '.join(WORSE_WHEN)}"
+            )
+        return effect
+
+    @field_serializer("effect")
+    def _as_given(self, effect: dict[str, EffectThresholds]) -> dict[str, dict]:
+        # Only the keys a rate sets: a key left out inherits, so a dump must read back the same.
+        return {metric: own.model_dump(exclude_unset=True) for metric, own in effect.items()}
+
+    def thresholds(self, metric: str) -> tuple[float, float | None]:
+        """``(min_drop, min_relative_change)`` for ``metric``: its own ``effect`` entry, else the defaults."""
+        own = self.effect.get(metric)
+        if own is None:
+            return self.min_drop, self.min_relative_change
+        given = own.model_fields_set
+        return (
+            own.min_drop if "min_drop" in given else self.min_drop,
+            own.min_relative_change if "min_relative_change" in given else self.min_relative_change,
+        )
+
+    def large_enough(self, test: DropTest) -> bool:
+        """Is the change of ``test`` big enough to alert when significant: worse by at least ``min_drop``,
+        or its failure share grew (``worse_by > 0``) by at least ``min_relative_change`` of the trailing
+        failure share (the module docstring)?"""
+        if test.worse_by is None or test.trailing is None:
+            return False
+        min_drop, relative = self.thresholds(test.metric)
+        if test.worse_by >= min_drop:
+            return True
+        failure_share = test.trailing if WORSE_WHEN[test.metric] == "higher" else 1.0 - test.trailing
+        return relative is not None and test.worse_by > 0 and test.worse_by >= relative * failure_share
+
+    @property
+    def windows(self) -> list[int]:
+        """The nights each test pools: tonight alone, then the multi-night windows."""
+        return sorted({1, self.recent_nights, self.sustained_nights})
+
+    @property
+    def history_nights(self) -> int:
+        """How many nights before tonight the tests read."""
+        return self.variance_window + max(self.windows)
+
+    @model_validator(mode="after")
+    def _windows(self) -> DropSettings:
+        if self.variance_window < self.window:
+            raise ValueError("variance_window must be at least window")
+        if self.min_days > self.window:
+            raise ValueError("min_days cannot exceed window")
+        return self
