@@ -387,7 +387,10 @@ def with_baseline(evaluation: Evaluation, entry: BaselineEntry | None, config: E
     :func:`compare_with_baseline`; what a shell calls under the baseline's lock, on the entry read there."""
     figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
     comparison = compare_with_baseline(figures, entry, config)
-    return replace(evaluation, comparison=comparison, release=evaluation.release.with_comparison(comparison))
+    release = evaluation.release.with_comparison(
+        comparison, baseline_test=config.baseline_test, paired_settings=config.paired, cases=figures.n_cases
+    )
+    return replace(evaluation, comparison=comparison, release=release)
 
 
 def compare_with_baseline(

@@ -13,10 +13,15 @@ The decision's own fields come from :func:`decide`; a shell adds the run's figur
 ``metrics``, ``warnings``; ``baseline_figures`` in the asset only) with :meth:`with_run_figures`. A
 metric that does not apply to the run has the value ``null``; ``not_applicable`` lists those metrics,
 derived from the values.
+
+``detectable_drop`` states what the golden set can detect: the smallest drop of the pass rate the
+baseline test in use (strict, or paired with its alpha and margin) catches with 80 % power on the run's
+number of cases (``scoring.power``; :func:`detectable_drop`), or why it is not stated.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -29,6 +34,7 @@ from ragspine_pipeline.decision.gates import Gate, GateResult
 if TYPE_CHECKING:  # types only: the alerts read decisions without loading the scoring stack
     from ragspine_pipeline.decision.baseline import Comparison
     from ragspine_pipeline.decision.config import SliceGate
+    from ragspine_pipeline.decision.paired import PairedSettings
     from ragspine_pipeline.scoring.slices import Slice
 
 # Frozen; unknown keys ignored, so a decision written by a newer version still reads.
@@ -163,6 +169,9 @@ class ReleaseDecision(BaseModel):
     integrity: list[dict[str, Any]] = Field(default_factory=list)
     # The paired baseline test (``decision.paired``) when the config asks for it: flips, p-values.
     paired: dict[str, Any] | None = None
+    # What the golden set can detect with the baseline test in use (:func:`detectable_drop`): {cases, power,
+    # drop, test, …, line}, or {reason} when it is not stated (no baseline comparison, no cases).
+    detectable_drop: dict[str, Any] | None = None
     # -- the run's figures, added by the shell that stores the decision (RUN_FIGURES) ---------------------
     gates: list[GateRow] | None = None  # every gate of the run
     metrics: dict[str, float | None] | None = None  # every metric, rounded; null: does not apply
@@ -181,14 +190,28 @@ class ReleaseDecision(BaseModel):
     def ships(self) -> bool:
         return self.decision == "ship"
 
-    def with_comparison(self, comparison: Comparison | None) -> ReleaseDecision:
+    def with_comparison(
+        self,
+        comparison: Comparison | None,
+        *,
+        baseline_test: Literal["strict", "paired"] | None = None,
+        paired_settings: PairedSettings | None = None,
+        cases: int | None = None,
+    ) -> ReleaseDecision:
         """The same decision judged against another baseline comparison (the one read under the
-        baseline's lock): regressions and unmeasured baseline metrics replaced, ship/block redone."""
+        baseline's lock): regressions and unmeasured baseline metrics replaced, ship/block redone, and
+        what the golden set can detect restated (:func:`comparison_detectable_drop`; ``baseline_test``,
+        ``paired_settings`` and ``cases`` are the config's test and the run's golden cases when known)."""
+        if cases is None and isinstance(self.causes, Mapping):
+            cases = self.causes.get("cases")
         decided = self.model_copy(
             update={
                 "regressions": [] if comparison is None else _regressions(comparison),
                 "unmeasured_baseline_metrics": [] if comparison is None else list(comparison.unmeasured),
                 "paired": None if comparison is None else comparison.paired,
+                "detectable_drop": comparison_detectable_drop(
+                    comparison, cases, baseline_test=baseline_test, paired_settings=paired_settings
+                ),
             }
         )
         return decided.model_copy(update={"decision": "block" if decided.blocks() else "ship"})
@@ -232,6 +255,103 @@ class ReleaseDecision(BaseModel):
     def record(self) -> dict:
         """``release_decision.json``: the asset value without the baseline step's working figures."""
         return self.model_dump(mode="json", by_alias=True, exclude={"baseline_figures"})
+
+
+DETECTABLE_POWER = 0.8  # the power the release report's detectable drop is stated at
+
+
+def detectable_drop(
+    cases: int | None,
+    baseline_test: Literal["strict", "paired"],
+    *,
+    alpha: float = 0.05,
+    margin: float = 0.02,
+    power: float = DETECTABLE_POWER,
+) -> dict[str, Any]:
+    """What a golden set of ``cases`` can detect with the baseline test in use: the smallest drop of the
+    pass rate (rate points) it blocks with ``power`` (``scoring.power.paired_detectable_drop``), under
+    the flip rate ``scoring.power.RELEASE_FLIP_RATE`` assumes for the test (none for strict, a deterministic
+    system; 5 % each way for paired, a system that samples). ``{cases, power, drop, test, [alpha,
+    margin,] flip_rate, line}``; ``drop`` is None (with a ``reason``) when no drop is reliably caught,
+    and without cases there is no ``drop``, only the ``reason``."""
+    from ragspine_pipeline.scoring import power as plan  # scipy, only where the figure is worked out
+
+    flip_rate = plan.RELEASE_FLIP_RATE[baseline_test]
+    test: dict[str, Any] = {"test": baseline_test}
+    if baseline_test == "paired":
+        test.update(alpha=alpha, margin=margin)
+    test["flip_rate"] = flip_rate
+    if not cases or cases < 1:
+        return {"cases": 0, **test, "reason": "no golden cases to compare"}
+    design = plan.PairedDesign(
+        flip_rate=flip_rate, alpha=alpha, margin=margin, strict=baseline_test == "strict"
+    )
+    drop = plan.paired_detectable_drop(int(cases), design, power)
+    out: dict[str, Any] = {
+        "cases": int(cases),
+        "power": power,
+        "drop": None if drop is None else round(drop, 4),
+        **test,
+    }
+    if drop is None:
+        out["reason"] = f"with {int(cases):,} cases no drop is reliably caught"
+    out["line"] = detectable_drop_text(out)
+    return out
+
+
+def comparison_detectable_drop(
+    comparison: Comparison | None,
+    cases: int | None,
+    *,
+    baseline_test: Literal["strict", "paired"] | None = None,
+    paired_settings: PairedSettings | None = None,
+) -> dict[str, Any]:
+    """:func:`detectable_drop` for a run compared with its baseline: the paired test's own cases, alpha
+    and margin when it ran (``comparison.paired``); otherwise ``baseline_test`` (when not given: strict,
+    the config's default) on the run's ``cases``. Without a comparison, only the reason."""
+    if comparison is None:
+        return {"reason": "no baseline comparison in this run"}
+    if comparison.paired is not None:
+        paired = comparison.paired
+        return detectable_drop(
+            paired.get("n"), "paired", alpha=paired.get("alpha", 0.05), margin=paired.get("margin", 0.02)
+        )
+    if baseline_test == "paired":
+        if paired_settings is None:
+            return detectable_drop(cases, "paired")
+        return detectable_drop(cases, "paired", alpha=paired_settings.alpha, margin=paired_settings.margin)
+    return detectable_drop(cases, "strict")
+
+
+def detectable_drop_text(figure: Mapping[str, Any] | None) -> str | None:
+    """The release report's line: "With 50 cases, drops under 19.8 points are not reliably caught (80 %
+    power; paired test at alpha 0.05, margin 2 points, 5 % of cases flipping each way)." None when the
+    figure is not stated (no baseline comparison, no cases)."""
+    if not isinstance(figure, Mapping) or not figure.get("cases") or "drop" not in figure:
+        return None
+    cases, drop = int(figure["cases"]), figure["drop"]
+    flips = float(figure.get("flip_rate") or 0.0)
+    if figure.get("test") == "paired":
+        test = (
+            f"paired test at alpha {float(figure.get('alpha', 0.05)):g}, margin "
+            f"{100 * float(figure.get('margin', 0.02)):g} points, {100 * flips:g} % of cases flipping "
+            "each way"
+        )
+    else:
+        flipping = "a deterministic system" if flips == 0 else f"{100 * flips:g} % of cases flipping each way"
+        test = f"strict comparison, {flipping}"
+    how = f"{100 * float(figure.get('power', DETECTABLE_POWER)):g} % power; {test}"
+    if drop is None:
+        return f"With {cases:,} cases, no drop is reliably caught ({how})."
+    under = _points_up(float(drop))
+    return f"With {cases:,} cases, drops under {under} points are not reliably caught ({how})."
+
+
+def _points_up(share: float) -> str:
+    """A drop in points, rounded up: to a tenth below 10 points, to a whole point above (``ragspine-eval
+    plan``'s rounding)."""
+    points = 100 * share
+    return f"{math.ceil(points * 10 - 1e-9) / 10:g}" if points < 10 else f"{math.ceil(points - 1e-9)}"
 
 
 def _regressions(comparison: Comparison) -> list[BaselineRegression]:
@@ -308,6 +428,9 @@ def decide(
         ],
         causes=causes,
         integrity=index_integrity(seen, expected_index_version),
+        detectable_drop=comparison_detectable_drop(
+            comparison, causes.get("cases") if isinstance(causes, Mapping) else None
+        ),
     )
     return decision.model_copy(update={"decision": "block" if decision.blocks() else "ship"})
 

@@ -36,7 +36,7 @@ from ragspine_pipeline.reports.columns import (
     json_escaped,
     render_states,
 )
-from ragspine_pipeline.reports.markdown import code_span, md_text, md_text_column
+from ragspine_pipeline.reports.markdown import code_span, detectable_drop_markdown, md_text, md_text_column
 from ragspine_pipeline.reports.why import why_markdown
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
 from ragspine_pipeline.scoring.layered import STAGES
@@ -301,6 +301,7 @@ def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], o
             f"- gate **{result.gate.metric}** does not apply to this run (0 cases to measure): "
             "n/a, it does not block\n"
         )
+    out.write(detectable_drop_markdown(release))
     if release.ships:
         out.write("Every hard gate, slice and baselined metric holds.\n\n")
         return

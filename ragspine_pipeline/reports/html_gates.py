@@ -3,7 +3,8 @@
 Gates on rates share one chart on a 0–100 % axis (``gates``); gates on counts (the fabrication count) get
 their own chart on a count axis (``gates-counts``), since a count is not a share of anything. A value is
 printed with its requirement, ``0.3846 (needs ≤ 0.1000)``, so a failing value never reads as if the
-inequality held. Then the table of every gate with its severity, the baseline regressions and the
+inequality held. Then the table of every gate with its severity, the baseline regressions, what the
+golden set can detect with the baseline test in use (the release decision's ``detectable_drop``) and the
 grounded figures.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS
+from ragspine_pipeline.decision.release import detectable_drop_text
 from ragspine_pipeline.reports.charts import INK, STATUS, Key, esc, finite, plain
 from ragspine_pipeline.reports.charts_rows import Row, row_chart
 from ragspine_pipeline.reports.html_parts import (
@@ -178,6 +180,9 @@ def _regressions(release: Mapping) -> str:
         parts.append(
             note(f"Baseline metrics this run did not measure: {', '.join(unmeasured)}.", "unmeasured")
         )
+    detectable = detectable_drop_text(release.get("detectable_drop"))
+    if detectable is not None:
+        parts.append(note(detectable, "detectable-drop"))
     return "\n".join(parts)
 
 

@@ -14,12 +14,16 @@ one of these, and our own markup (headings, tables, emphasis) is written around 
   stays as it is.) :func:`md_text_column` applies the same rule to a whole Arrow string column.
 * :func:`code_span` — the text as an inline code span (HTML is never live inside one), on one line,
   fenced with two backticks when it holds one; ``cell=True`` also escapes ``|`` for a table cell.
+
+:func:`detectable_drop_markdown` is the release report's line on what the golden set can detect.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,3 +69,15 @@ def code_span(text: object, *, cell: bool = False) -> str:
     fence = "``" if "`" in text else "`"
     pad = " " if fence == "``" else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def detectable_drop_markdown(release: Any) -> str:
+    """The release report's line on what the golden set can detect (``ReleaseDecision.detectable_drop``,
+    given the decision or its dict): ``- With 50 cases, drops under 20 points are not reliably caught
+    (80 % power; …).`` and a newline, or "" when the decision does not state it (no baseline
+    comparison, no cases). Our own text of numbers: nothing from data."""
+    from ragspine_pipeline.decision.release import detectable_drop_text
+
+    figure = release.get("detectable_drop") if isinstance(release, Mapping) else release.detectable_drop
+    line = detectable_drop_text(figure)
+    return "" if line is None else f"- {line}\n"
