@@ -12,8 +12,8 @@ interval; the target is 80 % ± 5 points. Also, with no drop, the share of false
   ``p − drop``; with ``τ² > 0`` every night's rate moves by N(0, τ²) on the arcsine scale (the test
   estimates τ² itself from the trailing nights, as it does in production);
 * golden: ``decision.paired.paired_test`` on per-case outcomes drawn from the flip model (each case
-  regresses with probability ``f + drop``, improves with ``f``), paired at alpha 0.05 and margin 0.02, or
-  the strict rule (blocks when regressions outnumber improvements).
+  regresses with probability ``f + drop``, improves with ``f``) against one reference run, paired at the
+  default alpha (0.02) and margin 0.02, or the strict rule (blocks when regressions outnumber improvements).
 
 Results: bench/RESULTS.md.
 """
@@ -62,7 +62,14 @@ class Nightly:
 
     def caught(self, drop: float, rng: np.random.Generator) -> bool:
         settings = DropSettings(
-            fdr=self.alpha, min_drop=0.0, window=WINDOW, variance_window=WINDOW, recent_nights=1, min_n=1
+            fdr=self.alpha,
+            min_drop=0.0,
+            window=WINDOW,
+            variance_window=WINDOW,
+            recent_nights=1,
+            sustained_nights=1,
+            weekly="off",
+            min_n=1,
         )
         level = math.asin(math.sqrt(self.rate))
         shifts = rng.normal(0, math.sqrt(self.tau2), WINDOW + 1) if self.tau2 > 0 else np.zeros(WINDOW + 1)

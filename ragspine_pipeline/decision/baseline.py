@@ -29,8 +29,17 @@ Contract:
   under an exclusive lock, or an S3 object written with conditional writes): the comparison that
   decides a run and the ratchet that follows it see the value current at that moment, so concurrent
   promotions can never lower a value, whatever their interleaving.
-* An entry may keep ``cases`` (``{case id: passed}``): the per-case outcomes of the run it was
-  promoted from, which the paired baseline test (``decision.paired``) compares against.
+* An entry may keep the paired baseline test's reference (``decision.paired``): ``pool`` (``{case id:
+  [passes, runs]}``: per case, how many of the pooled shipping runs passed it and in how many it was
+  evaluated) with ``pooled_runs`` (how many runs the pool holds), and ``cases`` (``{case id: passed}``):
+  the per-case outcomes of the last run promoted (what the case explorer shows flips against). An entry
+  with ``cases`` and no ``pool`` (written before pools) is read as a pool of that one run
+  (:meth:`BaselineEntry.reference`). ``pool`` and ``pooled_runs`` come together; ``0 ≤ passes ≤ runs ≤
+  pooled_runs`` and ``runs ≥ 1``.
+* :func:`paired_promoted` is the paired test's promotion: it starts, fills or restarts the pool as
+  ``decision.paired.next_pool`` says, or leaves the entry as it is. Starting or restarting the pool also
+  tightens the metrics (:func:`ratcheted`); a run joining the pool changes only the pool and the last
+  run (``cases``, ``run``, ``updated_at``).
 * Metric names resolve like ``--gates`` (``under``, ``over``, ``recall``, ``recall@5``, old names), so a
   short or old name is checked like its metric; an old name whose metric depends on the run
   (``faithfulness``: the layered claim metric with an evidence registry, RAGSpine's narrative gate
@@ -63,6 +72,7 @@ from ragspine_pipeline.decision.baseline_history import (
     standing_changes,
 )
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER, GateSpecError, canonical_metric, canonical_names
+from ragspine_pipeline.decision.paired import PairedSettings, Pool, next_pool
 from ragspine_pipeline.decision.ragspine_baseline import (
     EXTRA_KEY,
     flattened,
@@ -84,7 +94,18 @@ FABRICATION = COUNT_KEY  # the entry's key for it (also a registered alias of it
 # Every name of that metric: never drawn on a 0–100 % axis, never shown with a rate's decimals, listed
 # after the rates in an alert.
 COUNT_METRICS = frozenset({COUNT_METRIC, *_COUNT.other_names()})
-ENTRY_KEYS = ("metrics", "fabrication_count", "n_cases", "updated_at", "run", "cases", "history", EXTRA_KEY)
+ENTRY_KEYS = (
+    "metrics",
+    "fabrication_count",
+    "n_cases",
+    "updated_at",
+    "run",
+    "cases",
+    "pool",
+    "pooled_runs",
+    "history",
+    EXTRA_KEY,
+)
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -99,8 +120,15 @@ class BaselineEntry:
     n_cases: int | None = None
     updated_at: str | None = None
     run: str | None = None
-    cases: dict[str, bool] | None = None  # per-case outcomes of the promoted run (paired test)
+    cases: dict[str, bool] | None = None  # per-case outcomes of the last promoted run (paired test)
     history: tuple[BaselineChange, ...] = ()  # values set by hand, oldest first
+    pool: Pool | None = None  # the paired test's reference pool (``decision.paired``)
+
+    def reference(self) -> Pool | None:
+        """The paired test's reference: the pool, else the recorded run as a pool of one, else None."""
+        if self.pool is not None:
+            return self.pool
+        return None if self.cases is None else Pool.of_run(self.cases)
 
     def standing_changes(self) -> list[BaselineChange]:
         """The changes by hand whose value the entry still holds (``baseline_history.standing_changes``)."""
@@ -261,6 +289,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> Basel
         run=_text(fail, "run", value.get("run")),
         cases=_cases(fail, value.get("cases")),
         history=parse_history(value.get("history"), fail, resolve),
+        pool=_pool(fail, value.get("pool"), value.get("pooled_runs")),
     )
 
 
@@ -270,6 +299,38 @@ def _cases(fail: Callable[[str], InputError], value: Any) -> dict[str, bool] | N
     if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
         raise fail(f"'cases' must be an object of case id: true|false, got {describe(value)}")
     return dict(value)
+
+
+def _pool(fail: Callable[[str], InputError], value: Any, pooled: Any) -> Pool | None:
+    """``pool`` and ``pooled_runs``: both or neither; per case ``[passes, runs]`` with
+    ``0 ≤ passes ≤ runs ≤ pooled_runs`` and ``runs ≥ 1``."""
+    if value is None and pooled is None:
+        return None
+    if value is None or pooled is None:
+        raise fail("'pool' and 'pooled_runs' go together: give both or neither")
+    runs = _count(fail, "pooled_runs", pooled)
+    if not runs:
+        raise fail(f"'pooled_runs' must be a positive integer, got {describe(pooled)}")
+    if not isinstance(value, dict):
+        raise fail(f"'pool' must be an object of case id: [passes, runs], got {describe(value)}")
+    cases: dict[str, tuple[int, int]] = {}
+    for qid, counts in value.items():
+        if not _is_counts(counts, runs):
+            raise fail(
+                f"'pool': case '{qid}' must be [passes, runs] with 0 <= passes <= runs <= {runs} and "
+                f"runs >= 1, got {describe(counts)}"
+            )
+        cases[qid] = (counts[0], counts[1])
+    return Pool(cases, runs)
+
+
+def _is_counts(value: Any, pooled: int) -> bool:
+    if not isinstance(value, list) or len(value) != 2:
+        return False
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in value):
+        return False
+    passes, runs = value
+    return 0 <= passes <= runs and 1 <= runs <= pooled
 
 
 def _metric_value(fail: Callable[[str], InputError], name: str, value: Any) -> float:
@@ -350,10 +411,12 @@ def ratcheted(
     run: str | None = None,
     now: datetime | None = None,
     cases: Mapping[str, bool] | None = None,
+    pool: Pool | None = None,
 ) -> BaselineEntry:
     """``old`` tightened with a passing run's values: every listed metric the better of old and current,
-    new ones added, unmeasured ones kept, the lower known fabrication count; ``cases`` replace the
-    recorded per-case outcomes when given; the history of values set by hand is kept."""
+    new ones added, unmeasured ones kept, the lower known fabrication count; ``cases`` and ``pool``
+    replace the recorded per-case outcomes and reference pool when given; the history of values set by
+    hand is kept."""
     current = _checked_current(metrics)
     fabrication_count = _checked_count(FABRICATION, fabrication_count)
     n_cases = _checked_count("n_cases", n_cases)
@@ -366,6 +429,47 @@ def ratcheted(
         run=old.run if run is None else run,
         cases=old.cases if cases is None else dict(cases),
         history=old.history,
+        pool=old.pool if pool is None else pool,
+    )
+
+
+def paired_promoted(
+    old: BaselineEntry | None,
+    metrics: Mapping[str, float],
+    *,
+    cases: Mapping[str, bool],
+    paired: Mapping | None,
+    settings: PairedSettings | None = None,
+    fabrication_count: int | None = None,
+    n_cases: int | None = None,
+    run: str | None = None,
+    now: datetime | None = None,
+) -> BaselineEntry | None:
+    """The entry a shipping run leaves under the paired test (None: leave it as it is).
+
+    ``cases``: the run's ``{case id: passed}``; ``paired``: its comparison with ``old``'s reference
+    (``PairedComparison.to_dict``; None when there was none). The pool becomes what
+    ``decision.paired.next_pool`` says: started or restarted from this run (the metrics tightened as by
+    :func:`ratcheted`), joined by this run (only the pool, ``cases``, ``run`` and ``updated_at`` change),
+    or kept (None: a full pool is frozen; a blocked run never moves it).
+    """
+    reference = None if old is None else old.reference()
+    pool = next_pool(reference, cases, paired, settings)
+    if pool is None:
+        return None
+    if old is None or pool.runs == 1:
+        return ratcheted(
+            old,
+            metrics,
+            fabrication_count=fabrication_count,
+            n_cases=n_cases,
+            run=run,
+            now=now,
+            cases=cases,
+            pool=pool,
+        )
+    return replace(
+        old, updated_at=_timestamp(now), run=old.run if run is None else run, cases=dict(cases), pool=pool
     )
 
 
@@ -534,6 +638,9 @@ def _entry_json(entry: BaselineEntry, name: Callable[[str], str] | None = None) 
     }
     if entry.cases is not None:
         out["cases"] = {qid: entry.cases[qid] for qid in sorted(entry.cases)}
+    if entry.pool is not None:
+        out["pool"] = {qid: list(entry.pool.cases[qid]) for qid in sorted(entry.pool.cases)}
+        out["pooled_runs"] = entry.pool.runs
     if entry.history:
         out["history"] = history_json(entry.history, name)
     return out

@@ -18,7 +18,7 @@ alerts:
   runbook:                                    # one line per stream, shown in every alert of it
     release: "Open the slice report; fix the first failed stage first."
 baseline_test: paired                         # strict (default) | paired: for a SUT that samples
-paired: {alpha: 0.05, margin: 0.02}           # exact McNemar on flipped cases, net drop tolerated
+paired: {alpha: 0.05, margin: 0.02}           # exact test against a pool of shipping runs (pool_runs)
 ```
 
 A ``gates`` mapping is the complete gate set (it replaces the defaults); without one, the defaults of
@@ -55,9 +55,9 @@ from ragspine_pipeline.decision.gates import Gate, GateSpecError, canonical_name
 from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import Scope
+from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
 from ragspine_pipeline.scoring.layered import DEFAULT_REQUIRED_VERSIONS
-from ragspine_pipeline.scoring.significance import DropSettings
 
 Threshold = Annotated[float, Strict(), AllowInfNan(False)]
 """A finite number as YAML writes one: no boolean (``true`` is not 1), no string, no ``.nan`` / ``.inf``."""
@@ -131,8 +131,8 @@ class EvalConfig(BaseModel):
     production: DropSettings = Field(default_factory=DropSettings)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
     # How a run is compared with its baseline: "strict" (a listed metric strictly worse fails, the
-    # baseline takes the better value) for deterministic systems; "paired" (the exact McNemar test on the
-    # cases that flipped, ``decision.paired``) for systems that sample.
+    # baseline takes the better value) for deterministic systems; "paired" (each case against a reference
+    # pooled from recent shipping runs, ``decision.paired``) for systems that sample.
     baseline_test: Literal["strict", "paired"] = "strict"
     paired: PairedSettings = Field(default_factory=PairedSettings)
     # The directory of reference texts, one per narrative_doc, that answer_accuracy measures against;

@@ -22,7 +22,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.decision.baseline import BaselineEntry, Comparison, Regression, compare, ratcheted
+from ragspine_pipeline.decision.baseline import (
+    BaselineEntry,
+    Comparison,
+    Regression,
+    compare,
+    paired_promoted,
+    ratcheted,
+)
 from ragspine_pipeline.decision.causes import release_causes
 from ragspine_pipeline.decision.config import EvalConfig
 from ragspine_pipeline.decision.flakiness import flakiness
@@ -401,9 +408,10 @@ def compare_with_baseline(
 
     * ``strict``: every listed metric strictly worse than its baseline is a regression, the fabrication
       count when it rose (``baseline.compare``).
-    * ``paired``: the exact McNemar test of the cases that flipped against the entry's recorded case
-      outcomes (``decision.paired``); when it blocks, the regression is ``case_pass_rate (paired)`` over
-      the cases both runs evaluated. The aggregate metrics are compared only to be reported (their
+    * ``paired``: the exact test of this run's case outcomes against the entry's reference pool of recent
+      shipping runs (``decision.paired``; an entry with only ``cases`` is a pool of that run); when it
+      blocks, the regression is ``case_pass_rate (paired)``: the pool's pass rate against this run's,
+      over the cases both hold. The aggregate metrics are compared only to be reported (their
       deltas are sampling noise for such a system): listed ones the run did not measure stay listed.
 
     Either way the comparison carries the entry's values set by hand that still stand (``changes``).
@@ -421,14 +429,13 @@ def compare_with_baseline(
 def _paired(
     entry: BaselineEntry | None, outcomes: dict[str, bool], config: EvalConfig, unmeasured: list[str]
 ) -> Comparison:
-    if entry is None or entry.cases is None:  # nothing recorded yet: nothing to compare with
+    reference = None if entry is None else entry.reference()
+    if reference is None:  # nothing recorded yet: nothing to compare with
         return Comparison([], unmeasured, None)
-    test = paired_test(entry.cases, outcomes, config.paired)
+    test = paired_test(reference, outcomes, config.paired)
     regressions = []
     if test.blocks:
-        common = [qid for qid in entry.cases if qid in outcomes]
-        before = sum(entry.cases[qid] for qid in common) / len(common)
-        now = sum(outcomes[qid] for qid in common) / len(common)
+        before, now = test.reference_rate, test.current_rate
         regressions.append(Regression(PAIRED_REGRESSION, before, now, now - before))
     return Comparison(regressions, unmeasured, test.to_dict())
 
@@ -454,24 +461,24 @@ def ratchet_entry(
     """The entry a shipping run with these ``figures`` leaves in the baseline (None: leave it as it is).
 
     ``strict``: every listed metric tightened to the better of old and current (``baseline.ratcheted``).
-    ``paired``: only a significant improvement (``comparison.paired``), or the first recorded run,
-    moves the baseline — the metrics are tightened the same way and the run's case outcomes become the
-    reference — so the baseline never follows a lucky run.
+    ``paired``: ``baseline.paired_promoted``: the first shipping runs fill the reference pool (up to
+    ``paired.pool_runs``), a full pool is frozen, and only a clearly significant improvement restarts it
+    from that run (the metrics tightened the same way) — so the baseline never follows a lucky run and
+    never moves down.
     """
-    cases = None
     if config.baseline_test == "paired":
-        paired = comparison.paired if comparison is not None else None
-        recorded = old is not None and old.cases is not None
-        if recorded and not (paired and paired["improves"]):
-            return None
-        cases = figures.case_outcomes
+        return paired_promoted(
+            old,
+            figures.metrics,
+            cases=figures.case_outcomes or {},
+            paired=comparison.paired if comparison is not None else None,
+            settings=config.paired,
+            fabrication_count=figures.fabrication_count,
+            n_cases=figures.n_cases,
+            run=run_id,
+        )
     return ratcheted(
-        old,
-        figures.metrics,
-        fabrication_count=figures.fabrication_count,
-        n_cases=figures.n_cases,
-        run=run_id,
-        cases=cases,
+        old, figures.metrics, fabrication_count=figures.fabrication_count, n_cases=figures.n_cases, run=run_id
     )
 
 

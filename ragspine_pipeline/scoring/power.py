@@ -95,7 +95,7 @@ class PairedDesign:
     """The release gate's paired baseline test (``decision.paired``) under the flip model."""
 
     flip_rate: float = 0.0  # per direction, of an unchanged system
-    alpha: float = 0.05  # ``PairedSettings.alpha``
+    alpha: float = 0.02  # ``PairedSettings.alpha``
     margin: float = 0.02  # ``PairedSettings.margin``
     strict: bool = False  # the strict comparison instead: blocks when b > c
 

@@ -256,15 +256,32 @@ def test_paired_mode_does_not_block_sampling_noise_and_moves_only_on_a_significa
     code, first = paired_run(paired_setup, 0.8, seed=1)
     assert code == 0 and first["release"]["paired"] is None  # nothing recorded yet: this run is the reference
     recorded = json.loads((paired_setup / "b.json").read_text())["golden"]
-    assert len(recorded["cases"]) == 200 and recorded["run"] == "run-1"
-    codes = [paired_run(paired_setup, 0.8, seed)[0] for seed in range(2, 12)]  # the same system, resampled
-    assert codes.count(1) <= 1
-    assert (
-        json.loads((paired_setup / "b.json").read_text())["golden"]["run"] == "run-1"
-    )  # never moved on noise
+    assert len(recorded["cases"]) == 200 and recorded["run"] == "run-1" and recorded["pooled_runs"] == 1
+    shipped = ["run-1"]
+    for seed in range(2, 12):  # the same system, resampled: the first shipping runs fill the pool of 5
+        code, report = paired_run(paired_setup, 0.8, seed)
+        if code == 0:
+            shipped.append(f"run-{seed}")
+        assert report["release"]["paired"]["reference_runs"] == min(len(shipped) - (code == 0), 5)
+    assert len(shipped) >= 10
+    recorded = json.loads((paired_setup / "b.json").read_text())["golden"]
+    assert recorded["pooled_runs"] == 5 and recorded["run"] == shipped[4]  # then frozen: never moved on noise
+    assert all(runs == 5 for _, runs in recorded["pool"].values())
     code, better = paired_run(paired_setup, 0.97, seed=20)
     assert code == 0 and better["release"]["paired"]["improves"]
-    assert json.loads((paired_setup / "b.json").read_text())["golden"]["run"] == "run-20"
+    recorded = json.loads((paired_setup / "b.json").read_text())["golden"]
+    assert recorded["run"] == "run-20" and recorded["pooled_runs"] == 1  # restarted from that run alone
+
+
+def test_an_old_paired_baseline_with_only_cases_is_compared_and_then_pooled(paired_setup):
+    paired_run(paired_setup, 0.8, seed=1)
+    path = paired_setup / "b.json"
+    entry = json.loads(path.read_text())["golden"]
+    del entry["pool"], entry["pooled_runs"]  # as written before pools
+    path.write_text(json.dumps({"golden": entry}))
+    code, report = paired_run(paired_setup, 0.8, seed=2)
+    assert code == 0 and report["release"]["paired"]["reference_runs"] == 1
+    assert json.loads(path.read_text())["golden"]["pooled_runs"] == 2
 
 
 def test_paired_mode_blocks_a_real_drop_with_the_flipped_cases(paired_setup):

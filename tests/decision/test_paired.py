@@ -1,12 +1,26 @@
-"""The paired baseline test: exact McNemar on the cases that flipped, a margin, ratchet only on a
-significant improvement."""
+"""The paired baseline test: this run against a reference pooled from recent shipping runs (an exact
+Poisson-binomial test, which is the exact McNemar test on the flipped cases for a pool of one run), a
+margin, the pool filled then frozen, restarted only on a significant improvement."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
+import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from ragspine_pipeline.decision.paired import PairedSettings, paired_test
+from ragspine_pipeline.decision.baseline import (
+    BaselineEntry,
+    load_baseline,
+    locked_update,
+    paired_promoted,
+)
+from ragspine_pipeline.decision.paired import PairedSettings, Pool, next_pool, paired_test
+from ragspine_pipeline.errors import InputError
+
+NOW = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
 
 BASE = {f"q{i:03d}": i % 4 != 0 for i in range(200)}  # 150 of 200 pass
 
@@ -25,7 +39,10 @@ def test_a_real_drop_blocks_and_its_p_value_is_the_exact_one_sided_mcnemar():
     assert (len(result.regressed), len(result.improved), result.n) == (25, 5, 200)
     assert result.p_worse == pytest.approx(binomtest(25, 30, 0.5, alternative="greater").pvalue)
     assert result.blocks and not result.improves and result.drop == pytest.approx(0.10)
-    assert "25 of 200 cases regressed, 5 improved" in result.summary()
+    assert result.summary() == (
+        "pass rate 65.0 % vs 75.0 % over 1 reference run on 200 cases (net -10.0 points, "
+        f"p = {result.p_worse:.3g} for a drop, {result.p_better:.3g} for a gain); 25 regressed, 5 improved"
+    )
 
 
 def test_noise_flips_in_both_directions_do_not_block():
@@ -57,3 +74,168 @@ def test_settings_refuse_booleans_and_out_of_range_values():
         PairedSettings(alpha=True)
     with pytest.raises(ValueError):
         PairedSettings(margin=1.5)
+
+
+# -- the pooled reference ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_pool_of_one_run_is_exactly_the_mcnemar_test_on_the_flipped_cases(seed):
+    rng = np.random.default_rng(seed)
+    reference = {f"q{i:03d}": bool(ok) for i, ok in enumerate(rng.random(120) < 0.8)}
+    current = {qid: (not ok) if rng.random() < 0.1 + 0.05 * seed else ok for qid, ok in reference.items()}
+    b = sum(reference[q] and not current[q] for q in reference)
+    c = sum(current[q] and not reference[q] for q in reference)
+    for result in (paired_test(reference, current), paired_test(Pool.of_run(reference), current)):
+        assert (len(result.regressed), len(result.improved), result.reference_runs) == (b, c, 1)
+        assert result.p_worse == pytest.approx(binomtest(b, b + c, 0.5, alternative="greater").pvalue)
+        assert result.p_better == pytest.approx(binomtest(c, b + c, 0.5, alternative="greater").pvalue)
+        assert result.drop == pytest.approx((b - c) / 120)
+
+
+def test_the_p_values_are_the_exact_poisson_binomial_tails_on_a_hand_computed_example():
+    # m / (K + 1): a 1/3 (failed now), b fixed (3 of 3), c 1/2 (passed now), d 1/2 (failed now): t = 1.
+    pool = Pool({"a": (1, 2), "b": (2, 2), "c": (0, 1), "d": (1, 1)}, runs=2)
+    result = paired_test(pool, {"a": False, "b": True, "c": True, "d": False, "new": True})
+    # P(T=0) = 2/3·1/2·1/2 = 1/6, P(T=1) = 1/3·1/4 + 2·(2/3·1/4) = 5/12, P(T=3) = 1/12.
+    assert result.p_worse == pytest.approx(1 / 6 + 5 / 12)
+    assert result.p_better == pytest.approx(1 - 1 / 6)
+    # Pooled rate (1/2 + 1 + 0 + 1) / 4 against 2 / 4 passed now.
+    assert (result.reference_rate, result.current_rate, result.drop) == pytest.approx((0.625, 0.5, 0.125))
+    assert (result.regressed, result.improved, result.n, result.only_in_run) == (["a", "d"], ["c"], 4, 1)
+
+
+def test_cases_passed_or_failed_by_every_run_say_nothing():
+    pool = Pool({"a": (3, 3), "b": (0, 3)}, runs=3)
+    result = paired_test(pool, {"a": True, "b": False})
+    assert (result.p_worse, result.p_better, result.drop) == (1.0, 1.0, 0.0)
+
+
+def test_a_pooled_reference_blocks_a_real_drop_and_not_the_same_pass_rate():
+    rng = np.random.default_rng(7)
+    p = np.where(rng.random(200) < 0.7, 0.95, 0.6)
+    qids = [f"q{i:03d}" for i in range(200)]
+    pool = Pool({q: (0, 0) for q in qids}, 0)
+    for _ in range(5):
+        pool = pool.joined(dict(zip(qids, rng.random(200) < p, strict=True)))
+    assert pool.runs == 5 and all(runs == 5 for _, runs in pool.cases.values())
+    worse = paired_test(pool, dict(zip(qids, rng.random(200) < p - 0.15, strict=True)))
+    assert worse.blocks and worse.reference_runs == 5 and "over 5 reference runs" in worse.summary()
+    same = paired_test(pool, {q: pool.share(q) >= 0.5 for q in qids})  # the pool's majority: no drop
+    assert not same.blocks
+
+
+def shipped(pool: Pool | None, outcomes: dict, settings: PairedSettings) -> Pool | None:
+    comparison = None if pool is None else paired_test(pool, outcomes, settings).to_dict()
+    return next_pool(pool, outcomes, comparison, settings)
+
+
+def test_the_pool_fills_with_shipping_runs_up_to_pool_runs_then_is_frozen():
+    settings = PairedSettings(pool_runs=3)
+    runs = [flipped(BASE, to_fail=k, to_pass=k) for k in range(5)]
+    pool = shipped(None, runs[0], settings)
+    assert pool == Pool.of_run(runs[0])
+    pool = shipped(pool, runs[1], settings)
+    pool = shipped(pool, {**runs[2], "new": True}, settings)
+    assert pool.runs == 3 and pool.cases["new"] == (1, 1)
+    assert pool.cases["q001"] == (sum(r["q001"] for r in runs[:3]), 3)
+    assert shipped(pool, runs[3], settings) is None  # full: frozen
+    worse = flipped(BASE, to_fail=4)  # not blocked (within the margin), not better: still frozen
+    assert not paired_test(pool, worse, settings).blocks and shipped(pool, worse, settings) is None
+
+
+def test_a_clearly_significant_improvement_restarts_the_pool_from_that_run_alone():
+    settings = PairedSettings(pool_runs=2)
+    pool = shipped(shipped(None, BASE, settings), BASE, settings)
+    assert pool.runs == 2
+    better = flipped(BASE, to_pass=20)
+    assert paired_test(pool, better, settings).improves
+    assert shipped(pool, better, settings) == Pool.of_run(better)
+    slightly = flipped(BASE, to_pass=4)  # better, but not clearly: the full pool stays
+    assert not paired_test(pool, slightly, settings).improves and shipped(pool, slightly, settings) is None
+
+
+def test_a_blocked_run_never_changes_the_pool():
+    settings = PairedSettings(pool_runs=5)
+    pool = Pool.of_run(BASE)  # not full: a shipping run would join
+    dropped = flipped(BASE, to_fail=30)
+    comparison = paired_test(pool, dropped, settings).to_dict()
+    assert comparison["blocks"] and next_pool(pool, dropped, comparison, settings) is None
+
+
+def test_settings_pool_runs_is_a_positive_integer():
+    assert PairedSettings().pool_runs == 5
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError):
+            PairedSettings(pool_runs=bad)
+
+
+# -- the pool in the baseline file --------------------------------------------------------------------
+
+
+def write(path, entry: dict) -> None:
+    path.write_text(json.dumps({"golden": {"metrics": {"precision": 0.9}, **entry}}))
+
+
+def test_an_old_baseline_with_only_cases_is_read_and_compared_as_a_pool_of_one_run(tmp_path):
+    path = tmp_path / "b.json"
+    write(path, {"cases": BASE, "run": "r1"})
+    entry = load_baseline(path, ["precision"])["golden"]
+    assert entry.pool is None and entry.reference() == Pool.of_run(BASE)
+    current = flipped(BASE, to_fail=25, to_pass=5)
+    assert paired_test(entry.reference(), current) == paired_test(BASE, current)
+    comparison = paired_test(entry.reference(), BASE).to_dict()
+    new = paired_promoted(entry, {"precision": 0.95}, cases=BASE, paired=comparison, run="r2", now=NOW)
+    assert new.pool.runs == 2 and new.pool.cases["q001"] == (2, 2) and new.pool.cases["q000"] == (0, 2)
+    assert new.metrics == {"precision": 0.9} and (new.run, new.cases) == ("r2", BASE)  # a join: pool only
+
+
+def test_promotions_write_the_pool_and_a_blocked_run_leaves_the_file_untouched(tmp_path):
+    path = tmp_path / "b.json"
+    settings = PairedSettings(pool_runs=2)
+
+    def ship(outcomes: dict, run: str) -> BaselineEntry | None:
+        def change(old: BaselineEntry | None) -> BaselineEntry | None:
+            reference = None if old is None else old.reference()
+            paired = None if reference is None else paired_test(reference, outcomes, settings).to_dict()
+            return paired_promoted(
+                old, {"precision": 0.9}, cases=outcomes, paired=paired, settings=settings, run=run, now=NOW
+            )
+
+        return locked_update(path, "golden", None, change)
+
+    ship(BASE, "r1")
+    entry = ship(flipped(BASE, to_fail=1), "r2")
+    written = json.loads(path.read_text())["golden"]
+    assert (
+        written["pooled_runs"] == 2
+        and written["pool"]["q001"] == [1, 2]
+        and written["pool"]["q002"] == [2, 2]
+    )
+    assert written["cases"]["q001"] is False and written["run"] == "r2"
+    assert load_baseline(path, ["precision"])["golden"].pool == entry.pool
+    before = path.read_bytes()
+    assert ship(flipped(BASE, to_fail=40), "r3") == entry  # blocked: nothing written
+    assert ship(BASE, "r4") == entry  # full and no clear gain: frozen
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"pool": {"q1": [1, 1]}}, "'pool' and 'pooled_runs' go together"),
+        ({"pooled_runs": 2}, "'pool' and 'pooled_runs' go together"),
+        ({"pool": {"q1": [2, 1]}, "pooled_runs": 2}, "case 'q1' must be [passes, runs]"),
+        ({"pool": {"q1": [1, 3]}, "pooled_runs": 2}, "runs <= 2"),
+        ({"pool": {"q1": [0, 0]}, "pooled_runs": 2}, "case 'q1'"),
+        ({"pool": {"q1": [True, 1]}, "pooled_runs": 2}, "case 'q1'"),
+        ({"pool": {"q1": [1, 1]}, "pooled_runs": 0}, "'pooled_runs' must be a positive integer"),
+        ({"pool": [[1, 1]], "pooled_runs": 1}, "'pool' must be an object"),
+    ],
+)
+def test_a_malformed_pool_is_refused_naming_the_file(tmp_path, extra, message):
+    path = tmp_path / "b.json"
+    write(path, extra)
+    with pytest.raises(InputError, match=r"b\.json") as raised:
+        load_baseline(path, ["precision"])
+    assert message in str(raised.value)

@@ -40,7 +40,7 @@ def test_paired_power_by_hand():
     # 0.5^b < 0.05 (b ≥ 5) and b/10 > 0.02: P(b ≥ 5) = 1 − Σ_{b<5} C(10,b) 0.1^b 0.9^(10−b) = 0.0016349.
     by_hand = 1 - sum(math.comb(10, b) * 0.1**b * 0.9 ** (10 - b) for b in range(5))
     assert by_hand == pytest.approx(0.0016349, abs=1e-7)
-    assert power.paired_power(10, 0.1, power.PairedDesign()) == pytest.approx(by_hand)
+    assert power.paired_power(10, 0.1, power.PairedDesign(alpha=0.05)) == pytest.approx(by_hand)
     # Strict: blocks whenever b > c, i.e. b ≥ 1: 1 − 0.9^10.
     assert power.paired_power(10, 0.1, power.PairedDesign(strict=True)) == pytest.approx(1 - 0.9**10)
 
@@ -56,7 +56,7 @@ def test_paired_power_matches_brute_force_with_flips():
             prob *= (f + d) ** b * f**c * (1 - 2 * f - d) ** (n - b - c)
             p = binomtest(b, b + c, 0.5, alternative="greater").pvalue if b + c else 1.0
             expected += prob * (p < 0.05 and (b - c) / n > 0.02)
-    assert power.paired_power(n, d, power.PairedDesign(flip_rate=f)) == pytest.approx(expected)
+    assert power.paired_power(n, d, power.PairedDesign(flip_rate=f, alpha=0.05)) == pytest.approx(expected)
 
 
 def test_more_cases_detect_smaller_drops():
@@ -78,7 +78,7 @@ def test_paired_sample_size_reaches_the_power_and_respects_the_margin():
 def test_the_defect_fifty_cases_miss_most_ten_point_drops():
     # The gate caught 26.5 % of real 10-point drops on 50 cases in the release-noise benchmark's system
     # (flaky cases flip ≈ 9 % each way): the model gives the same order.
-    assert 0.2 < power.paired_power(50, 0.10, power.PairedDesign(flip_rate=0.09)) < 0.35
+    assert 0.2 < power.paired_power(50, 0.10, power.PairedDesign(flip_rate=0.09, alpha=0.05)) < 0.35
 
 
 def test_bad_designs_are_refused():
