@@ -30,9 +30,11 @@ The delivery protocol, which survives a crash at any point, a full disk and a sl
    with its ``ts``; only a history read to the end without it lets the alert be posted again.
    A history that cannot be read leaves the alert pending, with the reason.
 5. Every pass has a budget of wall-clock time with Slack (``RAGSPINE_ALERT_FLUSH_BUDGET_S``, default
-   30 s, or ``flush(budget_s=…)``): a Retry-After or back-off wait happens only when it fits, each
-   request's timeout is cut to what is left, and once it is spent the remaining alerts stay pending and
-   ``FlushResult.error`` says so.
+   30 s, or ``flush(budget_s=…)``): a Retry-After or back-off wait happens only when it fits (one that
+   does not is not waited for at all: the post fails at once, saying how long Slack asked for and how
+   much of the budget was left), each request's timeout is cut to what is left, and once it is spent
+   the remaining alerts stay pending and ``FlushResult.error`` says so. Retries that run out while
+   Slack still rate-limits say that instead.
 
 Nothing here raises because Slack is absent or failing, or because the disk is full: failed attempts are
 recorded with their error and the alerts stay pending. The token is never part of an error message, a

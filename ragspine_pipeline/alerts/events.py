@@ -310,9 +310,10 @@ class AlertOutbox(ABC):
         """Queue what of ``alert`` is news for its stream (see :func:`observed`); return the first alert
         queued (``alert`` itself, or the first part of a night of production drops), or None.
 
-        The stream's state is updated either way. Raises a one-line InputError when the outbox or its
-        state cannot be written: then the alert is not queued and its stream's state is unchanged, so
-        the next evaluation announces it.
+        The stream's state is updated either way. Raises a one-line InputError when the alert's events
+        cannot be written: then nothing is queued and its stream's state is unchanged, so the next
+        evaluation announces it. Once the events landed the alert is queued, whatever happens to the
+        state's own write (the state is then rebuilt from the events, so nothing is announced twice).
         """
 
     def record_sending(self, ids: Sequence[str], target: str, thread_ts: str | None = None) -> None:

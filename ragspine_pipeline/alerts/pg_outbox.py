@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from ragspine_pipeline import inputs
@@ -67,6 +68,8 @@ from ragspine_pipeline.alerts.events import (
 )
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.errors import InputError
+
+V = TypeVar("V", bound=OutboxView)
 
 TABLES = ("ragspine_alert_events", "ragspine_alert_batches", "ragspine_alert_state", "ragspine_alert_corrupt")
 SCHEMA = """
@@ -199,9 +202,17 @@ class PostgresOutbox(AlertOutbox):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def read(self) -> OutboxView:
+    def read(self, read_only: bool = False) -> OutboxView:
         """Every alert with its delivery status (unreadable events set aside first, and counted); inside
-        :meth:`delivering`, the pending alerts of the batches this pass claimed and no others."""
+        :meth:`delivering`, the pending alerts of the batches this pass claimed and no others. With
+        ``read_only`` (a read command) no event is moved: the unreadable ones are only counted
+        (``ReadOnlyView.corrupt``)."""
+        if read_only:
+            from ragspine_pipeline.alerts.outbox import ReadOnlyView
+
+            view, corrupt = self._fold(ReadOnlyView())
+            view.corrupt = len(corrupt)
+            return view
         view = self._load(set_aside=True)
         if self._claimed is not None:
             claimed = self._claimed
@@ -222,19 +233,24 @@ class PostgresOutbox(AlertOutbox):
 
     def _load(self, set_aside: bool) -> OutboxView:
         """The whole log folded; with ``set_aside``, unreadable events are moved aside and counted."""
+        view, corrupt = self._fold(OutboxView())
+        if corrupt and set_aside:
+            view.set_aside = self._set_aside(corrupt)
+        return view
+
+    def _fold(self, view: V) -> tuple[V, list[tuple[int, str, str]]]:
+        """The whole log folded into ``view``, and the events the fold cannot read."""
         rows = self._execute(
             "read the alert outbox", "SELECT id, event::text FROM ragspine_alert_events ORDER BY id"
         )
-        view, corrupt = OutboxView(), []
+        corrupt: list[tuple[int, str, str]] = []
         entries: dict[str, Entry] = {}
         for number, text in rows:
             problem = fold(text, self.path, number, entries, view.channel_ids)
             if problem:
                 corrupt.append((number, text, problem))
         view.entries = list(entries.values())
-        if corrupt and set_aside:
-            view.set_aside = self._set_aside(corrupt)
-        return view
+        return view, corrupt
 
     def _set_aside(self, corrupt: list[tuple[int, str, str]]) -> int:
         """Move unreadable events to ``ragspine_alert_corrupt`` with their reason; how many this call

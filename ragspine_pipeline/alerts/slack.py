@@ -46,6 +46,18 @@ METADATA_EVENT = "ragspine_alert"
 MIN_REQUEST_S = 1.0  # less time than this left in the budget: no new request is started
 HISTORY_PAGES = 10  # of 200 messages: how far back a confirmation looks before it gives up
 
+# The clock and the sleep every budget uses (looked up at each call: a test may put a fake clock here).
+monotonic = time.monotonic
+sleep = time.sleep
+
+
+def seconds_text(seconds: float) -> str:
+    """A number of seconds as a message shows it: plain digits at any size (``100000``, ``2.5``, ``0.1``),
+    never an exponent that hides the arithmetic."""
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return str(seconds)
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
+
 
 def seconds_from_env(name: str, default: float, minimum: float) -> float:
     """A number of seconds from the environment; a value that is not one is a one-line InputError."""
@@ -106,10 +118,15 @@ class WaitBudget:
 
     def __init__(self, seconds: float = DEFAULT_BUDGET_S) -> None:
         self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
+        self.start = monotonic()
+
+    def elapsed(self) -> float:
+        return max(0.0, monotonic() - self.start)
 
     def remaining(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
+        """What is left, as the budget minus the time spent (exact at any budget size: a deadline of
+        ``start + seconds`` would lose the clock's digits to a large budget's)."""
+        return max(0.0, self.seconds - self.elapsed())
 
     def fits(self, wait_s: float) -> bool:
         """Whether waiting ``wait_s`` still leaves time for one more request."""
@@ -117,7 +134,7 @@ class WaitBudget:
 
     def spent(self) -> str:
         return (
-            f"the {self.seconds:g} s this flush may spend with Slack are spent "
+            f"the {seconds_text(self.seconds)} s this flush may spend with Slack are spent "
             "(RAGSPINE_ALERT_FLUSH_BUDGET_S); the rest waits for the next flush"
         )
 
@@ -129,16 +146,27 @@ class _WithinBudget:
     budget: WaitBudget
     on_wait: Callable[[], None]
     _wait_s: float = 0.0
+    # Of the last request: the waits made, and the wait declined (with what was left) when it did not fit.
+    waited: list[float]
+    declined: tuple[float, float] | None = None
+
+    def reset(self) -> None:
+        self.waited, self.declined = [], None
 
     def can_retry(self, *, state, request, response=None, error=None) -> bool:
         if not super().can_retry(state=state, request=request, response=response, error=error):
             return False
         self._wait_s = self._next_wait(state, response)
-        return self.budget.fits(self._wait_s)
+        left = self.budget.remaining()
+        if self._wait_s + MIN_REQUEST_S <= left:
+            return True
+        self.declined = (self._wait_s, left)  # not waited for at all: the call fails now, and says so
+        return False
 
     def prepare_for_next_attempt(self, *, state, request, response=None, error=None) -> None:
         state.next_attempt_requested = True
-        time.sleep(self._wait_s)
+        sleep(self._wait_s)
+        self.waited.append(self._wait_s)
         state.increment_current_attempt()
         self.on_wait()
 
@@ -160,6 +188,7 @@ class BoundedRateLimitRetryHandler(_WithinBudget, RateLimitErrorRetryHandler):
     ) -> None:
         super().__init__(max_retry_count=max_retry_count)
         self.max_wait_s, self.budget, self.on_wait = max_wait_s, budget or WaitBudget(), on_wait
+        self.reset()
 
     def _can_retry(self, *, state, request, response=None, error=None) -> bool:
         return super()._can_retry(state=state, request=request, response=response, error=error) and (
@@ -180,6 +209,7 @@ class _ServerErrorRetry(_WithinBudget, ServerErrorRetryHandler):
     def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
         super().__init__(max_retry_count, _backoff())
         self.budget, self.on_wait = budget, on_wait
+        self.reset()
 
 
 class _UnsentRequestRetry(_WithinBudget, ConnectionErrorRetryHandler):
@@ -190,6 +220,7 @@ class _UnsentRequestRetry(_WithinBudget, ConnectionErrorRetryHandler):
     def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
         super().__init__(max_retry_count, _backoff(), [URLError])
         self.budget, self.on_wait = budget, on_wait
+        self.reset()
 
 
 class DeliveryError(Exception):
@@ -327,6 +358,8 @@ class SlackSender:
         self._fit_timeout()
         if self.budget.remaining() < MIN_REQUEST_S:
             raise DeliveryError(self.budget.spent(), stop=True)
+        for handler in self._handlers:
+            handler.reset()
         try:
             return method(**kwargs)
         except SlackApiError as exc:
@@ -345,17 +378,32 @@ class SlackSender:
         error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
         problem = f"Slack answered HTTP {status}: {error or 'no error code'}"
         if status == 429:
-            wait = _retry_after(exc.response.headers or {})
             problem += (
-                f" (Retry-After {wait:g} s: more than the {self.max_retry_after_s:g} s bound"
-                if wait > self.max_retry_after_s
-                else f" (Retry-After {wait:g} s does not fit in the {self.budget.remaining():.1f} s left of "
-                f"this flush's {self.budget.seconds:g} s budget"
-            ) + "; left for the next flush)"
+                f" ({self._rate_limited(_retry_after(exc.response.headers or {}))}; left for the next flush)"
+            )
         # A 5xx may come after Slack stored the message: confirm it before posting again.
         return DeliveryError(
             self._scrub(problem), maybe_posted=maybe_posted and status >= 500, stop=status == 429
         )
+
+    def _rate_limited(self, wait: float) -> str:
+        """Why a 429 was not waited out: Slack asked for more than the bound, the wait did not fit in
+        what the budget had left (then it was not waited for at all), or the retries ran out."""
+        handler = self._handlers[0]
+        budget = f"this flush's {seconds_text(self.budget.seconds)} s budget"
+        if wait > self.max_retry_after_s:
+            bound = seconds_text(self.max_retry_after_s)
+            return f"Retry-After {seconds_text(wait)} s: more than the {bound} s bound"
+        if isinstance(handler, _WithinBudget) and handler.declined is not None:
+            wanted, left = handler.declined
+            return f"Retry-After {seconds_text(wanted)} s does not fit in the {left:.1f} s left of {budget}"
+        waited = handler.waited if isinstance(handler, _WithinBudget) else []
+        if waited:
+            return (
+                f"still rate limited after {len(waited)} wait(s) for Retry-After "
+                f"({seconds_text(sum(waited))} s in all)"
+            )
+        return f"Retry-After {seconds_text(wait)} s"
 
     def _fit_timeout(self) -> None:
         """The next request may take no longer than the budget has left."""

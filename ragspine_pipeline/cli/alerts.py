@@ -17,8 +17,10 @@ def _outbox(args: argparse.Namespace) -> AlertOutbox:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    """A read command: it writes nothing (no lock file, no corrupt line moved, no state rewritten)."""
     with _outbox(args) as outbox:
-        view = outbox.read()
+        view = outbox.read(read_only=True)
+    unreadable = getattr(view, "corrupt", 0)
     if args.format == "json":
         rows = [
             {
@@ -37,7 +39,13 @@ def run_list(args: argparse.Namespace) -> int:
             }
             for e in view.entries
         ]
-        print(json.dumps({"outbox": str(outbox.path), "alerts": rows, "set_aside": view.set_aside}, indent=2))
+        listing = {
+            "outbox": str(outbox.path),
+            "alerts": rows,
+            "set_aside": view.set_aside,
+            "unreadable": unreadable,
+        }
+        print(json.dumps(listing, indent=2))
         return EXIT_PASS
     print(
         f"{outbox.path}: {len(view.pending)} pending, {len(view.delivered)} delivered, "
@@ -52,8 +60,12 @@ def run_list(args: argparse.Namespace) -> int:
         print(f"  {e.alert.created_at}  {status:<32}  {e.alert.kind:<11}  {e.alert.title}")
         if e.pending and e.last_error:
             print(f"      last error: {e.last_error}")
-    if view.set_aside:
-        print(f"{view.set_aside} corrupt line(s) set aside in {outbox.corrupt_path}", file=sys.stderr)
+    if unreadable:
+        print(
+            f"{unreadable} unreadable line(s) in {outbox.path}, left where they are "
+            "(`alerts flush` sets them aside)",
+            file=sys.stderr,
+        )
     return EXIT_PASS
 
 

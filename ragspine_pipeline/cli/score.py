@@ -9,6 +9,8 @@ RAGSpine's (``reports.ragspine_format``; they need a golden set with QA cases).
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +35,7 @@ from ragspine_pipeline.decision.evaluation import (
     metric_scope,
     promoted_entry,
     with_baseline,
+    with_index_check,
     with_replays,
 )
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
@@ -56,7 +59,10 @@ def run_score(args: argparse.Namespace) -> int:
     scope = metric_scope(args.evidence)
     config = load_config(args.config, KNOWN_METRICS, scope) if args.config else EvalConfig()
     if args.references:
+        _check_references(args.references, "--references")
         config = config.model_copy(update={"references": args.references})
+    elif config.references is not None and os.path.lexists(config.references):
+        _check_references(config.references, "references")
     gates = _gates(args, config, scope)
     layered_gates = [g.metric for g in gates or () if g.metric in LAYERED_METRICS]
     if layered_gates and not args.evidence:
@@ -90,6 +96,8 @@ def run_score(args: argparse.Namespace) -> int:
     if len(args.trace) > 1:
         replays = [_traces(path) for path in args.trace[1:]]
         evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence, k=args.k)
+        named = list(zip(args.trace, [traces, *replays], strict=True))
+        evaluation = with_index_check(evaluation, named, args.index_version)
     if store is not None:
         evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id, scope)
         if args.promote:
@@ -150,6 +158,29 @@ def _traces(path: str) -> pa.Table:
     return table
 
 
+def _check_references(path: str, where: str) -> None:
+    """The reference texts must be a directory: anything else (missing, a FIFO, a device, a plain file)
+    is a one-line error, whether or not a case of this golden set needs them."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InputError(path, f"{where}: cannot use the reference texts: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "something else")
+        raise InputError(
+            path, f"{where}: the reference texts must be a directory (one file per narrative_doc), not {kind}"
+        )
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISREG, "a file"),
+)
+
+
 def _gates(args: argparse.Namespace, config: EvalConfig, scope: Scope) -> list[Gate] | None:
     """The user's complete gate set: ``--gates``, else the config's; None when neither gives one."""
     if args.gates is not None:
@@ -189,7 +220,10 @@ def _promotion_note(baseline: str, mode: str, evaluation: Evaluation, promoted: 
     if not evaluation.passed:
         return f"not promoting {baseline}: the release is blocked, the baseline is unchanged"
     if not promoted:
-        return f"not promoting {baseline}: no significant improvement (paired test), it is unchanged"
+        return (
+            f"not promoting {baseline}: its reference pool is full and this run is no significant "
+            "improvement (paired test), it is unchanged"
+        )
     return f"promoted {baseline} (mode {mode}): every listed metric is now at least as strict"
 
 

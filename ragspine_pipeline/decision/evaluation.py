@@ -36,7 +36,7 @@ from ragspine_pipeline.decision.flakiness import flakiness
 from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.golden import GoldenLock
 from ragspine_pipeline.decision.paired import paired_test
-from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices
+from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices, index_integrity
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, names
 from ragspine_pipeline.scoring.grounded import (
@@ -387,6 +387,28 @@ def with_replays(
         scored = evaluate(gold, traces, gates=(), config=config, run_id="replay", evidence=evidence, k=k)
         outcomes.append(scored.case_outcomes)
     return replace(evaluation, flakiness=flakiness(outcomes))
+
+
+def with_index_check(
+    evaluation: Evaluation, replays: Sequence[tuple[str, pa.Table]], expected: str | None = None
+) -> Evaluation:
+    """``evaluation`` with the index check run over every replay (``--trace A --trace B``), not the first
+    one only: replays that name different index versions, or one the run was not requested for, block
+    (``mixed_index_versions``), and then nothing is promoted."""
+    counts = [(name, _index_versions(table)) for name, table in replays]
+    release = evaluation.release.model_copy(
+        update={
+            "integrity": index_integrity({}, expected, replays=counts),
+            "index_versions": sorted({version for _path, versions in counts for version in versions}),
+        }
+    )
+    release = release.model_copy(update={"decision": "block" if release.blocks() else "ship"})
+    return replace(evaluation, release=release)
+
+
+def _index_versions(traces: pa.Table) -> dict[str, int]:
+    counts = pc.value_counts(traces.column("index_version").drop_null())
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
 
 
 def with_baseline(evaluation: Evaluation, entry: BaselineEntry | None, config: EvalConfig) -> Evaluation:

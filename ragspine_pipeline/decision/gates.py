@@ -1,6 +1,9 @@
 """Gates: absolute thresholds on metrics (docs/decisions.md).
 
 A gate list given by the user is the complete gate set for the run (it replaces the defaults).
+A threshold must lie in the range of its metric's kind (:data:`RANGES`: a rate in [0, 1], a count or a
+statistic at least 0): any other is a one-line :class:`GateSpecError` naming the gate, its value and the
+range, wherever the gate comes from (``--gates`` or the gates config: :class:`Gate` checks itself).
 Rates of failure pass at or below their threshold; every other metric passes at or above it (each
 metric's direction is in the registry, ``ragspine_pipeline.metrics``). Gates compare unrounded values;
 rounding is for display only.
@@ -80,6 +83,42 @@ class Gate:
 
     def passes(self, value: float) -> bool:
         return value <= self.threshold if self.is_max else value >= self.threshold
+
+    def __post_init__(self) -> None:
+        bound = "max" if self.is_max else "min"
+        if problem := threshold_problem(self.metric, self.threshold, self.direction or bound):
+            raise GateSpecError(problem)
+
+
+RANGES: dict[str, tuple[float, float]] = {
+    "rate": (0.0, 1.0),
+    "count": (0.0, math.inf),
+    "statistic": (0.0, math.inf),
+}
+"""The thresholds a gate on each kind of metric may have (``metrics.Metric.kind``): a rate is a share of
+cases, in [0, 1]; a count, or a statistic such as a latency or a token count, is never negative. A judged
+score keeps its own scale."""
+
+
+def _range_text(low: float, high: float) -> str:
+    return f"[{low:g}, {high:g}]" if math.isfinite(high) else f">= {low:g}"
+
+
+def threshold_problem(metric: str, threshold: float, bound: str, written: str | None = None) -> str | None:
+    """Why ``threshold`` cannot be a ``bound`` (min or max) of a gate on ``metric`` (a canonical name;
+    ``written``: the name as the user wrote it), as one line naming the gate, the value and the range the
+    metric's kind allows; None when it can. A metric the registry does not hold is not checked."""
+    known = registry.BY_NAME.get(metric)
+    if known is None or known.kind not in RANGES:
+        return None
+    low, high = RANGES[known.kind]
+    if low <= threshold <= high:
+        return None
+    label = f"'{metric}'" if written is None or written == metric else f"'{written}' ({metric})"
+    return (
+        f"gate {label}: {bound} {threshold:g} is out of range: {metric} is a {known.kind}, its "
+        f"thresholds must be {_range_text(low, high)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -204,6 +243,9 @@ def parse_gates(spec: str, known: Iterable[str], scope: Scope = Scope.GOLDEN) ->
             raise GateSpecError(f"gate '{name.strip()}': threshold must be a finite number")
         if metric in gates:
             raise GateSpecError(f"gate '{metric}' is given twice")
+        bound = "max" if metric in LOWER_IS_BETTER else "min"
+        if problem := threshold_problem(metric, threshold, bound, name.strip()):  # the name as written
+            raise GateSpecError(problem)
         gates[metric] = Gate(metric, threshold)
     if not gates:
         raise GateSpecError("the gate list is empty")

@@ -264,8 +264,8 @@ def detectable_drop(
     cases: int | None,
     baseline_test: Literal["strict", "paired"],
     *,
-    alpha: float = 0.05,
-    margin: float = 0.02,
+    alpha: float | None = None,
+    margin: float | None = None,
     power: float = DETECTABLE_POWER,
 ) -> dict[str, Any]:
     """What a golden set of ``cases`` can detect with the baseline test in use: the smallest drop of the
@@ -274,8 +274,12 @@ def detectable_drop(
     system; 5 % each way for paired, a system that samples). ``{cases, power, drop, test, [alpha,
     margin,] flip_rate, line}``; ``drop`` is None (with a ``reason``) when no drop is reliably caught,
     and without cases there is no ``drop``, only the ``reason``."""
+    from ragspine_pipeline.decision.paired import PairedSettings
     from ragspine_pipeline.scoring import power as plan  # scipy, only where the figure is worked out
 
+    defaults = PairedSettings()
+    alpha = defaults.alpha if alpha is None else alpha
+    margin = defaults.margin if margin is None else margin
     flip_rate = plan.RELEASE_FLIP_RATE[baseline_test]
     test: dict[str, Any] = {"test": baseline_test}
     if baseline_test == "paired":
@@ -314,7 +318,7 @@ def comparison_detectable_drop(
     if comparison.paired is not None:
         paired = comparison.paired
         return detectable_drop(
-            paired.get("n"), "paired", alpha=paired.get("alpha", 0.05), margin=paired.get("margin", 0.02)
+            paired.get("n"), "paired", alpha=paired.get("alpha"), margin=paired.get("margin")
         )
     if baseline_test == "paired":
         if paired_settings is None:
@@ -325,7 +329,7 @@ def comparison_detectable_drop(
 
 def detectable_drop_text(figure: Mapping[str, Any] | None) -> str | None:
     """The release report's line: "With 50 cases, drops under 19.8 points are not reliably caught (80 %
-    power; paired test at alpha 0.05, margin 2 points, 5 % of cases flipping each way)." None when the
+    power; paired test at alpha 0.02, margin 2 points, 5 % of cases flipping each way)." None when the
     figure is not stated (no baseline comparison, no cases)."""
     if not isinstance(figure, Mapping) or not figure.get("cases") or "drop" not in figure:
         return None
@@ -333,8 +337,8 @@ def detectable_drop_text(figure: Mapping[str, Any] | None) -> str | None:
     flips = float(figure.get("flip_rate") or 0.0)
     if figure.get("test") == "paired":
         test = (
-            f"paired test at alpha {float(figure.get('alpha', 0.05)):g}, margin "
-            f"{100 * float(figure.get('margin', 0.02)):g} points, {100 * flips:g} % of cases flipping "
+            f"paired test at alpha {float(figure['alpha']):g}, margin "
+            f"{100 * float(figure['margin']):g} points, {100 * flips:g} % of cases flipping "
             "each way"
         )
     else:
@@ -435,17 +439,38 @@ def decide(
     return decision.model_copy(update={"decision": "block" if decision.blocks() else "ship"})
 
 
-def index_integrity(index_versions: Mapping[str, int], expected: str | None = None) -> list[dict]:
+def index_integrity(
+    index_versions: Mapping[str, int],
+    expected: str | None = None,
+    *,
+    replays: Sequence[tuple[str, Mapping[str, int]]] = (),
+) -> list[dict]:
     """Why a replay's traces cannot stand for one index, as ``mixed_index_versions`` problems: they name
     more than one index version, or one other than the version the run was requested for (a replay
     against an index that changed under it, or a load balancer across two builds). Traces that name no
-    index version at all cannot be checked and pass."""
+    index version at all cannot be checked and pass.
+
+    ``replays``: every replay of the run (``(its file, its traces per index version)``); when given,
+    the check runs over all of them together (``index_versions`` is then ignored) — two replays that
+    each name one index, but not the same one, are mixed too — and the detail says which replay names
+    which index."""
+    if replays:
+        total: Counter[str] = Counter()
+        for _name, versions in replays:
+            total.update({version: int(n) for version, n in versions.items()})
+        index_versions = total
     counts = {version: int(n) for version, n in sorted(index_versions.items())}
+    by_replay = (
+        "; ".join(
+            f"{name}: {', '.join(sorted(versions)) or 'no index version'}" for name, versions in replays
+        )
+        if len(replays) > 1
+        else ""
+    )
     if len(counts) > 1:
         named = ", ".join(f"{version} ({n} traces)" for version, n in counts.items())
-        return [
-            {"reason": "mixed_index_versions", "index_versions": counts, "detail": f"traces name {named}"}
-        ]
+        detail = f"traces name {named}" + (f" (replays: {by_replay})" if by_replay else "")
+        return [{"reason": "mixed_index_versions", "index_versions": counts, "detail": detail}]
     if expected is not None and counts and expected not in counts:
         (version,) = counts
         detail = f"the run was requested for index {expected}, its traces name {version}"

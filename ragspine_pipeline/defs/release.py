@@ -278,7 +278,8 @@ def release_assets(service: Service) -> list:
         inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
         a stricter value since this run decided, this run is worse than the baseline, nothing is written
         and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
-        was (`baseline_test: paired`: unless it is a significant improvement); no code path lowers one.
+        was (`baseline_test: paired`: the first shipping runs fill the reference pool, then only a
+        significant improvement restarts it); no code path lowers one.
         """
         eval_files = service.files
         path, mode = eval_files.baseline_path, eval_files.baseline_mode
