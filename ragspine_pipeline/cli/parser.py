@@ -345,7 +345,7 @@ def _add_plan(commands: Any) -> None:
     )
     parser.add_argument("--fdr", type=share, help="the night's false-discovery rate (default 0.03)")
     parser.add_argument(
-        "--tests", type=_POSITIVE, metavar="M", help="tests a night, over the test's weight (default 12)"
+        "--tests", type=_POSITIVE, metavar="M", help="tests a night, over the test's weight (default 18)"
     )
     parser.add_argument(
         "--window", type=_POSITIVE, metavar="NIGHTS", help="trailing nights of the level (default 14)"

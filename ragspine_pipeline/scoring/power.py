@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 DEFAULT_POWER = 0.8
 DEFAULT_WINDOW = 14  # ``DropSettings.window``
-NIGHTLY_TESTS = 12  # six production rates × the one- and three-night windows, all traffic, no slices
+NIGHTLY_TESTS = 18  # six production rates × the one-, three- and seven-night windows, all traffic, no slices
 MAX_CASES = 200_000  # the golden-set search gives up above this many cases
 DEFAULT_SAMPLE_CAP = 20_000  # ``SampleTarget.max``
 # The flip rate (per direction) the release report assumes for its detectable drop: the strict comparison

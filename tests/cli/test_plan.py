@@ -33,8 +33,8 @@ def test_a_golden_file_and_the_nightly_sample(tmp_path, capsys):
     code, out, _ = run(capsys, "--golden", str(gold), "--nightly", "--sample-size", "1000", "--rate", "0.9")
     assert code == 0 and len(out) == 2
     assert out[0].startswith("with 30 cases, drops under ")
-    assert out[1].startswith("with 1,000 traces a night at a rate of 90 %, drops under 3.9 points")
-    assert "α = fdr 0.03 / 12 tests = 0.0025" in out[1]
+    assert out[1].startswith("with 1,000 traces a night at a rate of 90 %, drops under 4.1 points")
+    assert "α = fdr 0.03 / 18 tests = 0.00167" in out[1]
 
 
 def test_the_sample_size_a_drop_needs(capsys):
