@@ -5,6 +5,12 @@ Every local file the pipeline writes goes through one atomic write (:func:`repla
 through one encoding (:func:`jsonl_line`, :func:`jsonl_lines`, :func:`write_jsonl`). Only appends
 (:func:`append_durably`: the alert outbox, the replay's answers) are not replaces; a rewrite of such a
 file still goes through the atomic write.
+
+One output rule for every writer (:func:`output_kind`): a regular file or a new path is replaced
+atomically; a character device, FIFO or socket (``/dev/stdout``, ``/dev/null``, a named pipe) is
+written to directly, never renamed over, unlinked or given a temporary file beside it; a symbolic link
+is resolved first and the rule applied to its target (the target is replaced, the link stays a link);
+anything else (a directory, a block device) is refused, one line.
 """
 
 from __future__ import annotations
@@ -30,16 +36,50 @@ log = logging.getLogger(__name__)
 # -- the atomic write --------------------------------------------------------------------------------
 
 
+ATOMIC = "atomic"
+"""What :func:`output_kind` says of a regular file or a new path: replaced in one rename."""
+STREAM = "stream"
+"""What :func:`output_kind` says of a character device, FIFO or socket: written to directly."""
+
+
+def output_kind(path: str | Path) -> str:
+    """How an output path is written: :data:`ATOMIC` (a regular file, or nothing there yet: a new file,
+    a dangling link's target) or :data:`STREAM` (a character device, FIFO or socket, links followed).
+
+    Anything else (a directory, a block device) is an OSError whose ``strerror`` says what it is, for
+    the caller to name: nothing is written over it.
+    """
+    try:
+        mode = os.stat(path).st_mode  # links followed: the rule applies to the target
+    except FileNotFoundError:
+        return ATOMIC  # a new file (or a dangling link's target, created where the link points)
+    if stat.S_ISREG(mode):
+        return ATOMIC
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return STREAM
+    refused = f"it is {_kind(mode)} (an output is a regular file, a character device, a FIFO or a socket)"
+    raise OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, refused)
+
+
 @contextmanager
 def replacing(path: str | Path, *, text: bool = False) -> Iterator[IO[Any]]:
     """Yield a stream (binary, or UTF-8 text with ``text``) whose content replaces ``path`` when the
-    block ends; what every atomic write here is. OSErrors propagate, for the caller to name.
+    block ends; what every write here is (the rule: :func:`output_kind`). OSErrors propagate, for the
+    caller to name.
 
     Symbolic links are resolved first: the file they point to is replaced, the link kept. The
     temporary file sits next to the target (same file system, so the rename is atomic) and takes the
     target's permission bits (or the umask default for a new file); :func:`replace_durably` makes it the
     target. If the block raises, the target is untouched and the temporary file removed.
+
+    A character device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a named pipe) is opened and
+    written as it is: no temporary file, no rename, nothing unlinked (a FIFO's open waits for a reader,
+    as a shell's ``>`` does). A directory or a block device is an OSError before anything is written.
     """
+    if output_kind(path) == STREAM:
+        with _stream(path, text) as out:
+            yield out
+        return
     target = Path(os.path.realpath(path))
     mode = _file_mode(target)
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -54,13 +94,40 @@ def replacing(path: str | Path, *, text: bool = False) -> Iterator[IO[Any]]:
             Path(temporary).unlink(missing_ok=True)
 
 
+@contextmanager
+def _stream(path: str | Path, text: bool) -> Iterator[IO[Any]]:
+    """``path`` (a character device, FIFO or socket) opened for writing as it is: no O_CREAT, no
+    O_TRUNC, so nothing is made or unlinked; opened by the name given (``/dev/stdout`` reaches a pipe
+    that has no name to resolve to). If what was opened is not such a file after all (the path was
+    replaced in between), nothing is written."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            raise OSError(errno.EAGAIN, "the path changed while it was opened; nothing was written")
+        out = os.fdopen(fd, "w" if text else "wb", encoding="utf-8" if text else None)
+    except BaseException:
+        os.close(fd)
+        raise
+    with out:
+        yield out
+        out.flush()
+
+
 def replace_durably(out: IO[Any], temporary: str | Path, target: str | Path, mode: int) -> None:
     """Make the finished temporary file ``temporary`` (open as ``out``) the file ``target``: flush and
     fsync it, give it ``mode``, rename it over ``target`` and fsync the folder. A crash at any point
-    leaves the old file or the whole new one; once this returns, the new one survives a power loss."""
+    leaves the old file or the whole new one; once this returns, the new one survives a power loss.
+
+    Only a regular file (or nothing) is replaced: a device, FIFO, socket, directory or symbolic link at
+    ``target`` (give the resolved path) is an OSError, and it stays as it is (the caller removes the
+    temporary file): the last check of the output rule, just before the rename."""
     out.flush()
     os.fsync(out.fileno())
     os.chmod(temporary, mode)
+    with suppress(FileNotFoundError):
+        if not stat.S_ISREG(found := os.lstat(target).st_mode):
+            raise OSError(errno.EEXIST, f"not replacing {_kind(found)} with a file")
     os.replace(temporary, target)
     fsync_folder(Path(target).parent)
 
@@ -95,9 +162,12 @@ def atomic_writer(path: str | Path, what: str) -> Iterator[TextIO]:
 
 @contextmanager
 def _user_errors(path: str | Path, what: str) -> Iterator[None]:
-    folder = Path(os.path.realpath(path)).parent
-    if not folder.is_dir():
-        raise InputError(str(path), f"cannot write the {what}: directory '{folder}' does not exist")
+    """OSErrors as one InputError line naming ``path`` and what was being written (a directory or a
+    block device as the output too: :func:`output_kind`)."""
+    if not os.path.exists(path):  # a new file: its folder must be there (a device needs none)
+        folder = Path(os.path.realpath(path)).parent
+        if not folder.is_dir():
+            raise InputError(str(path), f"cannot write the {what}: directory '{folder}' does not exist")
     try:
         yield
     except OSError as exc:
@@ -115,11 +185,25 @@ def write_if_changed(path: Path, content: str | bytes, what: str) -> bool:
     What keeps a generator idempotent: re-running it touches nothing whose content would not change.
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
-    if path.is_file() and path.read_bytes() == data:
+    if path.is_file() and path.read_bytes() == data:  # a device or FIFO is never read: always written
         return False
     with atomic_output(path, what) as out:
         out.write(data)  # bytes as they are: no newline translation, gzip as is
     return True
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message: "a directory", "a block device", …"""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _file_mode(target: Path) -> int:
@@ -250,9 +334,21 @@ class VersionedFile(Protocol):
 
 class LockedFile:
     """A local :class:`VersionedFile`: every update holds an exclusive ``flock`` on a sidecar lock file
-    (``.<name>.lock`` next to it) from the read to the atomic replace, across processes. A process
-    killed while holding it releases the lock with its file descriptors; the file itself is replaced
-    in one rename, so it is either the old or the new text, never half of one."""
+    from the read to the atomic replace, across processes. A process killed while holding it releases
+    the lock with its file descriptors; the file itself is replaced in one rename, so it is either the
+    old or the new text, never half of one.
+
+    The lock is keyed on the file, not on the name it was given: it is ``.<name>.lock`` beside the
+    *resolved* path (``os.path.realpath``), so two symbolic links to one baseline, or ``a/../b``, take the
+    same lock and their updates serialise. A path that resolves to anything but a regular file (or to
+    nothing yet) is refused before any lock file is made: no lock is ever created under ``/dev`` or
+    ``/proc``, nor in any folder but the file's own.
+
+    The limit: ``flock`` serialises the processes of one host. Two hosts updating one file over a
+    network file system (NFS, SMB) may not see each other's locks: share a baseline or thresholds file
+    between hosts as an ``s3://`` object instead, updated with conditional writes
+    (``sources.versioned``), as the alert outbox shared between hosts is its PostgreSQL store.
+    """
 
     def __init__(self, path: str | Path, what: str) -> None:
         self.path = Path(path)
@@ -276,9 +372,16 @@ class LockedFile:
             write_text_atomically(self.path, new, self.what)
             return new
 
+    def lock_path(self) -> Path:
+        """The lock file: ``.<name>.lock`` beside the file this path resolves to (links followed)."""
+        target = Path(os.path.realpath(self.path))
+        return target.with_name(f".{target.name}.lock")
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        lock = self.path.with_name(f".{self.path.name}.lock")
+        if os.path.exists(self.path):  # a device, FIFO or directory: refused, and no lock file made
+            inputs.check_regular(self.path, self.what)
+        lock = self.lock_path()
         if not lock.parent.is_dir():
             raise InputError(
                 self.name, f"cannot lock the {self.what}: directory '{lock.parent}' does not exist"

@@ -1,4 +1,5 @@
-"""The one atomic write (temporary file, fsync, rename, fsync of the folder) and the one JSON Lines writer."""
+"""The one atomic write (temporary file, fsync, rename, fsync of the folder), the output rule that says
+when it is used, and the one JSON Lines writer."""
 
 from __future__ import annotations
 
@@ -92,3 +93,51 @@ def test_jsonl_lines_are_the_same_for_the_same_records_and_refuse_nan(caplog):
     assert caplog.records == []
     with pytest.raises(ValueError):
         files.jsonl_line({"x": float("nan")})
+
+
+def test_the_output_rule_by_what_is_at_the_path(tmp_path):
+    """``files.output_kind``: a regular file or nothing is replaced, a FIFO or character device is
+    written as it is, links followed; a directory or a block device is an OSError saying what it is."""
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "to-fifo").symlink_to(tmp_path / "fifo")
+    (tmp_path / "to-file").symlink_to(tmp_path / "file")
+    (tmp_path / "dangling").symlink_to(tmp_path / "absent")
+    assert files.output_kind(tmp_path / "file") == files.ATOMIC
+    assert files.output_kind(tmp_path / "new") == files.ATOMIC
+    assert files.output_kind(tmp_path / "to-file") == files.ATOMIC
+    assert files.output_kind(tmp_path / "dangling") == files.ATOMIC
+    assert files.output_kind(tmp_path / "fifo") == files.STREAM
+    assert files.output_kind(tmp_path / "to-fifo") == files.STREAM
+    with pytest.raises(OSError, match="it is a directory"):
+        files.output_kind(tmp_path / "dir")
+    if os.geteuid() == 0:
+        os.mknod(tmp_path / "chr", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        os.mknod(tmp_path / "blk", stat.S_IFBLK | 0o600, os.makedev(7, 0))
+        assert files.output_kind(tmp_path / "chr") == files.STREAM
+        with pytest.raises(OSError, match="it is a block device"):
+            files.output_kind(tmp_path / "blk")
+
+
+def test_the_rename_never_replaces_what_is_not_a_regular_file(tmp_path):
+    """The last check before the rename: a FIFO (or device) that took the target's place meanwhile
+    stays, and the temporary file is removed."""
+    target = tmp_path / "report.json"
+    with (
+        pytest.raises(InputError, match="not replacing a FIFO with a file"),
+        files.atomic_writer(target, "report") as out,
+    ):
+        out.write("new\n")
+        os.mkfifo(target)  # appears while the report is being written
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="os.mknod of a device needs root")
+def test_write_if_changed_writes_to_a_device_and_leaves_it_one(tmp_path):
+    device = tmp_path / "null"
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    assert files.write_if_changed(device, "content\n", "page") is True
+    assert stat.S_ISCHR(os.lstat(device).st_mode) and os.lstat(device).st_rdev == os.makedev(1, 3)
+    assert [p.name for p in tmp_path.iterdir()] == ["null"]

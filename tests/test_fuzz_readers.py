@@ -1,13 +1,17 @@
 """Fuzzing the JSON Lines readers through the commands users run: whatever the lines hold, `score` ends
 with exit 0 (ship), 1 (block) or 2 (unusable input, one stderr line naming the file and line) — never a
 traceback, another exit status or a hang — and `sample` accounts for every line: read = valid +
-quarantined, exit 0."""
+quarantined, exit 0. Every path argument is also given through symbolic links and as a FIFO, a
+character device or a directory: a link reads and writes as its target, a FIFO or device as an input
+is one error line (exit 2), and `--out` to a device writes to it and leaves it a device."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import stat
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +25,8 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+FUZZ_PATHS = settings(FUZZ, max_examples=int(os.environ.get("RAGSPINE_FUZZ_PATH_EXAMPLES", "30")))
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
 json_values = st.recursive(
@@ -126,3 +132,195 @@ def test_the_cap_is_exact_at_the_edge(tmp_path, capsys, depth):
         assert code in (0, 1), err
     else:
         assert code == 2 and f"JSON nested {depth} levels deep" in err
+
+
+# -- every path argument through links, devices and FIFOs ---------------------------------------------
+
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+NULL = os.makedev(1, 3)  # /dev/null's numbers, on a private node: what is written there is gone
+LINKS = ["link", "link to a link", "relative link"]
+SPECIALS = [
+    "fifo",
+    "link to a fifo",
+    *(["character device", "link to a character device"] if IS_ROOT else []),
+]
+input_forms = st.sampled_from(["file", *LINKS, *SPECIALS, "directory"])
+output_forms = st.sampled_from(
+    ["none", "file", *LINKS, *(["character device", "link to a character device"] if IS_ROOT else [])]
+)
+
+
+def placed(file: Path, form: str) -> Path:
+    """A path to pass for ``file`` in ``form``: the file itself, a link to it (through another link,
+    or relative), or in its place a FIFO, a character device or a directory (directly or linked)."""
+    if form == "file":
+        return file
+    if form in LINKS:
+        link = file.with_name(file.name + ".link")
+        if form == "link to a link":
+            file.with_name(file.name + ".hop").symlink_to(file)
+            link.symlink_to(file.with_name(file.name + ".hop"))
+        else:
+            link.symlink_to(file.name if form == "relative link" else file)
+        return link
+    node = file.with_name(file.name + ".node")
+    if "fifo" in form:
+        os.mkfifo(node)
+    elif "device" in form:
+        os.mknod(node, stat.S_IFCHR | 0o666, NULL)
+    else:
+        node.mkdir()
+    if form.startswith("link"):
+        file.with_name(file.name + ".link").symlink_to(node)
+        return file.with_name(file.name + ".link")
+    return node
+
+
+def error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if not line.startswith("ragspine-eval: warning:")]
+
+
+@FUZZ_PATHS
+@given(
+    gold=st.lists(line_of(gold_cases), min_size=1, max_size=4),
+    trace_lines=st.lists(line_of(traces), min_size=0, max_size=4),
+    gold_form=input_forms,
+    trace_form=input_forms,
+)
+def test_score_reads_every_input_path_by_the_one_rule(
+    tmp_path_factory, capsys, gold, trace_lines, gold_form, trace_form
+):
+    """A link to a file reads as the file (same exit, same error, the link's name in it); a FIFO, a
+    device or a directory as an input is one error line, exit 2, and is left as it is."""
+    folder = tmp_path_factory.mktemp("paths")
+    write(folder / "gold.jsonl", gold)
+    write(folder / "traces.jsonl", trace_lines)
+    plain = ["score", "--gold", str(folder / "gold.jsonl"), "--trace", str(folder / "traces.jsonl")]
+    expected = cli.main(plain)
+    expected_errors = error_lines(capsys.readouterr().err)
+    gold_path, trace_path = (
+        placed(folder / "gold.jsonl", gold_form),
+        placed(folder / "traces.jsonl", trace_form),
+    )
+    code = cli.main(["score", "--gold", str(gold_path), "--trace", str(trace_path)])
+    err = capsys.readouterr().err
+    assert_one_error_line(code, err)
+    special = {gold_form, trace_form} & {*SPECIALS, "directory"}
+    if not special:
+        renamed = [
+            line.replace(str(gold_path), str(folder / "gold.jsonl")).replace(
+                str(trace_path), str(folder / "traces.jsonl")
+            )
+            for line in error_lines(err)
+        ]
+        assert (code, renamed) == (expected, expected_errors)
+    else:
+        assert code == 2, err
+        if gold_form in special:  # the golden set's error is reported first
+            kind = "a directory" if gold_form == "directory" else "a FIFO" if "fifo" in gold_form else ""
+            kind = kind or "a character device"
+            message = f"{gold_path}: cannot read the file: not a regular file ({kind})"
+            assert error_lines(err) == [f"ragspine-eval: error: {message}"]
+    check_left_as_they_were(folder, ((gold_form, "gold.jsonl"), (trace_form, "traces.jsonl")))
+
+
+def check_left_as_they_were(folder: Path, forms) -> None:
+    """Every link is still a link, every FIFO a FIFO, every device a device; no temporary file left."""
+    for form, name in forms:
+        if form in LINKS or form.startswith("link"):
+            assert (folder / f"{name}.link").is_symlink()
+        if "fifo" in form or "device" in form:
+            node = os.lstat(folder / f"{name}.node")
+            assert stat.S_ISFIFO(node.st_mode) if "fifo" in form else stat.S_ISCHR(node.st_mode)
+    assert not list(folder.glob(".*.tmp"))
+
+
+VALID_GOLD = [json.dumps({"qid": q, "question": "q", "answerable": False}) for q in ("q0", "q1")]
+
+
+@FUZZ_PATHS
+@given(
+    trace_lines=st.lists(traces.map(json.dumps), min_size=0, max_size=4),
+    gold_form=st.sampled_from(["file", *LINKS]),
+    out_form=output_forms.filter(lambda form: form != "none"),
+    markdown=st.booleans(),
+)
+def test_score_writes_every_out_path_by_the_one_rule(
+    tmp_path_factory, capsys, trace_lines, gold_form, out_form, markdown
+):
+    """``--out`` to a file, through a link (the target replaced, the link kept) or to a character
+    device (written, left a device): the same exit and, where it can be read back, the same report."""
+    folder = tmp_path_factory.mktemp("out")
+    write(folder / "gold.jsonl", VALID_GOLD)
+    write(folder / "traces.jsonl", trace_lines)
+    gold_path = placed(folder / "gold.jsonl", gold_form)
+    args = ["score", "--gold", str(gold_path), "--trace", str(folder / "traces.jsonl"), "--run-id", "r"]
+    args += ["--format", "markdown"] if markdown else []
+    expected = cli.main([*args, "--out", str(folder / "expected.out")])
+    capsys.readouterr()
+    out = placed(folder / "report.json", out_form)
+    if out_form in LINKS:
+        (folder / "report.json").write_text("old\n")  # a link's target exists, to be replaced
+    code = cli.main([*args, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert_one_error_line(code, err)
+    assert code == expected, err
+    if code in (0, 1) and "device" not in out_form:
+        assert (folder / "report.json").read_bytes() == (folder / "expected.out").read_bytes()
+    check_left_as_they_were(folder, ((gold_form, "gold.jsonl"), (out_form, "report.json")))
+
+
+@FUZZ_PATHS
+@given(
+    lines=st.lists(line_of(traces), min_size=0, max_size=6),
+    source_form=st.sampled_from(["directory", "link"]),
+    out_form=output_forms.filter(lambda form: form != "none"),
+    quarantine_form=st.sampled_from(["file", *LINKS, *SPECIALS]),
+)
+def test_sample_takes_every_path_argument_by_the_one_rule(
+    tmp_path_factory, capsys, lines, source_form, out_form, quarantine_form
+):
+    """``sample`` through a linked store, to a linked or device ``--out``: the same sample and summary
+    as through the paths themselves; a FIFO or device as the quarantine is one error line, exit 2."""
+    root = tmp_path_factory.mktemp("store")
+    day = root / "store" / f"dt={DAY}"
+    day.mkdir(parents=True)
+    write(day / "part.jsonl", lines)
+    common = ["sample", "--date", DAY, "--n", "3", "--seed", "1"]
+    plain = ["--out", str(root / "plain.jsonl"), "--quarantine", str(root / "plain-q.jsonl")]
+    assert cli.main([*common, "--source", str(root / "store"), *plain]) == 0
+    expected = json.loads(capsys.readouterr().err.splitlines()[-1])
+    source = root / "store"
+    if source_form == "link":
+        (root / "store.link").symlink_to(source)
+        source = root / "store.link"
+    out = placed(root / "sample.jsonl", out_form)
+    if out_form in LINKS:
+        (root / "sample.jsonl").write_text("old\n")
+    quarantine = placed(root / "q.jsonl", quarantine_form)
+    if quarantine_form in LINKS:
+        (root / "q.jsonl").write_text("old\n")  # a link's target exists, to be replaced
+    code = cli.main([*common, "--source", str(source), "--out", str(out), "--quarantine", str(quarantine)])
+    err = capsys.readouterr().err
+    if quarantine_form in SPECIALS:
+        assert code == 2 and error_lines(err) == [
+            f"ragspine-eval: error: {quarantine}: cannot write the quarantine: not a regular file"
+        ], err
+        return
+    assert code == 0, err
+    summary = json.loads(err.splitlines()[-1])
+    paths = ("source", "quarantine")  # named as given
+    assert {k: v for k, v in summary.items() if k not in paths} == {
+        k: v for k, v in expected.items() if k not in paths
+    }
+    if "device" not in out_form:
+        assert (root / "sample.jsonl").read_bytes() == (root / "plain.jsonl").read_bytes()
+    else:
+        assert stat.S_ISCHR(os.lstat(root / "sample.jsonl.node").st_mode)
+    kept = root / "plain-q.jsonl"
+    if kept.exists():  # bad lines: the quarantine (the link's target) holds the same entries
+        assert quarantine.is_symlink() == (quarantine_form in LINKS)
+        entries = [json.loads(line) for line in (root / "q.jsonl").read_text().splitlines()]
+        expected_entries = [json.loads(line) for line in kept.read_text().splitlines()]
+        assert [{**e, "source": None} for e in entries] == [{**e, "source": None} for e in expected_entries]
+    assert out_form not in LINKS or out.is_symlink()

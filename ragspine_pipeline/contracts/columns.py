@@ -29,7 +29,7 @@ from ragspine_pipeline import duck, inputs
 from ragspine_pipeline.contracts import canonical, shape
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GoldCase
-from ragspine_pipeline.contracts.jsonl import check_readable, first_char
+from ragspine_pipeline.contracts.jsonl import check_readable, first_char, read_errors
 from ragspine_pipeline.contracts.records import plain_records
 from ragspine_pipeline.contracts.schemas import EVIDENCE_SCHEMA, GOLD_SCHEMA, TRACE_SCHEMA
 from ragspine_pipeline.contracts.trace import Trace
@@ -134,7 +134,7 @@ def _columnar(path: Path, kind: _Kind) -> pa.Table | None:
     """The file's canonical columns read by DuckDB, or None when only the record reader may read it."""
     # The guard reads the file beside DuckDB (both run outside the GIL for the most part): a line too
     # long, nested or numbered beyond the caps, in any field, is the record reader's to name.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with read_errors(path), ThreadPoolExecutor(max_workers=1) as pool:  # EIO: one line, as everywhere
         plain = pool.submit(inputs.plain_json_lines, path)
         table = _read(path, kind)
         if not plain.result():

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
@@ -24,14 +25,80 @@ def check_readable(path: str | Path) -> Path:
     return inputs.check_regular(path)
 
 
+def read_bytes(path: str | Path, stream: IO[bytes], size: int, *, line: bool = False) -> bytes:
+    """The one place this reader takes bytes from an open file (``stream``, opened from ``path``): at
+    most ``size`` bytes, or with ``line`` one line of at most ``size`` bytes. An OSError (EIO, ENODEV)
+    is left to :class:`Reading`, which names ``path``."""
+    return stream.readline(size) if line else stream.read(size)
+
+
+def cannot_read(exc: OSError) -> str:
+    """An OSError met while reading a file, as the message of its one line: ``cannot read: [Errno 5]
+    Input/output error``."""
+    if exc.errno is None:
+        return f"cannot read: {exc}"
+    return f"cannot read: [Errno {exc.errno}] {exc.strerror or exc}"
+
+
+@contextmanager
+def read_errors(path: str | Path) -> Iterator[None]:
+    """An OSError raised in the block (a disk's EIO, a vanished device's ENODEV) as one InputError line
+    naming ``path`` and the OS error: what every reader of an input file raises, never a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(str(path), cannot_read(exc)) from None
+
+
+class Reading:
+    """An open input file whose every read goes through :func:`read_bytes` and whose every OSError is
+    one InputError line naming the file (:func:`read_errors`); ``read`` and ``readline`` as a binary
+    stream's, so that ``inputs.iter_lines`` reads it as any stream."""
+
+    def __init__(self, stream: IO[bytes], path: str | Path) -> None:
+        self._stream = stream
+        self.path = path
+
+    def read(self, size: int = -1) -> bytes:
+        with read_errors(self.path):
+            return read_bytes(self.path, self._stream, size)
+
+    def readline(self, size: int = -1) -> bytes:
+        with read_errors(self.path):
+            return read_bytes(self.path, self._stream, size, line=True)
+
+
+@contextmanager
+def reading(path: str | Path, what: str = "file") -> Iterator[Reading]:
+    """``path`` opened as ``inputs.open_regular`` opens it (a regular file only, never blocking), as a
+    :class:`Reading`: every error, opening or reading, is one InputError line naming the file."""
+    with inputs.open_regular(path, what) as fh:
+        yield Reading(fh, path)
+
+
 def first_char(path: Path) -> str:
     """The first non-whitespace character of the file ('' for an empty file): '[' means a JSON array."""
-    with inputs.open_regular(path) as fh:
+    with reading(path) as fh:
         while chunk := fh.read(65536):
             stripped = chunk.lstrip()
             if stripped:
                 return chr(stripped[0])
     return ""
+
+
+def read_text(path: Path) -> str:
+    """The whole file as strict UTF-8 text, at most ``inputs.MAX_DOCUMENT_BYTES`` (a JSON array is read
+    whole); the errors are ``inputs.read_text``'s, a read error one line as everywhere here."""
+    limit = inputs.MAX_DOCUMENT_BYTES
+    with reading(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(str(path), f"the file is larger than {limit:,} bytes; refusing to read it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(str(path), f"not UTF-8 text: {exc.reason}", line) from None
 
 
 class KeyCountingDict(dict):
@@ -67,7 +134,7 @@ def iter_records(path: str | Path, object_pairs_hook=None) -> Iterator[tuple[int
 
 def _iter_lines(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
     hook = decoder.object_pairs_hook
-    with inputs.open_regular(path) as fh:
+    with reading(path) as fh:
         for line in inputs.iter_lines(fh):
             if line.too_long:
                 raise InputError(str(path), inputs.too_long_message(line.length), line.number)
@@ -80,7 +147,7 @@ def _iter_lines(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, An
 
 
 def _iter_array(path: Path, decoder: json.JSONDecoder) -> Iterator[tuple[int, Any]]:
-    text = inputs.read_text(path)
+    text = read_text(path)
     depth = inputs.nesting_depth(text)
     if depth > inputs.MAX_DEPTH + 1:  # the array itself is one level
         raise InputError(str(path), inputs.too_deep_message(depth - 1))

@@ -48,8 +48,11 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
     """
     labels: dict[tuple[str, str], int] = {}
     with inputs.open_regular(path, "labels") as stream:
-        for line in inputs.iter_lines(stream):
-            _add_label(labels, line, str(path))
+        try:
+            for line in inputs.iter_lines(stream):
+                _add_label(labels, line, str(path))
+        except OSError as exc:  # EIO and the like: one line naming the file, as every input
+            raise InputError(str(path), f"cannot read: {exc}") from None
     return labels
 
 

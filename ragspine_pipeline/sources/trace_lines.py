@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -222,9 +223,10 @@ class QuarantineFile:
         if self._out is not None:
             self._writing.__exit__(exc_type, error, tb)  # the file replaced, or after an error left as it was
             return
-        if exc_type is None and (self.path.is_file() or self.path.is_symlink()):
+        target = Path(os.path.realpath(self.path))  # a link's target, never the link itself
+        if exc_type is None and target.is_file():
             try:
-                self.path.unlink()  # this day had nothing bad: no stale file from an earlier pass
+                target.unlink()  # this day had nothing bad: no stale file from an earlier pass
             except OSError as exc:
                 raise self._cannot_write(exc) from None
 
