@@ -23,6 +23,8 @@ from hypothesis import settings
 # partitions must offer those days whatever today and the developer's var/demo are. Set before any test
 # module imports the code location (the partitions are built when it loads).
 os.environ.setdefault("RAGSPINE_PARTITIONS_START", "2026-01-01")
+# A step that fails is retried (defs/retries.py) after 15 s and more; tests of failing runs need not wait.
+os.environ.setdefault("RAGSPINE_STEP_RETRY_DELAY_S", "0")
 
 from ragspine_pipeline.sources.s3 import s3_client
 from tests.loopback import LoopbackServer

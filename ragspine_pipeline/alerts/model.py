@@ -411,8 +411,10 @@ def run_failure_alert(
     webserver_base_url: str | None = None,
     runbook: str | None = None,
 ) -> Alert:
-    """A run that failed for another reason than a gate (a crash, an unreachable SUT, …)."""
-    summary = " ".join(error.split())
+    """A run that failed for another reason than a gate (a crash, an unreachable SUT, …). ``error`` is
+    said on one line, at most 500 characters, never ending with a colon (a wrapper's message whose cause
+    was lost): put the root cause first (``defs.alerts.error_text``)."""
+    summary = " ".join(error.split()).rstrip(": ") or "unknown error"
     return Alert(
         kind="run_failure",
         stream=f"run:{run_id}",

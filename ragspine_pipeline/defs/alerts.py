@@ -1,5 +1,6 @@
 """Alerts in the code location: the release decision's regression alert, the delivery of what earlier
-runs left pending, and the run-status sensors that post a run's alerts when it ends.
+runs left pending, the run-status sensors that post a run's alerts when it ends, and the delivery
+sensor that posts what is still pending every minute.
 
 One run, one message: the alert checks of a run (release, extraction, production) only queue their
 alerts in the outbox; when the run ends — successfully, blocked, or crashed — its alerts are posted
@@ -10,25 +11,41 @@ The Slack token, channel and API base URL are read from the environment (``SLACK
 ``SLACK_CHANNEL``, ``SLACK_API_BASE_URL``) at delivery time and are never resource config, so they
 never reach the UI, run metadata or the outbox. The alert checks are WARN-only and never fail a run.
 A blocked release is a successful run (announced by ``regression_alert``); a failed run is a pipeline
-that could not evaluate, announced with its crash.
+that could not evaluate, announced with its crash: the error's class and message, root cause first
+(:func:`error_text`).
+
+Alerts that could not be posted when their run ended (Slack down, rate limiting, an unanswered post) wait
+in the outbox; ``alert_delivery_sensor`` (every minute, running by default) delivers them once Slack is
+back, without waiting for the next run or a manual ``ragspine-eval alerts flush``.
 """
+
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
 from ragspine_pipeline.defs.resources import AlertsResource
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
+from ragspine_pipeline.errors import InputError
+
+if TYPE_CHECKING:  # what a failure event carries (dagster exports no public name for it)
+    from dagster._utils.error import SerializableErrorInfo
+
+DELIVERY_INTERVAL_S = 60  # how often the delivery sensor looks for pending alerts
 
 
 def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[dg.SensorDefinition]]:
-    """The service's alert checks, and the run-status sensors that post its runs' alerts."""
+    """The service's alert checks, the run-status sensors that post its runs' alerts, and the sensor
+    that delivers what is left pending."""
     alerts = service.alerts
 
     @dg.asset_check(
         asset=service.key("release_decision"),
         name="regression_alert",
         description="announce a new regression or a recovery (Slack)",
+        retry_policy=step_retries(),
     )
     def regression_alert(
         context: dg.AssetCheckExecutionContext, release_decision: dict
@@ -42,6 +59,7 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
         asset=service.key("slice_report"),
         name="alert_outbox_flushed",
         description="deliver alerts that earlier, finished runs left pending",
+        retry_policy=step_retries(),
     )
     def alert_outbox_flushed(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         return alerts.check_result(alerts.deliver(context.log, context.instance))
@@ -56,7 +74,12 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
     def evaluation_run_failure_sensor(context: dg.RunFailureSensorContext) -> None:
         if service.owns(context.dagster_run):
             finish_failed_run(
-                alerts, context.dagster_run, context.get_step_failure_events(), context.instance, context.log
+                alerts,
+                context.dagster_run,
+                context.get_step_failure_events(),
+                context.instance,
+                context.log,
+                run_failure=context.failure_event,
             )
 
     @dg.run_status_sensor(
@@ -69,10 +92,58 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
         if service.owns(context.dagster_run):
             alerts.deliver(context.log, context.instance)
 
+    # Running by default, like the run-status sensors: in every set-up with a daemon, what Slack refused
+    # is posted within a minute of its coming back. No job: it never starts a run.
+    @dg.sensor(
+        name=service.node("alert_delivery_sensor"),
+        minimum_interval_seconds=DELIVERY_INTERVAL_S,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Every minute, post the alerts still pending in the outbox (Slack was down, or "
+        "rate-limited, when their run ended). With nothing pending it only reads the outbox; a Slack "
+        "still down leaves them pending for the next tick. It never starts a run.",
+    )
+    def alert_delivery_sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        return delivery_tick(alerts, context.instance, context.log)
+
     return [regression_alert, alert_outbox_flushed], [
         evaluation_run_failure_sensor,
         evaluation_run_success_sensor,
+        alert_delivery_sensor,
     ]
+
+
+def delivery_tick(alerts: AlertsResource, instance: dg.DagsterInstance | None, log=None) -> dg.SkipReason:
+    """One tick of the delivery sensor: when the outbox holds pending alerts, one delivery pass (the
+    same ``AlertsResource.deliver`` as the run-status sensors and the delivery check, so it waits for
+    any pass in progress and never posts an alert twice); a skip saying what it did either way. It
+    never raises because Slack is down or the outbox cannot be read: the alerts stay where they are."""
+    try:
+        with alerts.outbox() as outbox:
+            pending = len(outbox.read(read_only=True).pending)  # writes nothing, takes no delivery lock
+    except InputError as exc:
+        if log is not None:
+            log.warning(f"alert outbox not read: {exc}")
+        return dg.SkipReason(f"the outbox cannot be read: {exc}")
+    if not pending:
+        return dg.SkipReason(f"no alert pending in {alerts.outbox_name}")
+    result = alerts.deliver(log, instance)
+    return dg.SkipReason(delivery_summary(result))
+
+
+def delivery_summary(result: FlushResult) -> str:
+    """What a delivery pass did, in one line: delivered, pending and why, expired."""
+    parts = [f"{len(result.delivered)} alert(s) delivered in {result.messages} message(s)"]
+    undelivered = result.pending - result.waiting
+    if undelivered:
+        reason = result.skipped or result.error or next(iter(result.failed.values()), "not attempted")
+        parts.append(f"{undelivered} pending: {reason}")
+    if result.waiting:
+        parts.append(f"{result.waiting} waiting for their run to end")
+    if result.expired:
+        parts.append(f"{len(result.expired)} expired unposted")
+    if result.pending == 0:
+        parts.append("none pending")
+    return "; ".join(parts)
 
 
 def finish_failed_run(
@@ -81,9 +152,14 @@ def finish_failed_run(
     step_failures: list[dg.DagsterEvent],
     instance: dg.DagsterInstance,
     log=None,
+    run_failure: dg.DagsterEvent | None = None,
 ) -> tuple[Alert | None, FlushResult]:
-    """Queue the crash of a failed run, then deliver the run's alerts as one message."""
-    alert = step_failure_alert(run, step_failures, alerts.webserver_base_url, alerts.runbook("run_failure"))
+    """Queue the crash of a failed run, then deliver the run's alerts as one message. ``run_failure``
+    is the run's own failure event: what the alert says when no step failed (the run worker died, the
+    run exceeded its maximum runtime)."""
+    alert = step_failure_alert(
+        run, step_failures, alerts.webserver_base_url, alerts.runbook("run_failure"), run_failure
+    )
     queued = alerts.queue(alert, log)
     return queued, alerts.deliver(log, instance)
 
@@ -93,23 +169,79 @@ def step_failure_alert(
     step_failures: list[dg.DagsterEvent],
     webserver_base_url: str | None,
     runbook: str | None = None,
+    run_failure: dg.DagsterEvent | None = None,
 ) -> Alert:
-    """The run-failure alert of ``run``, naming its first failed step and that step's error."""
+    """The run-failure alert of ``run``, naming its first failed step and that step's error; without a
+    failed step, what the run's failure event says."""
     first = step_failures[0] if step_failures else None
     return run_failure_alert(
         run.job_name,
         run.run_id,
         first.step_key if first else None,
-        _error_text(first) if first else "the run failed before any step (see the run's logs)",
+        _step_error_text(first) if first else _run_error_text(run_failure),
         webserver_base_url,
         runbook,
     )
 
 
-def _error_text(event: dg.DagsterEvent) -> str:
+def _step_error_text(event: dg.DagsterEvent) -> str:
     data = event.step_failure_data
-    if data.user_failure_data and data.user_failure_data.description:
-        return data.user_failure_data.description  # a dg.Failure: the one-line user message
-    if data.error:
-        return f"{data.error.cls_name}: {data.error.message.strip()}"
-    return "unknown error"
+    description = data.user_failure_data.description if data.user_failure_data else None
+    return error_text(data.error, description)
+
+
+def _run_error_text(event: dg.DagsterEvent | None) -> str:
+    """What failed a run outside any step (its worker died, it ran past its maximum runtime): the run
+    failure's error, if it carries one, and its message."""
+    data = event.job_failure_data if event is not None and event.is_job_failure else None
+    cause = error_text(data.error) if data is not None and data.error is not None else ""
+    message = _line(event.message or "") if event is not None else ""
+    said = "; ".join(part for part in (cause, message) if part)
+    if not said:
+        return "the run failed before any step (see the run's logs)"
+    return f"the run failed outside any step: {said}"
+
+
+MAX_CHAIN = 8  # levels of an error's cause chain the alert names
+
+
+def error_text(error: "SerializableErrorInfo | None", description: str | None = None) -> str:
+    """A step's error as one line: the root cause first (``Class: message``), then what it was raised
+    through, outermost last (``(context: …)``), so a cut-off summary keeps the cause.
+
+    ``description`` is a ``dg.Failure``'s one-line message (a user error): it stands for the Failure's
+    own level, without the class name. Dagster's wrappers (loading an input, a retry policy that ran
+    out) say what they were doing; their causes (``cause``, else the implicit ``context``) are followed
+    to the end. A message that ends with a colon, as Dagster's wrappers do, loses it: the line never
+    ends with one."""
+    levels: list[str] = []  # outermost first
+    level = error
+    while level is not None and len(levels) < MAX_CHAIN:
+        message = _own_message(level)
+        if description and level.cls_name == "Failure" and message == _line(description):
+            levels.append(_line(description))
+        else:
+            name = level.cls_name or "Error"
+            levels.append(f"{name}: {message}" if message else name)
+        level = level.cause or level.context
+    if description and _line(description) not in levels:
+        levels.append(_line(description))  # a Failure whose event carries no matching error level
+    if not levels:
+        return "unknown error"
+    root, context = levels[-1], levels[-2::-1]
+    return f"{root} (context: {'; '.join(context)})" if context else root
+
+
+def _own_message(error: "SerializableErrorInfo") -> str:
+    """The error's message without the class name Dagster's serialisation puts before it
+    (``botocore.exceptions.EndpointConnectionError: Could not …``), on one line."""
+    message, name = _line(error.message), error.cls_name or ""
+    head, sep, rest = message.partition(": ")
+    if name and (head == name or head.endswith(f".{name}")):
+        return rest if sep else ""
+    return message
+
+
+def _line(text: str) -> str:
+    """``text`` on one line, without the colon a wrapper's message ends with."""
+    return " ".join(text.split()).rstrip(": ").strip()

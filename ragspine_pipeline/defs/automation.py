@@ -3,6 +3,12 @@
 Both the schedule and the sensor start **STOPPED**, Dagster's default: a deployment turns them on
 deliberately (UI → Automation, or ``dg`` / GraphQL), so a fresh instance never starts evaluating a
 production SUT by surprise. ``make run`` and ``make demo-regression`` run the same jobs directly.
+
+Every run of these jobs carries ``dagster/retry_strategy: FROM_FAILURE`` (:data:`RETRY_TAGS`): when the
+instance retries a failed run (``run_retries`` in the shipped ``dagster.yaml`` files: a run whose worker
+died or that ran past its maximum runtime), the retry re-executes only the steps that did not succeed,
+never the golden replay or a night's sample that was already done. It is Dagster's default strategy,
+said here so that a changed default never re-runs a whole evaluation.
 """
 
 import os
@@ -14,6 +20,8 @@ from ragspine_pipeline.defs.resources import IndexManifestResource
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import ManifestMissing
+
+RETRY_TAGS = {"dagster/retry_strategy": "FROM_FAILURE"}  # a retried run re-executes only what failed
 
 
 def run_key(index_version: str) -> str:
@@ -42,6 +50,7 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         selection=production | dg.AssetSelection.assets(key("slice_report")),
         description="Sample the previous day's production traces, score them reference-free, refresh the "
         "report.",
+        run_tags=RETRY_TAGS,
     )
     reeval_on_index_rebuild = dg.define_asset_job(
         service.node("reeval_on_index_rebuild"),
@@ -51,6 +60,7 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         - production,
         description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "
         "score the re-extracted documents' channels.",
+        run_tags=RETRY_TAGS,
     )
     full_eval = dg.define_asset_job(
         service.node("full_eval"),
@@ -59,6 +69,7 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         else dg.AssetSelection.key_prefixes(service.name),
         description="Everything in one run: the golden replay, decision and baseline, the extraction "
         "channels, one production day (the run's partition) and the report. What `make run` launches.",
+        run_tags=RETRY_TAGS,
     )
     # Daily (02:00 UTC unless the service says) for the previous day (the daily partitions end at yesterday).
     hour, minute = service.nightly_at

@@ -31,6 +31,7 @@ from ragspine_pipeline.defs.judge import JUDGE_POOL, judge_check, judge_check_sp
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.release import DECISION_TAG, decision_metadata, decision_value
 from ragspine_pipeline.defs.resources import METRIC_SCOPE
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.pages import CASE_EXPLORER_PAGE, CASES_DOCUMENT
@@ -72,6 +73,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
         internal_asset_deps={"metric_table": upstream, "release_decision": {*upstream, table_key}},
         check_specs=[judge_check_spec(table_key)],
         pool=JUDGE_POOL,
+        retry_policy=step_retries(),
     )
     def golden_evaluation(
         context: dg.AssetExecutionContext, golden_set: pd.DataFrame, golden_traces: pd.DataFrame

@@ -24,6 +24,7 @@ from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.files import VersionedFile
 from ragspine_pipeline.reports.extraction import ExtractionResult
@@ -43,7 +44,7 @@ def extraction_assets(service: Service) -> list:
     """The service's `extraction_scores` with its channel checks and alert, and `extraction_baseline`."""
     asset = service.key("extraction_scores")
 
-    @dg.asset(key=asset, group_name=service.node(GROUP))
+    @dg.asset(key=asset, group_name=service.node(GROUP), retry_policy=step_retries())
     def extraction_scores(context: dg.AssetExecutionContext) -> dg.Output[dict]:
         """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check,
         as a small dict (what `extraction.json` holds, figures rounded) with the unrounded
@@ -130,6 +131,7 @@ def extraction_assets(service: Service) -> list:
         ],
         name=service.node("extraction_channels"),
         ins={"extraction_scores": dg.AssetIn(asset)},
+        retry_policy=step_retries(),
     )
     def extraction_channels(extraction_scores: dict):
         failed = {f["channel"] for f in extraction_scores.get("failed", [])}
@@ -153,6 +155,7 @@ def extraction_assets(service: Service) -> list:
         asset=asset,
         name="extraction_alert",
         description="announce an extraction channel below baseline, or its recovery",
+        retry_policy=step_retries(),
     )
     def extraction_alert(
         context: dg.AssetCheckExecutionContext, extraction_scores: dict
@@ -192,6 +195,7 @@ def extraction_assets(service: Service) -> list:
         key=service.key("extraction_baseline"),
         group_name=service.node(GROUP),
         ins={"extraction_scores": dg.AssetIn(asset)},
+        retry_policy=step_retries(),
     )
     def extraction_baseline(extraction_scores: dict) -> dg.MaterializeResult:
         """The channel thresholds, raised to a passing run's unrounded accuracies (never lowered).

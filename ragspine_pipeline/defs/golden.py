@@ -19,6 +19,7 @@ from ragspine_pipeline.contracts.schemas import GOLD_SCHEMA, TRACE_SCHEMA
 from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
 from ragspine_pipeline.defs.io import to_frame, to_table
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.sources.replay import AnswerStore, replay
 
@@ -30,7 +31,7 @@ REPLAY = "replay"  # golden_traces: which replay of the golden set a trace belon
 def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
     """The service's `golden_set` and `golden_traces`."""
 
-    @dg.asset(key=service.key("golden_set"), group_name=service.node(GROUP))
+    @dg.asset(key=service.key("golden_set"), group_name=service.node(GROUP), retry_policy=step_retries())
     def golden_set(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
         """The frozen golden set, validated line by line and verified against its freeze lock: one row per
         case (canonical columns). A golden set whose content no longer matches its lock fails here.
@@ -71,6 +72,7 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
         key=service.key("golden_traces"),
         group_name=service.node(GROUP),
         ins={"golden_set": dg.AssetIn(service.key("golden_set"))},
+        retry_policy=step_retries(),
     )
     def golden_traces(context: dg.AssetExecutionContext, golden_set: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         """Every golden question replayed through the SUT on its current index: one row per valid trace

@@ -38,6 +38,7 @@ from ragspine_pipeline.defs.judge import (
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.partitions import daily_partitions
 from ragspine_pipeline.defs.resources import EvalFiles
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.judge.items import case_tags, judge_items
@@ -53,14 +54,13 @@ from ragspine_pipeline.sources.shards import merge_shards, plan_shards, sample_s
 
 GROUP = "production"
 daily = daily_partitions()
-SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
 def production_assets(service: Service) -> list[dg.AssetsDefinition]:
     """The service's nightly `production_traces` (sampled in shards) and `production_metrics`."""
     metrics_key = service.key("production_metrics")
 
-    @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(dict))
+    @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(dict), retry_policy=step_retries())
     def plan_day_shards(context: dg.OpExecutionContext) -> Iterator[dg.DynamicOutput[dict]]:
         """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
         for a day without objects, so the merge still records the empty day), each with the night's
@@ -76,7 +76,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 {"objects": objects, "sample_size": plan.size}, mapping_key=f"shard_{number}"
             )
 
-    @dg.op(name=service.node("sample_day_shard"), pool=TRACE_SCAN_POOL, retry_policy=SHARD_RETRIES)
+    @dg.op(name=service.node("sample_day_shard"), pool=TRACE_SCAN_POOL, retry_policy=step_retries())
     def sample_day_shard(context: dg.OpExecutionContext, shard: dict) -> dict:
         """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
         counts and quarantined lines (redacted) — plain data, merged by `merge_day_sample`."""
@@ -93,7 +93,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
             )
         return {**result, "sample_size": shard["sample_size"]}
 
-    @dg.op(name=service.node("merge_day_sample"))
+    @dg.op(name=service.node("merge_day_sample"), retry_policy=step_retries())
     def merge_day_sample(context: dg.OpExecutionContext, shards: list[dict]) -> dg.Output[pd.DataFrame]:
         """The day's sample from its shards — exactly what one pass over the whole day gives — redacted,
         as canonical trace rows; `sample.jsonl` and `quarantine.jsonl` are kept in the work folder
@@ -162,6 +162,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
         group_name=service.node(GROUP),
         partitions_def=daily,
         pool=JUDGE_POOL,
+        retry_policy=step_retries(),
         check_specs=[
             dg.AssetCheckSpec(
                 "no_significant_drop",

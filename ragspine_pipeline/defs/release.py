@@ -30,6 +30,7 @@ from ragspine_pipeline.decision.release import FailedSlice, GateRow, ReleaseDeci
 from ragspine_pipeline.defs.golden import GROUP
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import METRIC_SCOPE, gates_config_path
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.reports.markdown import md_text
@@ -173,7 +174,9 @@ def release_gates_check(
         ),
     ]
 
-    @dg.multi_asset_check(specs=specs, name=name, ins={"release_decision": dg.AssetIn(asset)})
+    @dg.multi_asset_check(
+        specs=specs, name=name, ins={"release_decision": dg.AssetIn(asset)}, retry_policy=step_retries()
+    )
     def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
         decision = ReleaseDecision.model_validate(release_decision)
         why = None if decision.ships else cause_sentence(decision.causes)
@@ -268,6 +271,7 @@ def release_assets(service: Service) -> list:
         group_name=service.node(GROUP),
         ins={"release_decision": dg.AssetIn(service.key("release_decision"))},
         output_required=False,  # a blocked release materialises nothing
+        retry_policy=step_retries(),
     )
     def baseline(context: dg.AssetExecutionContext, release_decision: dict) -> Iterator[dg.MaterializeResult]:
         """The baseline, tightened with a shipping run's metrics (it only ratchets up).

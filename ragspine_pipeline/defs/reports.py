@@ -19,6 +19,7 @@ from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.production import recent_production_days
 from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles
+from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.pages import REPORT_PAGE
 from ragspine_pipeline.reports.html import render_html
@@ -53,6 +54,7 @@ def report_asset(service: Service) -> dg.AssetsDefinition:
         key=service.key("slice_report"),
         group_name=service.node("reports"),
         deps=[metric_table, service.key("production_metrics"), extraction],
+        retry_policy=step_retries(),
     )
     def slice_report(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
         """Per-slice health of the latest golden run and production days; writes `slice_report.md` and
