@@ -42,6 +42,17 @@ STREAM = "stream"
 """What :func:`output_kind` says of a character device, FIFO or socket: written to directly."""
 
 
+# Folders of the system's devices and kernel state: nothing of ours (a new output, a lock, an outbox) is
+# ever created in them, even by root, who may write there.
+SYSTEM_FOLDERS = ("/dev", "/proc", "/sys")
+
+
+def in_system_folder(path: str | Path) -> bool:
+    """Is ``path``, links resolved, in ``/dev``, ``/proc`` or ``/sys`` (or one of them)?"""
+    real = os.path.realpath(path)
+    return any(real == top or real.startswith(top + "/") for top in SYSTEM_FOLDERS)
+
+
 def output_kind(path: str | Path) -> str:
     """How an output path is written: :data:`ATOMIC` (a regular file, or nothing there yet: a new file,
     a dangling link's target) or :data:`STREAM` (a character device, FIFO or socket, links followed).
@@ -52,6 +63,10 @@ def output_kind(path: str | Path) -> str:
     try:
         mode = os.stat(path).st_mode  # links followed: the rule applies to the target
     except FileNotFoundError:
+        if in_system_folder(path):
+            raise OSError(
+                errno.EACCES, "a new file in a system folder (/dev, /proc, /sys) is refused"
+            ) from None
         return ATOMIC  # a new file (or a dangling link's target, created where the link points)
     if stat.S_ISREG(mode):
         return ATOMIC
@@ -382,6 +397,10 @@ class LockedFile:
         if os.path.exists(self.path):  # a device, FIFO or directory: refused, and no lock file made
             inputs.check_regular(self.path, self.what)
         lock = self.lock_path()
+        if in_system_folder(lock):
+            raise InputError(
+                self.name, f"cannot lock the {self.what}: no lock file is made in '{lock.parent}'"
+            )
         if not lock.parent.is_dir():
             raise InputError(
                 self.name, f"cannot lock the {self.what}: directory '{lock.parent}' does not exist"

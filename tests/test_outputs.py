@@ -216,3 +216,42 @@ def test_a_directory_or_block_device_is_one_line_exit_2(command, out_folder, cap
         assert (after[key].st_ino, after[key].st_mode) == (st.st_ino, st.st_mode)
     if (out_folder / "d").exists():
         assert list((out_folder / "d").iterdir()) == []
+
+
+def test_a_new_file_in_a_system_folder_is_refused_and_nothing_is_made_there(command, capsys):
+    # Root may create files in /dev; a report, a lock or an outbox of ours never goes there.
+    _, args, _ = command
+    out = Path("/dev") / f"ragspine-test-{os.getpid()}.out"
+    try:
+        code, err = run(capsys, args, out)
+        lines = [line for line in err.splitlines() if not line.startswith("ragspine-eval: warning:")]
+        assert code == 2 and len(lines) == 1 and "system folder" in lines[0], err
+        assert not os.path.lexists(out)
+    finally:
+        if os.path.lexists(out):
+            os.unlink(out)
+
+
+def test_no_lock_or_outbox_is_made_in_a_system_folder():
+    from ragspine_pipeline.alerts.model import run_failure_alert
+    from ragspine_pipeline.alerts.outbox import Outbox
+    from ragspine_pipeline.errors import InputError
+    from ragspine_pipeline.files import LockedFile
+
+    name = f"ragspine-test-{os.getpid()}"
+    made = [
+        Path("/dev") / f".{name}.json.lock",
+        Path("/dev") / f"{name}.jsonl",
+        Path("/dev") / ".outbox.lock",
+    ]
+    before = {p for p in made if os.path.lexists(p)}
+    try:
+        with pytest.raises(InputError, match="/dev"):
+            LockedFile(Path("/dev") / f"{name}.json", "baseline").update(lambda text: "{}")
+        with pytest.raises(InputError, match="system folder"):
+            Outbox(Path("/dev") / f"{name}.jsonl").observe(run_failure_alert("j", "r", None, "boom"))
+        assert {p for p in made if os.path.lexists(p)} == before
+    finally:
+        for p in made:
+            if p not in before and os.path.lexists(p):
+                os.unlink(p)

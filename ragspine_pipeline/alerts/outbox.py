@@ -62,7 +62,13 @@ from ragspine_pipeline.alerts.events import (
 )
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import append_durably, atomic_output, jsonl_lines, write_text_atomically
+from ragspine_pipeline.files import (
+    append_durably,
+    atomic_output,
+    in_system_folder,
+    jsonl_lines,
+    write_text_atomically,
+)
 
 V = TypeVar("V", bound=OutboxView)
 
@@ -211,6 +217,10 @@ class Outbox(AlertOutbox):
                     str(self.path), f"cannot use the alert outbox: not a regular file ({_kind(mode)})"
                 )
             return True
+        if writing and in_system_folder(self._real):
+            raise InputError(
+                str(self.path), "cannot create the alert outbox in a system folder (/dev, /proc, /sys)"
+            )
         if writing:
             folder = self._real.parent
             while not os.path.lexists(folder) and folder != folder.parent:
