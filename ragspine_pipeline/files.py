@@ -72,7 +72,8 @@ def output_kind(path: str | Path) -> str:
         return ATOMIC
     if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         return STREAM
-    refused = f"it is {_kind(mode)} (an output is a regular file, a character device, a FIFO or a socket)"
+    kind = inputs.file_kind(mode)
+    refused = f"it is {kind} (an output is a regular file, a character device, a FIFO or a socket)"
     raise OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, refused)
 
 
@@ -142,7 +143,7 @@ def replace_durably(out: IO[Any], temporary: str | Path, target: str | Path, mod
     os.chmod(temporary, mode)
     with suppress(FileNotFoundError):
         if not stat.S_ISREG(found := os.lstat(target).st_mode):
-            raise OSError(errno.EEXIST, f"not replacing {_kind(found)} with a file")
+            raise OSError(errno.EEXIST, f"not replacing {inputs.file_kind(found)} with a file")
     os.replace(temporary, target)
     fsync_folder(Path(target).parent)
 
@@ -205,20 +206,6 @@ def write_if_changed(path: Path, content: str | bytes, what: str) -> bool:
     with atomic_output(path, what) as out:
         out.write(data)  # bytes as they are: no newline translation, gzip as is
     return True
-
-
-def _kind(mode: int) -> str:
-    """What a file that is not a regular one is, for a message: "a directory", "a block device", …"""
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a file"
 
 
 def _file_mode(target: Path) -> int:

@@ -81,7 +81,7 @@ def open_regular(path: str | Path, what: str = "file") -> IO[bytes]:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputError(name, f"cannot read the {what}: not a regular file ({_kind(mode)})")
+            raise InputError(name, f"cannot read the {what}: not a regular file ({file_kind(mode)})")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -127,13 +127,15 @@ def _os_reason(exc: OSError, doing: str) -> str:
     return f"{doing}: {exc.strerror or exc}"
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file is, by its ``st_mode``, for a message: "a directory", "a FIFO", "a file", …"""
     for test, name in (
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
         (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a file"),
     ):
         if test(mode):
             return name

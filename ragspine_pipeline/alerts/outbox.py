@@ -214,7 +214,8 @@ class Outbox(AlertOutbox):
         if mode is not None:
             if not stat.S_ISREG(mode):
                 raise InputError(
-                    str(self.path), f"cannot use the alert outbox: not a regular file ({_kind(mode)})"
+                    str(self.path),
+                    f"cannot use the alert outbox: not a regular file ({inputs.file_kind(mode)})",
                 )
             return True
         if writing and in_system_folder(self._real):
@@ -334,19 +335,6 @@ class Outbox(AlertOutbox):
             ) from None
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a file"
-
-
 @contextmanager
 def _shared_flock(path: Path) -> Iterator[None]:
     """A shared lock on ``path`` when it exists, for a read that writes nothing: a missing lock file is
@@ -360,10 +348,8 @@ def _shared_flock(path: Path) -> Iterator[None]:
     try:
         if fd is not None:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InputError(
-                    str(path),
-                    f"cannot lock the alert outbox: not a regular file ({_kind(os.fstat(fd).st_mode)})",
-                )
+                kind = inputs.file_kind(os.fstat(fd).st_mode)
+                raise InputError(str(path), f"cannot lock the alert outbox: not a regular file ({kind})")
             fcntl.flock(fd, fcntl.LOCK_SH)
         yield
     finally:

@@ -41,6 +41,7 @@ from ragspine_pipeline.decision.evaluation import (
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer, write_text_atomically
+from ragspine_pipeline.inputs import file_kind
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.reports.evaluation import ReportInputs, report_warnings, write_json, write_markdown
 from ragspine_pipeline.reports.explorer import baseline_cases, explorer_document, render_explorer
@@ -166,19 +167,10 @@ def _check_references(path: str, where: str) -> None:
     except OSError as exc:
         raise InputError(path, f"{where}: cannot use the reference texts: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "something else")
+        kind = file_kind(mode)
         raise InputError(
             path, f"{where}: the reference texts must be a directory (one file per narrative_doc), not {kind}"
         )
-
-
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISREG, "a file"),
-)
 
 
 def _gates(args: argparse.Namespace, config: EvalConfig, scope: Scope) -> list[Gate] | None:
