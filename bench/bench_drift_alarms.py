@@ -534,7 +534,10 @@ def new_slice(name: str, history: str, replicates: int, settings: DropSettings, 
             night = branch.night(fork_at + offset, traffic.day_lines(fork_at + offset))
             if wanted in night.alerts:
                 alerted += 1
-                said += any(n.startswith(wanted) and "slice=s4 grew from 0.0 %" in n for n in night.notes)
+                said += any(
+                    n.startswith(wanted) and "traffic mix changed: slice=s4 grew from" in n
+                    for n in night.notes
+                )
                 break
         shutil.rmtree(folder / f"fork-{fork_at}")
     return {
