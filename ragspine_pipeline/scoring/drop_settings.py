@@ -109,6 +109,13 @@ class DropSettings(BaseModel):
         allow_inf_nan=False,
         description="weight of an all-traffic test relative to a slice test",
     )
+    sustained_weight: float = Field(
+        default=1.0,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="weight of a sustained_nights test relative to the shorter windows' tests",
+    )
     sample: SampleTarget | None = Field(
         default=None,
         description="the nightly sample size from a target: {detect, power, rate, max} (null: the fixed "

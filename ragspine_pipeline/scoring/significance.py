@@ -525,9 +525,7 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
     if not tested:
         return tests
     p = np.array([tests[i].p_value for i in tested])
-    weights = np.array(
-        [settings.all_traffic_weight if tests[i].slice == ALL_TRAFFIC else 1.0 for i in tested]
-    )
+    weights = np.array([_weight(tests[i], settings) for i in tested])
     q = weighted_bh(p, weights)
     out = list(tests)
     for i, q_value in zip(tested, q, strict=True):
@@ -550,6 +548,14 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
         if out[i].alert and out[i].mix_adjusted is not None:
             out[i] = replace(out[i], note=_mix_note(out[i], threshold * w_i, settings))
     return out
+
+
+def _weight(test: DropTest, settings: DropSettings) -> float:
+    """A test's weight in the night's procedure (before normalising): ``all_traffic_weight`` for all
+    traffic, times ``sustained_weight`` for the sustained window."""
+    weight = settings.all_traffic_weight if test.slice == ALL_TRAFFIC else 1.0
+    sustained = test.nights == settings.sustained_nights and test.nights > settings.recent_nights
+    return weight * settings.sustained_weight if sustained else weight
 
 
 def _mix_note(test: DropTest, level: float, settings: DropSettings) -> str | None:

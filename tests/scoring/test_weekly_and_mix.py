@@ -161,3 +161,17 @@ def test_weekend_days_are_checked():
     with pytest.raises(ValueError):
         DropSettings(weekend=("caturday",))
     assert DropSettings(weekend=("friday", "saturday")).weekend == ("friday", "saturday")
+
+
+def test_a_lighter_sustained_weight_gives_the_one_night_tests_more_of_the_budget():
+    rng = np.random.default_rng(8)
+    days = [night(rng, FIRST + timedelta(days=i), 0.10) for i in range(40)]
+    tonight = night(rng, FIRST + timedelta(days=40), 0.10, rates={"a": 0.93, "b": 0.78})
+
+    def one_night_q(settings: DropSettings) -> float:
+        tests = drop_tests(tonight, days, settings).tests
+        return next(t for t in tests if t.slice == ALL_TRAFFIC and t.nights == 1).q_value
+
+    assert one_night_q(DropSettings(sustained_weight=0.25)) < one_night_q(DropSettings())
+    with pytest.raises(ValueError):
+        DropSettings(sustained_weight=0)
