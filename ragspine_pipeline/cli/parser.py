@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_baseline(commands)
     _add_extraction(commands)
     _add_sample(commands)
+    _add_production(commands)
     _add_plan(commands)
     _add_judge(commands)
     _add_demo(commands)
@@ -292,6 +293,72 @@ def _add_sample(commands: Any) -> None:
         help="redact personal data in the sampled traces (default: on)",
     )
     parser.set_defaults(run="ragspine_pipeline.cli.sample:run_sample")
+
+
+BACKFILL_DAYS = 90  # the most days one backfill fills (``cli.production.MAX_DAYS``)
+
+
+def _backfill_days(raw: str) -> int:
+    days = _POSITIVE(raw)
+    if days > BACKFILL_DAYS:
+        raise argparse.ArgumentTypeError(f"must be at most {BACKFILL_DAYS}")
+    return days
+
+
+def _add_production(commands: Any) -> None:
+    production = commands.add_parser(
+        "production", help="the nightly production summaries: fill in the nights before a deployment"
+    )
+    production_commands = production.add_subparsers(dest="production_command", required=True)
+    parser = production_commands.add_parser(
+        "backfill",
+        help="write the nightly summaries (production/<day>.json) of earlier days from the trace store",
+        description="For each of the --days days up to --until, oldest first, with traces in the store and "
+        "no summary yet: the day's seeded, redacted sample, its metrics and drop tests, written where the "
+        "nightly asset writes them, so that the first nights of a deployment have trailing nights to test "
+        "against. No judge, no alerts. One line per day; exit 0, 2 when the input is unusable.",
+    )
+    parser.add_argument(
+        "--days", required=True, type=_backfill_days, help=f"days to fill, 1 to {BACKFILL_DAYS}"
+    )
+    parser.add_argument("--until", metavar="YYYY-MM-DD", help="the last day filled (default: yesterday, UTC)")
+    parser.add_argument(
+        "--store",
+        help="trace store: a directory or s3://bucket/prefix "
+        "(default: $RAGSPINE_TRACE_STORE, else $RAGSPINE_HOME/traces)",
+    )
+    parser.add_argument(
+        "--reports",
+        help="reports folder, a directory or s3://: the summaries go to its production/ "
+        "(default: $RAGSPINE_REPORTS, else var/reports)",
+    )
+    parser.add_argument(
+        "--config",
+        help="gates config (YAML): drop-test settings, required versions, refusal rule "
+        "(default: $RAGSPINE_GATES_CONFIG, else the packaged demo gates)",
+    )
+    parser.add_argument(
+        "--evidence",
+        help="evidence registry (JSONL) (default: $RAGSPINE_EVIDENCE, else $RAGSPINE_HOME/evidence.jsonl, "
+        "when it exists)",
+    )
+    parser.add_argument(
+        "--sample-size",
+        type=_POSITIVE,
+        metavar="N",
+        help="traces sampled a day, the floor of a production.sample target "
+        "(default: $RAGSPINE_SAMPLE_SIZE, else 200)",
+    )
+    parser.add_argument("--seed", type=int, default=7, help="sampling seed, the nightly asset's (default: 7)")
+    parser.add_argument(
+        "--stratify",
+        metavar="DIM",
+        help="stratify the sample on this tag dimension (default: $RAGSPINE_SAMPLE_STRATIFY)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="re-fill days that have a summary (default: skip them)"
+    )
+    parser.set_defaults(run="ragspine_pipeline.cli.production:run_backfill")
 
 
 PLAN_DESCRIPTION = """\

@@ -13,7 +13,6 @@ nights' summaries (``scoring.power.nightly_sample_plan``): worked out once, when
 planned, and carried to every shard and the merge; the nightly asset states it and why.
 """
 
-import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ragspine_pipeline.alerts.model import Drop, drop_alert
-from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
-from ragspine_pipeline.decision.gates import canonical_keys
 from ragspine_pipeline.defs.io import to_frame, to_table
 from ragspine_pipeline.defs.judge import (
     JUDGE_POOL,
@@ -35,20 +32,26 @@ from ragspine_pipeline.defs.judge import (
     judge_check_spec,
     judge_step,
 )
-from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
+from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.partitions import daily_partitions
 from ragspine_pipeline.defs.resources import EvalFiles
 from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
-from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.judge.items import case_tags, judge_items
-from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.scoring.power import SamplePlan, nightly_sample_plan
-from ragspine_pipeline.scoring.production import production_metrics as score_production
 from ragspine_pipeline.scoring.refusal import mark_refusals
-from ragspine_pipeline.scoring.significance import NightTests, drop_tests
+from ragspine_pipeline.scoring.significance import NightTests
 from ragspine_pipeline.sources.objects import ObjectFolder
+from ragspine_pipeline.sources.production_nights import (
+    night_summary,
+    night_tests,
+    read_summaries,
+    sample_traces,
+    summaries_folder,
+    summary_document,
+    summary_name,
+)
 from ragspine_pipeline.sources.sampling import priority
 from ragspine_pipeline.sources.shards import merge_shards, plan_shards, sample_shard
 
@@ -113,8 +116,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 redact=redact_trace,  # PII never reaches the sample
                 quarantine=quarantine,
             )
-            write_jsonl(sample.records, Path(scratch) / "sample.jsonl", "trace sample")
-            table = load_traces(Path(scratch) / "sample.jsonl").table.cast(TRACE_SCHEMA)
+            table = sample_traces(sample.records, Path(scratch))
             sample_uri = work.upload("sample.jsonl", Path(scratch) / "sample.jsonl", "trace sample")
             if sample.quarantine_path is not None:
                 quarantine_uri = work.upload("quarantine.jsonl", quarantine, "quarantine")
@@ -200,10 +202,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 to_table(production_traces, TRACE_SCHEMA), config.refusals.phrases, config.refusals.patterns
             )
             evidence = eval_files.evidence()
-        result = {
-            "day": day,
-            **score_production(traces, evidence, required_versions=config.required_versions).to_dict(),
-        }
+        result = night_summary(day, traces, evidence, config.required_versions)
         items = judge_items(traces, None, evidence)
         items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
             : judge.production_sample
@@ -214,16 +213,12 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
             }
         history = recent_production_days(eval_files, days=settings.history_nights, before=day)
-        # The plan the shards were sampled with: the same function of the same earlier nights.
-        plan = nightly_sample_plan(history, settings, eval_files.production_sample_size)
+        plan, night = night_tests(result, history, settings, eval_files.production_sample_size)
         if plan.warning is not None:
             context.log.warning(plan.warning)
-        result["sample_size"] = plan.to_dict()
-        night = drop_tests(result, history, settings)
-        result["drop_tests"] = night.to_dict()
         with user_errors():
             summary_uri = production_summaries(eval_files).write_text(
-                f"{day}.json", json_document(result), "summary"
+                summary_name(day), summary_document(result), "summary"
             )
         rows = [(name, _shown(m), m.get("n", ""), _interval(m)) for name, m in result["metrics"].items()]
         yield dg.Output(
@@ -371,34 +366,14 @@ METRIC_ROWS = pa.schema(
 
 def production_summaries(eval_files: EvalFiles) -> ObjectFolder:
     """Where the daily summaries live: ``production/`` in the reports folder."""
-    return eval_files.reports().child("production")
+    return summaries_folder(eval_files.reports())
 
 
 def recent_production_days(eval_files: EvalFiles, days: int = 14, before: str | None = None) -> list[dict]:
     """The latest ``days`` daily summaries (those before day ``before`` when given), oldest first: what
     the slice report's production trend shows and a night's drop tests compare with."""
-    folder = production_summaries(eval_files)
-    names = [name for name in folder.names(".json") if _DAY_FILE.fullmatch(name)]
-    names = [name for name in names if before is None or name[:10] < before][-days:]
     with user_errors():
-        return [current_names(folder.read_json(name, "production summary")) for name in names]
-
-
-def current_names(summary: dict) -> dict:
-    """A daily summary with its metrics under their current names: a night written before a metric was
-    renamed (``compliance``, ``citation_validity``, …) still counts as a trailing night of its metric."""
-    slices = {
-        dimension: {
-            value: {**entry, "metrics": canonical_keys(entry.get("metrics") or {}, Scope.PRODUCTION)}
-            for value, entry in values.items()
-        }
-        for dimension, values in (summary.get("slices") or {}).items()
-    }
-    metrics = canonical_keys(summary.get("metrics") or {}, Scope.PRODUCTION)
-    return {**summary, "metrics": metrics, **({"slices": slices} if "slices" in summary else {})}
-
-
-_DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
+        return read_summaries(production_summaries(eval_files), days=days, before=before)
 
 
 def _shown(metric: dict) -> str:
