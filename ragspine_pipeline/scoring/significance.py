@@ -245,6 +245,13 @@ def drop_tests(today: dict, history: Sequence[dict], settings: DropSettings | No
     by_day[day] = today
     reference = [day - timedelta(days=back) for back in range(1, settings.window + 1)]
     mix = trace_mix(today, [by_day[d] for d in reference if d in by_day])
+    # The series do not depend on the window: read once, tested over each window.
+    series = list(_series(today, by_day))
+    adjusted = {}
+    if mix is not None:
+        for s in series:
+            if s.slice == ALL_TRAFFIC:
+                adjusted[s.metric] = _adjusted_series(s.metric, by_day, reference, mix)
     tests = []
     for nights in settings.windows:
         first = day - timedelta(days=nights)  # the last trailing night
@@ -253,9 +260,8 @@ def drop_tests(today: dict, history: Sequence[dict], settings: DropSettings | No
             recent=[day - timedelta(days=back) for back in range(nights)],
             level=[first - timedelta(days=back) for back in range(_level_nights(nights, settings))],
             spread=[first - timedelta(days=back) for back in range(settings.variance_window)],
-            reference=reference,
         )
-        tests += _window_tests(today, by_day, window, settings, mix)
+        tests += _window_tests(series, adjusted, window, settings, mix)
     tests = _control(tests, settings)
     return NightTests(day=today["day"], tests=tests, settings=settings)
 
@@ -273,7 +279,6 @@ class _Window:
     recent: list[date]  # those nights
     level: list[date]  # the trailing nights the level is estimated from, most recent first
     spread: list[date]  # the trailing nights τ² (and a weekly pattern) is estimated from
-    reference: list[date]  # the nights whose traffic mix the mix-adjusted rate is standardised to
 
 
 @dataclass(frozen=True)
@@ -310,9 +315,12 @@ def _series(today: dict, by_day: dict[date, dict]) -> Iterator[_Series]:
 
 
 def _window_tests(
-    today: dict, by_day: dict[date, dict], window: _Window, settings: DropSettings, mix: Mix | None
+    series: list[_Series],
+    adjusted: dict[str, _Series],
+    window: _Window,
+    settings: DropSettings,
+    mix: Mix | None,
 ) -> list[DropTest]:
-    series = list(_series(today, by_day))
     groups: dict[tuple[str, str], list[_Series]] = {}
     for s in series:
         groups.setdefault((s.metric, s.group), []).append(s)
@@ -322,21 +330,23 @@ def _window_tests(
         for i, s in enumerate(members):
             test = _test(s, window, fit, i, settings)
             if s.slice == ALL_TRAFFIC and mix is not None:
-                test = replace(test, mix_adjusted=_mix_adjusted(s.metric, by_day, window, settings, mix))
+                test = replace(test, mix_adjusted=_mix_adjusted(adjusted[s.metric], window, settings, mix))
             tests.append(test)
     return tests
 
 
-def _mix_adjusted(
-    metric: str, by_day: dict[date, dict], window: _Window, settings: DropSettings, mix: Mix
-) -> MixAdjusted | None:
-    """The all-traffic rate at the reference nights' mix (``scoring.mix``), tested like any rate."""
+def _adjusted_series(metric: str, by_day: dict[date, dict], reference: list[date], mix: Mix) -> _Series:
+    """The all-traffic rate of every night at the ``reference`` nights' mix (``scoring.mix``)."""
     worse = WORSE_WHEN[metric]
     per_day = {
         d: strata(summary, mix.dimension, metric, lambda entry: entry_counts(entry, worse))
         for d, summary in by_day.items()
     }
-    adjusted = _Series(metric, "mix-adjusted", ALL_TRAFFIC, standardised(per_day, window.reference))
+    return _Series(metric, "mix-adjusted", ALL_TRAFFIC, standardised(per_day, reference))
+
+
+def _mix_adjusted(adjusted: _Series, window: _Window, settings: DropSettings, mix: Mix) -> MixAdjusted | None:
+    """The mix-adjusted rate (:func:`_adjusted_series`) tested over ``window`` like any rate."""
     if not adjusted.counts:
         return None
     test = _test(adjusted, window, _fit([adjusted], window.spread, settings), 0, settings)
