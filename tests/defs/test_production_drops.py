@@ -36,8 +36,9 @@ def write_day(store: Path, day: date, compliance: float, rng: np.random.Generato
     (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def nightly_definitions(tmp_path: Path):
-    """The code location on the traces written under ``tmp_path`` (no demo), every day sampled whole."""
+def nightly_definitions(tmp_path: Path, sample_size: int | None = None):
+    """The code location on the traces written under ``tmp_path`` (no demo), every day sampled whole
+    (or ``sample_size`` traces a night)."""
     return build_definitions(
         default_resources(
             {
@@ -46,7 +47,7 @@ def nightly_definitions(tmp_path: Path):
                 "RAGSPINE_REPORTS": str(tmp_path / "reports"),
                 "RAGSPINE_WORK": str(tmp_path / "work"),
                 "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
-                "RAGSPINE_SAMPLE_SIZE": str(TRACES),
+                "RAGSPINE_SAMPLE_SIZE": str(TRACES if sample_size is None else sample_size),
             }
         )
     )

@@ -14,32 +14,14 @@ import numpy as np
 import yaml
 
 import ragspine_pipeline
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.local import backfill_production
-from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.scoring import power
 from ragspine_pipeline.scoring.drop_settings import DropSettings
-from tests.defs.test_production_drops import TRACES, write_day
+from tests.defs.test_production_drops import TRACES, nightly_definitions, write_day
 
 FIRST = date(2026, 11, 1)
 FIXED = 100  # RAGSPINE_SAMPLE_SIZE of these tests
 NIGHTS = 8
-
-
-def _definitions(tmp_path: Path):
-    """The code location on the traces under ``tmp_path`` (no demo), RAGSPINE_SAMPLE_SIZE = ``FIXED``."""
-    return build_definitions(
-        default_resources(
-            {
-                "RAGSPINE_HOME": str(tmp_path / "no-demo"),
-                "RAGSPINE_TRACE_STORE": str(tmp_path / "traces"),
-                "RAGSPINE_REPORTS": str(tmp_path / "reports"),
-                "RAGSPINE_WORK": str(tmp_path / "work"),
-                "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
-                "RAGSPINE_SAMPLE_SIZE": str(FIXED),
-            }
-        )
-    )
 
 
 def _night(day: date, compliance: float) -> dict:
@@ -62,7 +44,7 @@ def _run(tmp_path: Path, monkeypatch, sample: dict, rates: list[float]) -> tuple
     for night in history:
         (folder / f"{night['day']}.json").write_text(json.dumps(night))
     write_day(tmp_path / "traces", days[NIGHTS], 0.95, np.random.default_rng(3))
-    defs = _definitions(tmp_path)
+    defs = nightly_definitions(tmp_path, FIXED)
     with dg.instance_for_test() as instance:
         (run,) = backfill_production(defs, instance, [days[NIGHTS].isoformat()])
         assert run.success
