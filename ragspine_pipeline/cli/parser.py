@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schema(commands)
     _add_check_traces(commands)
     _add_init(commands)
+    _add_deploy(commands)
     return parser
 
 
@@ -532,6 +533,38 @@ def _add_demo(commands: Any) -> None:
         help="the build's document parser loses fills and merged spans: an extraction regression",
     )
     rebuild.set_defaults(run="ragspine_pipeline.cli.demo:run_rebuild_index")
+
+
+def _add_deploy(commands: Any) -> None:
+    deploy = commands.add_parser(
+        "deploy", help="a deployed instance: check that nothing is missing, create and seed its buckets"
+    )
+    deploy_commands = deploy.add_subparsers(dest="deploy_command", required=True)
+    check = deploy_commands.add_parser(
+        "check",
+        help="the instance config, PostgreSQL, pools, AWS credentials, buckets and Slack settings",
+        description="Read $DAGSTER_HOME/dagster.yaml and the environment as a deployed process does, and "
+        "print one line for each thing missing (names only, never a value). Exit 0 when nothing is "
+        "missing, 1 otherwise.",
+    )
+    check.add_argument("--config", help="the instance config to check (default: $DAGSTER_HOME/dagster.yaml)")
+    check.set_defaults(run="ragspine_pipeline.cli.deploy:run_check", extra="deploy")
+    bootstrap = deploy_commands.add_parser(
+        "bootstrap",
+        help="create every bucket the settings name; with --from, seed traces, manifest, facts, baselines",
+        description="Create the buckets of every s3:// setting (RAGSPINE_TRACE_STORE, RAGSPINE_REPORTS, "
+        "..., DAGSTER_COMPUTE_LOG_BUCKET) and, with --from, upload the trace store, index manifest, "
+        "extracted facts and baselines from a folder laid out as RAGSPINE_HOME to their settings' "
+        "locations. An object that exists is kept. Exit 0, 2 when a bucket or object cannot be written.",
+    )
+    bootstrap.add_argument(
+        "--from",
+        dest="source",
+        metavar="FOLDER",
+        help="seed from this folder: traces/, index/manifest.json, extraction/facts.jsonl, baseline.json, "
+        "extraction/baseline.json (the demo's layout)",
+    )
+    bootstrap.set_defaults(run="ragspine_pipeline.cli.deploy:run_bootstrap")
 
 
 def _add_alerts(commands: Any) -> None:

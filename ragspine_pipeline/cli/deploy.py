@@ -1,0 +1,333 @@
+"""``ragspine-eval deploy check|bootstrap``: is a host's deployment complete, and the S3 side of a new one.
+
+``check`` reads what every process of a deployed instance reads — ``$DAGSTER_HOME/dagster.yaml`` (or
+``--config``) and the environment — and prints one line for each thing missing: an unset variable the
+instance config names, PostgreSQL out of reach, an instance that does not load, a pool without its row
+and limit, AWS credentials or region, a bucket that does not exist, the Slack settings. Exit 0 when
+nothing is missing, 1 otherwise. Values are never printed, only names; a message that quotes a secret's
+value (a driver's error) has it replaced by ``***``.
+
+``bootstrap`` creates every bucket the settings name and, with ``--from FOLDER``, seeds the objects a
+first run reads from a folder laid out as ``RAGSPINE_HOME`` is (the demo's, ``ragspine-eval demo
+init``): the trace store, the index manifest, the extracted facts and the baselines. It never replaces
+an object that exists (a baseline only ratchets), so running it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
+from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
+
+# The objects a first run reads, each setting with its place in a RAGSPINE_HOME-style folder (the code
+# location's defaults, ``defs.resources.default_resources``): what ``bootstrap --from`` seeds.
+SEEDS = (
+    ("RAGSPINE_TRACE_STORE", "traces"),  # a folder: dt=YYYY-MM-DD/*.jsonl[.gz]
+    ("RAGSPINE_INDEX_MANIFEST", "index/manifest.json"),
+    ("RAGSPINE_EXTRACTION_FACTS", "extraction/facts.jsonl"),
+    ("RAGSPINE_BASELINE", "baseline.json"),
+    ("RAGSPINE_EXTRACTION_BASELINE", "extraction/baseline.json"),
+)
+# Every setting that may name an S3 location: the buckets a deployment needs.
+S3_SETTINGS = (
+    *(name for name, _ in SEEDS),
+    "RAGSPINE_IO_URI",
+    "RAGSPINE_REPORTS",
+    "RAGSPINE_WORK",
+    "RAGSPINE_JUDGE_CACHE",
+)
+# Step logs (deploy/celery, deploy/k8s): a bucket name, on the endpoint the instance config gives it.
+COMPUTE_LOG_BUCKET, COMPUTE_LOG_ENDPOINT = "DAGSTER_COMPUTE_LOG_BUCKET", "DAGSTER_S3_ENDPOINT_URL"
+# Values that are secrets: never printed, and scrubbed from any message that is.
+SECRETS = (
+    "DAGSTER_PG_PASSWORD",
+    "PGPASSWORD",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "SLACK_BOT_TOKEN",
+    "RAGSPINE_JUDGE_API_KEY",
+)
+_TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
+_CONNECT_TIMEOUT_S = 5
+
+
+def run_check(args: argparse.Namespace) -> int:
+    env = os.environ
+    missing = [*instance_problems(args.config, env), *s3_problems(env), *slack_problems(env)]
+    for line in missing:
+        print(scrub(line, env))
+    if missing:
+        print(f"deploy check: {len(missing)} thing(s) missing")
+        return EXIT_GATE_FAILED
+    print("deploy check: nothing missing")
+    return EXIT_PASS
+
+
+def run_bootstrap(args: argparse.Namespace) -> int:
+    env = os.environ
+    source = Path(args.source) if args.source else None
+    if source is not None and not source.is_dir():
+        raise UsageError(f"deploy bootstrap: --from {source}: not a folder")
+    targets = _s3_targets(env)
+    if not targets:
+        raise UsageError(
+            "deploy bootstrap: no setting names an S3 location "
+            f"({', '.join(S3_SETTINGS)}, {COMPUTE_LOG_BUCKET})"
+        )
+    clients: dict[str | None, Any] = {}
+    for (endpoint, bucket), names in targets.items():
+        client = clients.setdefault(endpoint, _client(env, endpoint))
+        print(f"bucket {bucket}: {_create_bucket(client, bucket, _region(env))} ({', '.join(names)})")
+    if source is not None:
+        client = clients.setdefault(_endpoint(env), _client(env, _endpoint(env)))
+        for name, place in SEEDS:
+            uri = env.get(name) or ""
+            if uri.startswith("s3://"):
+                print(f"{name}: {_seed(client, source / place, uri)}")
+    return EXIT_PASS
+
+
+def instance_problems(config: str | None, env: Mapping[str, str]) -> list[str]:
+    """What stops the instance config from loading, or its pools from holding; [] when nothing does."""
+    from ragspine_pipeline.defs.judge import POOLS  # the pools the steps claim, named once
+
+    if config:
+        path = Path(config)
+    elif env.get("DAGSTER_HOME"):
+        path = Path(env["DAGSTER_HOME"]) / "dagster.yaml"
+    else:
+        return ["DAGSTER_HOME: not set (the folder holding the instance's dagster.yaml)"]
+    if not path.is_file():
+        return [f"{path}: no instance config here (copy one of deploy/*/dagster.yaml)"]
+    try:
+        document = yaml.safe_load(path.read_text("utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        return [f"{path}: not readable YAML: {_first_line(exc)}"]
+    unset = [name for name in dict.fromkeys(_env_references(document)) if name not in env]
+    if unset:
+        return [f"{name}: not set (named by {path})" for name in unset]
+    if unreachable := _postgres_problem(document, env):
+        return [unreachable]
+    problems = _outbox_problems(env)
+    try:
+        from dagster import DagsterInstance
+
+        instance = DagsterInstance.from_config(str(path.parent), config_filename=path.name)
+    except Exception as exc:  # any reason the instance does not load is the user's to fix, in one line
+        return [*problems, f"{path}: the instance does not load: {_first_line(exc)}"]
+    with instance:
+        storage = instance.event_log_storage
+        pools = storage.get_concurrency_keys()
+        for pool in POOLS:
+            if pool not in pools:
+                problems.append(
+                    f"pool {pool}: not set: run `dagster instance concurrency set {pool} 1` once, "
+                    "before starting the daemon and the workers"
+                )
+            elif (limit := storage.get_concurrency_info(pool).limit) is None or limit < 1:
+                problems.append(f"pool {pool}: limit {limit}: none of its steps would ever run")
+    return problems
+
+
+def s3_problems(env: Mapping[str, str]) -> list[str]:
+    """Credentials, region and buckets for every S3 location the settings name; [] when all is there."""
+    targets = _s3_targets(env)
+    if not targets:
+        return []
+    import boto3
+
+    session = boto3.session.Session()
+    problems = []
+    if not (session.region_name or _endpoint(env)):
+        problems.append(
+            "AWS region: not set (AWS_REGION, or RAGSPINE_S3_ENDPOINT_URL for an S3-compatible store)"
+        )
+    if session.get_credentials() is None:
+        problems.append(
+            "AWS credentials: none found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, or a role)"
+        )
+        return problems  # every bucket would fail the same way
+    clients: dict[str | None, Any] = {}
+    for (endpoint, bucket), names in targets.items():
+        client = clients.setdefault(endpoint, _client(env, endpoint))
+        if problem := _bucket_problem(client, bucket):
+            problems.append(f"bucket {bucket} ({', '.join(names)}): {problem}")
+    return problems
+
+
+def slack_problems(env: Mapping[str, str]) -> list[str]:
+    from ragspine_pipeline.alerts.slack import SlackSettings
+
+    missing = SlackSettings.from_env(env).missing
+    return [f"Slack: {missing}"] if missing else []
+
+
+def scrub(text: str, env: Mapping[str, str]) -> str:
+    """``text`` with the value of every secret setting replaced by ``***`` (longest first)."""
+    for value in sorted((env.get(name) or "" for name in SECRETS), key=len, reverse=True):
+        if len(value) >= 4:  # an empty or trivial value would mangle the line, not hide anything
+            text = text.replace(value, "***")
+    return text
+
+
+def _env_references(node: Any) -> Iterator[str]:
+    """The environment variables a Dagster config names (``{env: NAME}``), in order."""
+    if isinstance(node, dict):
+        if set(node) == {"env"} and isinstance(node["env"], str):
+            yield node["env"]
+            return
+        for value in node.values():
+            yield from _env_references(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _env_references(value)
+
+
+def _resolved(value: Any, env: Mapping[str, str]) -> Any:
+    return env[value["env"]] if isinstance(value, dict) and set(value) == {"env"} else value
+
+
+def _postgres_problem(document: dict, env: Mapping[str, str]) -> str | None:
+    """A line when the instance's PostgreSQL (``storage: postgres: postgres_db``) cannot be reached."""
+    settings = ((document.get("storage") or {}).get("postgres") or {}).get("postgres_db")
+    if not isinstance(settings, dict):
+        return None
+    values = {key: _resolved(value, env) for key, value in settings.items()}
+    where = (
+        f"{values.get('hostname')}:{values.get('port', 5432)}/{values.get('db_name')} "
+        f"as {values.get('username')}"
+    )
+    problem = _connect(
+        host=values.get("hostname"),
+        port=int(values.get("port") or 5432),
+        dbname=values.get("db_name"),
+        user=values.get("username"),
+        password=values.get("password") or None,
+    )
+    return f"PostgreSQL {where}: cannot connect: {problem}" if problem else None
+
+
+def _outbox_problems(env: Mapping[str, str]) -> list[str]:
+    outbox = env.get("RAGSPINE_ALERTS_OUTBOX") or ""
+    if not outbox.startswith("postgresql://"):
+        return []
+    problem = _connect(dsn=outbox)  # the password from PGPASSWORD or ~/.pgpass, as the outbox reads it
+    return [f"RAGSPINE_ALERTS_OUTBOX: cannot connect: {problem}"] if problem else []
+
+
+def _connect(**settings: Any) -> str | None:
+    """None when PostgreSQL accepts a connection with ``settings``, else why not (one line)."""
+    import psycopg2
+
+    try:
+        psycopg2.connect(connect_timeout=_CONNECT_TIMEOUT_S, **settings).close()
+    except psycopg2.Error as exc:
+        return _first_line(exc)
+    return None
+
+
+def _endpoint(env: Mapping[str, str]) -> str | None:
+    return env.get("RAGSPINE_S3_ENDPOINT_URL") or None
+
+
+def _region(env: Mapping[str, str]) -> str | None:
+    return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
+
+
+def _client(env: Mapping[str, str], endpoint: str | None):
+    return s3_client(endpoint_url=endpoint, region=_region(env), max_attempts=2)
+
+
+def _s3_targets(env: Mapping[str, str]) -> dict[tuple[str | None, str], list[str]]:
+    """``{(endpoint, bucket): [settings naming it]}``, in the order the settings are declared."""
+    targets: dict[tuple[str | None, str], list[str]] = {}
+    for name in S3_SETTINGS:
+        uri = env.get(name) or ""
+        if uri.startswith("s3://"):
+            bucket, _ = parse_s3_uri(uri)
+            targets.setdefault((_endpoint(env), bucket), []).append(name)
+    if bucket := env.get(COMPUTE_LOG_BUCKET):
+        endpoint = env.get(COMPUTE_LOG_ENDPOINT) or _endpoint(env)
+        targets.setdefault((endpoint, bucket), []).append(COMPUTE_LOG_BUCKET)
+    return targets
+
+
+def _bucket_problem(client, bucket: str) -> str | None:
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code")
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            return "does not exist (`ragspine-eval deploy bootstrap` creates it)"
+        return f"not accessible: {aws_cause(exc)}"
+    except BotoCoreError as exc:
+        return f"cannot reach S3: {aws_cause(exc)}"
+    return None
+
+
+def _create_bucket(client, bucket: str, region: str | None) -> str:
+    if _bucket_problem(client, bucket) is None:
+        return "exists"
+    options = {}
+    if region and region != "us-east-1":  # S3 refuses an explicit us-east-1 constraint
+        options["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    try:
+        client.create_bucket(Bucket=bucket, **options)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "BucketAlreadyOwnedByYou":
+            return "exists"
+        raise UsageError(f"deploy bootstrap: cannot create bucket {bucket}: {aws_cause(exc)}") from None
+    except BotoCoreError as exc:
+        raise UsageError(f"deploy bootstrap: cannot create bucket {bucket}: {aws_cause(exc)}") from None
+    return "created"
+
+
+def _seed(client, local: Path, uri: str) -> str:
+    """Upload ``local`` (a file, or a trace folder's day partitions) to ``uri``; keep what is there."""
+    if not local.exists():
+        return f"nothing to seed ({local} does not exist)"
+    bucket, key = parse_s3_uri(uri)
+    if local.is_file():
+        files = [(local, key)]
+    else:
+        prefix = key.rstrip("/") + "/" if key.strip("/") else ""
+        files = [
+            (path, prefix + path.relative_to(local).as_posix())
+            for path in sorted(local.glob("dt=*/*"))
+            if path.is_file() and path.name.endswith(_TRACE_SUFFIXES)
+        ]
+    uploaded = 0
+    for path, name in files:
+        if not _exists(client, bucket, name):
+            try:
+                client.upload_file(str(path), bucket, name)
+            except (BotoCoreError, ClientError) as exc:
+                raise UsageError(f"deploy bootstrap: cannot upload {path}: {_first_line(exc)}") from None
+            uploaded += 1
+    return f"{uploaded} uploaded, {len(files) - uploaded} kept as they were ({uri})"
+
+
+def _exists(client, bucket: str, key: str) -> bool:
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if is_not_found(exc):
+            return False
+        raise UsageError(f"deploy bootstrap: cannot read s3://{bucket}/{key}: {aws_cause(exc)}") from None
+    except BotoCoreError as exc:
+        raise UsageError(f"deploy bootstrap: cannot read s3://{bucket}/{key}: {aws_cause(exc)}") from None
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
