@@ -116,9 +116,9 @@ class Golden:
 
 
 CONFIGURATIONS = [
-    Nightly(200, 0.95, power.per_test_alpha(0.03, power.NIGHTLY_TESTS)),
+    Nightly(200, 0.95, power.per_test_alpha(0.03, 18)),
     Nightly(1000, 0.9, 0.03),
-    Nightly(1000, 0.9, power.per_test_alpha(0.03, power.NIGHTLY_TESTS), tau2=1e-4),
+    Nightly(1000, 0.9, power.per_test_alpha(0.03, 18), tau2=1e-4),
     Golden(50, 0.05),
     Golden(200, 0.05),
     Golden(50, 0.0),

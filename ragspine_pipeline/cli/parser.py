@@ -411,9 +411,12 @@ def _add_plan(commands: Any) -> None:
     parser.add_argument(
         "--alpha", type=share, help="the nightly test's per-test level (default: --fdr divided by --tests)"
     )
-    parser.add_argument("--fdr", type=share, help="the night's false-discovery rate (default 0.03)")
+    parser.add_argument("--fdr", type=share, help="the night's false-discovery rate (default 0.02)")
     parser.add_argument(
-        "--tests", type=_POSITIVE, metavar="M", help="tests a night, over the test's weight (default 18)"
+        "--tests",
+        type=_POSITIVE,
+        metavar="M",
+        help="tests a night, over the test's weight (default 10: six rates, three windows, all traffic)",
     )
     parser.add_argument(
         "--window", type=_POSITIVE, metavar="NIGHTS", help="trailing nights of the level (default 14)"

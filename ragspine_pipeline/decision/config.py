@@ -10,7 +10,7 @@ gates:                                        # any metric by name; min or max
   point_coverage: {min: 0.80, severity: soft}  # soft: reported as a warning, never blocks
 slice_gate: {min_rate: 0.95, min_n: 1}        # releasable rate per slice
 production:                                   # the nightly drop tests (scoring.significance)
-  fdr: 0.03                                   # false-discovery rate over one night's tests
+  fdr: 0.02                                   # false-discovery rate over one night's tests
   min_drop: 0.02                              # smallest worsening that alerts, in rate points,
   min_relative_change: 0.5                    # or growth of the failure share, relative to itself
   effect: {refusal_rate: {min_drop: 0.01}}    # per rate, overriding either

@@ -49,7 +49,7 @@ class DropSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     fdr: float = Field(
-        default=0.03, gt=0, lt=1, strict=True, description="false-discovery rate over the night's tests"
+        default=0.02, gt=0, lt=1, strict=True, description="false-discovery rate over the night's tests"
     )
     min_drop: float = Field(
         default=0.02,
@@ -108,6 +108,14 @@ class DropSettings(BaseModel):
         strict=True,
         allow_inf_nan=False,
         description="weight of an all-traffic test relative to a slice test",
+    )
+    all_traffic_tonight_weight: float = Field(
+        default=3.0,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="extra weight of the all-traffic one-night test, times all_traffic_weight: a drop of "
+        "all traffic is caught the night it happens",
     )
     sustained_weight: float = Field(
         default=1.0,

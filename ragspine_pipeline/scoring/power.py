@@ -16,8 +16,9 @@ one minus it). The one-sided test at per-test level ``α`` catches it with power
 ``asin(√p)`` for Anscombe's ``asin(√((x + 3/8)/(n + 3/4)))`` (exact as ``n`` grows), ``τ²`` known (the
 test estimates it from 28 nights), and the night's Benjamini–Hochberg control as a per-test level
 ``α = fdr / tests`` — what BH gives one rate that drops among ``tests`` tests that do not (slightly
-conservative: a second rejection would loosen it). ``tests`` is the night's test count divided by the
-test's normalised weight (all-traffic tests weigh ``all_traffic_weight``); give ``α`` instead when known.
+conservative: a second rejection would loosen it). ``tests`` is the night's summed test weights divided
+by the test's own weight (``significance.test_weight``: the all-traffic one-night test weighs
+``all_traffic_weight × all_traffic_tonight_weight`` slice tests); give ``α`` instead when known.
 An alert also needs the drop to reach ``min_drop`` (or ``min_relative_change`` of the failure share);
 the figures here are the statistical limit.
 
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
 
 DEFAULT_POWER = 0.8
 DEFAULT_WINDOW = 14  # ``DropSettings.window``
-NIGHTLY_TESTS = 18  # six production rates × the one-, three- and seven-night windows, all traffic, no slices
 MAX_CASES = 200_000  # the golden-set search gives up above this many cases
 DEFAULT_SAMPLE_CAP = 20_000  # ``SampleTarget.max``
 # The flip rate (per direction) the release report assumes for its detectable drop: the strict comparison
@@ -406,8 +406,8 @@ def nightly_sample_plan(history: Sequence[dict], settings: DropSettings, fixed: 
     its last ``window`` kept nights, on the arcsine scale) and between-day variance τ² (over the last
     ``variance_window`` nights, screened) are estimated as ``scoring.significance`` does, with its
     functions; the per-test level is ``fdr`` over the tests of the latest night that ran them, divided by
-    the all-traffic weight (``NIGHTLY_TESTS`` before any). The rate is ``sample.rate``, else the one that
-    needs the most traces (one the target cannot reach at all first)."""
+    the all-traffic one-night test's weight (``nightly_tests`` before any). The rate is ``sample.rate``,
+    else the one that needs the most traces (one the target cannot reach at all first)."""
     target = settings.sample
     if target is None:
         return SamplePlan(size=fixed, fixed=fixed, reason="fixed", window=settings.window)
@@ -489,18 +489,28 @@ def _rate_need(
 
 
 def _tests_per_weight(nights: Sequence[dict], settings: DropSettings) -> float:
-    """The night's test count over an all-traffic test's normalised weight, ``(w·m_all + m_slice)/w``,
-    from the latest night that ran drop tests; ``NIGHTLY_TESTS`` before any did."""
-    from ragspine_pipeline.scoring.significance import ALL_TRAFFIC
+    """The night's test count over the all-traffic one-night test's normalised weight — the sum of the
+    tests' weights over its weight — from the latest night that ran drop tests; ``nightly_tests``
+    before any did."""
+    from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, test_weight
 
     for night in reversed(nights):
         ran = (night.get("drop_tests") or {}).get("tests") or []
         tests = [t for t in ran if t.get("p_value") is not None]
         if tests:
-            everywhere = sum(t.get("slice") == ALL_TRAFFIC for t in tests)
-            weight = settings.all_traffic_weight
-            return max(1.0, (weight * everywhere + (len(tests) - everywhere)) / weight)
-    return float(NIGHTLY_TESTS)
+            total = sum(test_weight(t.get("slice"), t.get("nights", 1), settings) for t in tests)
+            return max(1.0, total / test_weight(ALL_TRAFFIC, 1, settings))
+    return nightly_tests(settings)
+
+
+def nightly_tests(settings: DropSettings) -> float:
+    """A night's tests with no slices (every production rate in every window, all traffic) over the
+    all-traffic one-night test's weight: ``α = fdr / nightly_tests`` is that test's level."""
+    from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
+    from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, test_weight
+
+    per_rate = sum(test_weight(ALL_TRAFFIC, nights, settings) for nights in settings.windows)
+    return len(WORSE_WHEN) * per_rate / test_weight(ALL_TRAFFIC, 1, settings)
 
 
 def _pct(share: float) -> str:

@@ -535,7 +535,7 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
     if not tested:
         return tests
     p = np.array([tests[i].p_value for i in tested])
-    weights = np.array([_weight(tests[i], settings) for i in tested])
+    weights = np.array([test_weight(tests[i].slice, tests[i].nights, settings) for i in tested])
     q = weighted_bh(p, weights)
     out = list(tests)
     for i, q_value in zip(tested, q, strict=True):
@@ -560,11 +560,16 @@ def _control(tests: list[DropTest], settings: DropSettings) -> list[DropTest]:
     return out
 
 
-def _weight(test: DropTest, settings: DropSettings) -> float:
-    """A test's weight in the night's procedure (before normalising): ``all_traffic_weight`` for all
-    traffic, times ``sustained_weight`` for the sustained window."""
-    weight = settings.all_traffic_weight if test.slice == ALL_TRAFFIC else 1.0
-    sustained = test.nights == settings.sustained_nights and test.nights > settings.recent_nights
+def test_weight(slice_name: str, nights: int, settings: DropSettings) -> float:
+    """A test's weight in the night's procedure (before normalising), by its slice and window: 1 for a
+    slice; ``all_traffic_weight`` for all traffic, times ``all_traffic_tonight_weight`` for its one-night
+    test; times ``sustained_weight`` for the sustained window."""
+    weight = 1.0
+    if slice_name == ALL_TRAFFIC:
+        weight = settings.all_traffic_weight
+        if nights == 1:
+            weight *= settings.all_traffic_tonight_weight
+    sustained = nights == settings.sustained_nights and nights > settings.recent_nights
     return weight * settings.sustained_weight if sustained else weight
 
 

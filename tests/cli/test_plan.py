@@ -33,8 +33,8 @@ def test_a_golden_file_and_the_nightly_sample(tmp_path, capsys):
     code, out, _ = run(capsys, "--golden", str(gold), "--nightly", "--sample-size", "1000", "--rate", "0.9")
     assert code == 0 and len(out) == 2
     assert out[0].startswith("with 30 cases, drops under ")
-    assert out[1].startswith("with 1,000 traces a night at a rate of 90 %, drops under 4.1 points")
-    assert "α = fdr 0.03 / 18 tests = 0.00167" in out[1]
+    assert out[1].startswith("with 1,000 traces a night at a rate of 90 %, drops under 4 points")
+    assert "α = fdr 0.02 / 10 tests = 0.002" in out[1]
 
 
 def test_the_sample_size_a_drop_needs(capsys):
@@ -90,7 +90,7 @@ def test_the_help_names_the_defaults_the_command_applies(capsys):
     assert f"(default {plan_module.DEFAULT_FLIP_RATE:g})" in text
     assert f"(default {DropSettings().fdr:g})" in text
     assert f"(default {DropSettings().window})" in text
-    assert f"(default {power.NIGHTLY_TESTS})" in text
+    assert f"(default {power.nightly_tests(DropSettings()):g}:" in text
     assert f"(default {plan_module.DEFAULT_POWER:g})" in text
 
 
@@ -108,7 +108,9 @@ def test_a_config_s_sample_target_prints_the_size_it_implies(tmp_path, capsys):
     config = tmp_path / "gates.yaml"
     config.write_text("production:\n  window: 7\n  sample: {detect: 0.05, max: 20000}\n")
     out = _plan_with_config(capsys, config, "--nightly", "--rate", "0.9", "--tau2", "0.0001")
-    design = power.NightlyDesign(rate=0.9, alpha=0.03 / power.NIGHTLY_TESTS, tau2=0.0001, window=7)
+    design = power.NightlyDesign(
+        rate=0.9, alpha=0.02 / power.nightly_tests(DropSettings(window=7)), tau2=0.0001, window=7
+    )
     needed = power.nightly_sample_size(0.05, design)
     assert len(out) == 2 and "7 trailing nights" in out[0]  # the config's window
     assert out[1].startswith("production.sample: a 5-point drop with 80 % power at a rate of 90 % → ")

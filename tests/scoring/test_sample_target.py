@@ -76,7 +76,9 @@ def test_the_size_is_nightly_sample_size_of_the_rates_own_history():
     assert need.tau2 == pytest.approx(tau2) and tau2 > 0
     w = 1 / (v[-14:] + tau2)
     assert need.level == pytest.approx(math.sin(np.sum(w * y[-14:]) / np.sum(w)) ** 2)
-    assert need.alpha == pytest.approx(0.03 / power.NIGHTLY_TESTS)  # no night ran drop tests yet
+    assert need.alpha == pytest.approx(
+        0.02 / power.nightly_tests(DropSettings())
+    )  # no night ran drop tests yet
     assert plan.reason == "target" and plan.size == expected_size(plan, 100) > 100
     design = power.NightlyDesign(rate=need.level, alpha=need.alpha, tau2=need.tau2)
     assert plan.size == power.nightly_sample_size(0.03, design)  # one observation a trace
@@ -151,7 +153,11 @@ def test_the_test_count_comes_from_the_latest_night_that_ran_drop_tests():
     tested = [t for t in days[-1]["drop_tests"]["tests"] if t["p_value"] is not None]
     assert tested and all(t["slice"] == "all traffic" for t in tested)
     plan = power.nightly_sample_plan(days, settings(detect=0.03), fixed=1)
-    assert plan.need.alpha == pytest.approx(0.03 / len(tested))
+    # All traffic only: the one-night tests weigh 4 × 3, the multi-night ones 4; the level is the
+    # night's fdr (0.02) times the one-night test's share of the summed weights.
+    one_night = sum(t["nights"] == 1 for t in tested)
+    total = 12 * one_night + 4 * (len(tested) - one_night)
+    assert plan.need.alpha == pytest.approx(0.02 * 12 / total)
 
 
 def test_drop_settings_with_a_sample_target_read_back_the_same():

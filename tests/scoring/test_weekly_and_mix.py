@@ -172,6 +172,12 @@ def test_a_lighter_sustained_weight_gives_the_one_night_tests_more_of_the_budget
         tests = drop_tests(tonight, days, settings).tests
         return next(t for t in tests if t.slice == ALL_TRAFFIC and t.nights == 1).q_value
 
-    assert one_night_q(DropSettings(sustained_weight=0.25)) < one_night_q(DropSettings())
+    # With the all-traffic one-night test at the weight of the other all-traffic tests:
+    even = {"all_traffic_tonight_weight": 1.0}
+    assert one_night_q(DropSettings(**even, sustained_weight=0.25)) < one_night_q(DropSettings(**even))
+    # … and the default, three times their weight, gives it more of the budget than that.
+    assert one_night_q(DropSettings()) < one_night_q(DropSettings(**even))
+    with pytest.raises(ValueError):
+        DropSettings(all_traffic_tonight_weight=0)
     with pytest.raises(ValueError):
         DropSettings(sustained_weight=0)
