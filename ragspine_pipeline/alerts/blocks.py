@@ -8,7 +8,9 @@ where reports are served, buttons to the run's report and case explorer. A recov
 what it was, and the run that recovered it.
 A production alert gives, per rate and slice, tonight's value with its n, the trailing value with its n
 and nights, how much worse, and the p- and q-values — a trailing value is an estimate, never shown as a
-threshold. The alerts one run raised are one message (:func:`message`): the most severe leads.
+threshold. A failed run gives its error, root cause first, and the steps that succeeded before it failed.
+A notice (an index version superseded before it was evaluated) is its one sentence, in the title. The
+alerts one run raised are one message (:func:`message`): the most severe leads, a notice comes last.
 
 Every text that reaches Slack — the fallback ``text``, every mrkdwn block and the plain-text header — has
 Slack's control characters escaped (``&`` ``<`` ``>`` as ``&amp;`` ``&lt;`` ``&gt;``), so an index version,
@@ -29,7 +31,8 @@ TABLE_ROWS = 12
 TEXT_ROWS = 3
 SLICES_SHOWN = 6
 MAX_BLOCKS = 50
-SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2}
+SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2, "notice": 3}
+STEPS_SHOWN = 12  # a failed run's succeeded steps named
 STREAMS = ("release", "extraction", "production")  # within a kind, the release leads
 
 
@@ -78,6 +81,8 @@ def fallback_text(alert: Alert) -> str:
     if alert.kind == "run_failure":
         where = f" at step {alert.step}" if alert.step else ""
         parts = [f"{alert.title}{where}: {alert.error or 'no error message'}"]
+        if alert.succeeded is not None:
+            parts[0] += f". {_succeeded_text(alert)}."
     elif alert.kind == "regression":
         parts += [f"Blocked: {problem}." for problem in alert.problems]
         why = cause_sentence(alert.causes) if alert.causes else None
@@ -118,6 +123,10 @@ def _body(alert: Alert) -> list[dict]:
             _fields({"Job": alert.job, "Step": alert.step or "—", "Run": alert.run_id}),
             _section(f"```{_escape(_clip(alert.error or 'no error message', 2500))}```"),
         ]
+        if alert.succeeded is not None:
+            out.append(_section(_escape(_succeeded_text(alert))))
+    elif alert.kind == "notice":
+        out = [_fields(_where(alert)), _section(NOTICE_WHY)]
     elif alert.kind == "recovered":
         out = [_fields(_where(alert)), _section(_recovered_text(alert))]
     else:
@@ -125,6 +134,21 @@ def _body(alert: Alert) -> list[dict]:
     if alert.runbook and alert.kind != "recovered":
         out.append(_section(f"*Runbook*: {_escape(_clip(alert.runbook, 2800))}"))
     return out
+
+
+# Why an index version goes unevaluated (defs.automation.rebuild_tick): said under a superseded notice.
+NOTICE_WHY = (
+    "Only the live index can be replayed: a version published and replaced between two reads of the "
+    "index manifest (`RAGSPINE_REBUILD_SENSOR_INTERVAL_S`) is never evaluated."
+)
+
+
+def _succeeded_text(alert: Alert) -> str:
+    """A failed run's steps that succeeded, said whether there were any (when they are known)."""
+    if not alert.succeeded:
+        return "No step succeeded before the failure"
+    shown = ", ".join(alert.succeeded[:STEPS_SHOWN])
+    return f"Succeeded before the failure: {shown}{_more(len(alert.succeeded), STEPS_SHOWN, 'step')}"
 
 
 def _recovered_text(alert: Alert) -> str:

@@ -80,8 +80,10 @@ def is_news(previous: StreamState | None, alert: Alert) -> bool:
 
     A regression is news unless the stream is already failing on the same index version with no
     failure that was not announced then; a recovery is news only right after a failure; a run
-    failure is its own stream, so it is always news once.
+    failure is its own stream, so it is always news once; so is a notice (one stream per thing it tells).
     """
+    if alert.kind == "notice":
+        return previous is None
     if alert.kind == "recovered":
         return previous is not None and previous.status == "failing"
     if previous is None or previous.status != "failing":
@@ -103,6 +105,10 @@ def observed(previous: StreamState | None, alert: Alert) -> tuple[list[Alert], S
     if alert.drops or (previous is not None and previous.incidents):
         return incident_news(previous, alert)
     news = is_news(previous, alert)
+    if alert.kind == "notice":
+        return [alert] if news else [], previous or StreamState(
+            status="ok", alert_id=alert.id, updated_at=now()
+        )
     if alert.kind == "recovered":
         return [alert] if news else [], StreamState(
             status="ok", alert_id=alert.id if news else None, updated_at=now()

@@ -1,6 +1,7 @@
 """What an alert says: which gates, baselines, channels, slices or production rates failed, why, for
 which index, golden set and run, and what to do (a runbook line) — built from a release decision, a set
-of gate results, a night's drop tests, or a failed run.
+of gate results, a night's drop tests, or a failed run (with the steps that succeeded before it failed);
+and a notice of what no gate measures: an index version replaced before it could be evaluated.
 
 An alert is plain data (pydantic, JSON in the outbox); rendering is ``alerts.blocks``, delivery
 ``alerts.delivery`` (through ``alerts.slack``), de-duplication ``alerts.events``, persistence
@@ -29,7 +30,8 @@ if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import f
 # Frozen; unknown keys ignored so that an outbox written by a newer version still reads.
 MODEL_CONFIG = ConfigDict(frozen=True, extra="ignore")
 
-AlertKind = Literal["regression", "recovered", "run_failure"]
+# A notice tells something no gate measured (an index version replaced before it was evaluated).
+AlertKind = Literal["regression", "recovered", "run_failure", "notice"]
 FindingKind = Literal["gate", "baseline", "channel", "slice"]
 # The baseline of the fabrication gate's count is recorded as its own entry; both are one metric.
 SAME_METRIC = {FABRICATION: COUNT_METRIC}
@@ -152,6 +154,8 @@ class Alert(BaseModel):
     job: str | None = None
     step: str | None = None
     error: str | None = None  # a failed run's error summary, one line
+    # A failed run's steps that succeeded, in order (None: not known, as in an alert of an older version).
+    succeeded: list[str] | None = None
     # A recovery's values now, by the name its regression's findings and drops use (``Drop.name``).
     measured: dict[str, float] = Field(default_factory=dict)
     # What a recovery closes: filled when it is posted (``incidents.closing``), never in the outbox.
@@ -410,10 +414,12 @@ def run_failure_alert(
     error: str,
     webserver_base_url: str | None = None,
     runbook: str | None = None,
+    succeeded: Sequence[str] | None = None,
 ) -> Alert:
     """A run that failed for another reason than a gate (a crash, an unreachable SUT, …). ``error`` is
     said on one line, at most 500 characters, never ending with a colon (a wrapper's message whose cause
-    was lost): put the root cause first (``defs.alerts.error_text``)."""
+    was lost): put the root cause first (``defs.alerts.error_text``). ``succeeded``: the run's steps
+    that succeeded before it failed (what a retry from failure does not run again)."""
     summary = " ".join(error.split()).rstrip(": ") or "unknown error"
     return Alert(
         kind="run_failure",
@@ -425,6 +431,38 @@ def run_failure_alert(
         step=step,
         error=summary[:500] + ("…" if len(summary) > 500 else ""),
         runbook=runbook,
+        succeeded=None if succeeded is None else list(succeeded),
+    )
+
+
+def superseded_sentence(missed: Sequence[str], evaluated: str) -> str:
+    """``index a was superseded by c before it was evaluated`` (several: ``index a, b were …``)."""
+    several = len(missed) > 1
+    return (
+        f"index {', '.join(missed)} {'were' if several else 'was'} superseded by {evaluated} before "
+        f"{'they were' if several else 'it was'} evaluated"
+    )
+
+
+def superseded_alert(
+    missed: Sequence[str],
+    evaluated: str,
+    stream: str,
+    run_id: str | None = None,
+    webserver_base_url: str | None = None,
+) -> Alert:
+    """The notice that index versions ``missed`` were published and replaced before the index-rebuild
+    sensor could request their evaluation, so only ``evaluated`` (the run ``run_id``) was evaluated.
+    Queued with that run's alerts, it is said in the run's message; its stream (one per evaluated
+    version) makes it news once."""
+    sentence = superseded_sentence(missed, evaluated)
+    return Alert(
+        kind="notice",
+        stream=stream,
+        title=sentence[0].upper() + sentence[1:],
+        index_version=evaluated,
+        run_id=run_id,
+        run_url=run_url(webserver_base_url, run_id),
     )
 
 

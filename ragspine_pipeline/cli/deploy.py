@@ -98,7 +98,7 @@ def run_bootstrap(args: argparse.Namespace) -> int:
 
 def instance_problems(config: str | None, env: Mapping[str, str]) -> list[str]:
     """What stops the instance config from loading, or its pools from holding; [] when nothing does."""
-    from ragspine_pipeline.defs.judge import POOLS  # the pools the steps claim, named once
+    from ragspine_pipeline.defs.judge import DEPLOYED_POOLS  # the pools the steps claim, named once
 
     if config:
         path = Path(config)
@@ -127,7 +127,7 @@ def instance_problems(config: str | None, env: Mapping[str, str]) -> list[str]:
     with instance:
         storage = instance.event_log_storage
         pools = storage.get_concurrency_keys()
-        for pool in POOLS:
+        for pool in DEPLOYED_POOLS:
             if pool not in pools:
                 problems.append(
                     f"pool {pool}: not set: run `dagster instance concurrency set {pool} 1` once, "

@@ -5,7 +5,10 @@ sensor that posts what is still pending every minute.
 One run, one message: the alert checks of a run (release, extraction, production) only queue their
 alerts in the outbox; when the run ends — successfully, blocked, or crashed — its alerts are posted
 together as one Slack message by ``evaluation_run_success_sensor`` / ``evaluation_run_failure_sensor``
-(the daemon ticks them; ``make run`` and ``make demo-regression`` do the same without one).
+(the daemon ticks them; ``make run`` and ``make demo-regression`` do the same without one). A run the
+index-rebuild sensor requested for a version that replaced unevaluated ones says so in its message
+(:func:`queue_superseded`). A failed run's alert names the steps that succeeded before it failed; its
+pool slots are freed and, on Celery, its unfinished tasks revoked (:func:`finish_failed_run`).
 
 The Slack token, channel and API base URL are read from the environment (``SLACK_BOT_TOKEN``,
 ``SLACK_CHANNEL``, ``SLACK_API_BASE_URL``) at delivery time and are never resource config, so they
@@ -19,14 +22,19 @@ in the outbox; ``alert_delivery_sensor`` (every minute, running by default) deli
 back, without waiting for the next run or a manual ``ragspine-eval alerts flush``.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from ragspine_pipeline.alerts.delivery import FlushResult
-from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert
+from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert, superseded_alert
+from ragspine_pipeline.defs.automation import SUPERSEDED_TAG
+from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
+from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.resources import AlertsResource
 from ragspine_pipeline.defs.retries import step_retries
+from ragspine_pipeline.defs.run_launcher import LOST_RUN
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
 
@@ -44,7 +52,9 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
     @dg.asset_check(
         asset=service.key("release_decision"),
         name="regression_alert",
-        description="announce a new regression or a recovery (Slack)",
+        description="announce a new regression or a recovery (Slack), and the index versions the run's "
+        "index replaced before they were evaluated",
+        pool=service.node(EVALUATION_POOL),
         retry_policy=step_retries(),
     )
     def regression_alert(
@@ -53,6 +63,10 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
         # The decision's run_id is the run that decided.
         stream = service.stream(f"release:{service.files.baseline_mode}")
         alert = release_alert(release_decision, stream, alerts.webserver_base_url, alerts.runbook("release"))
+        try:
+            queue_superseded(alerts, context.run, service.stream, context.log)  # said in the run's message
+        except InputError as exc:  # a full disk: the release alert's own check says so too
+            context.log.error(f"superseded index versions not queued: {exc}")
         return alerts.alert_check(alert, context.log)
 
     @dg.asset_check(
@@ -80,6 +94,7 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
                 context.instance,
                 context.log,
                 run_failure=context.failure_event,
+                stream=service.stream,
             )
 
     @dg.run_status_sensor(
@@ -153,14 +168,29 @@ def finish_failed_run(
     instance: dg.DagsterInstance,
     log=None,
     run_failure: dg.DagsterEvent | None = None,
+    stream: Callable[[str], str] = str,
 ) -> tuple[Alert | None, FlushResult]:
-    """Queue the crash of a failed run, then deliver the run's alerts as one message. ``run_failure``
-    is the run's own failure event: what the alert says when no step failed (the run worker died, the
-    run exceeded its maximum runtime)."""
+    """What follows a failed run: free the pool slots it still holds, queue its crash (naming the steps
+    that succeeded) and the index versions its index replaced unevaluated, then deliver the run's alerts
+    as one message. ``run_failure`` is the run's own failure event: what the alert says when no step
+    failed (the run worker died, the run exceeded its maximum runtime); ``stream`` makes a stream name
+    the service's (``Service.stream``).
+
+    A run whose coordinator died mid-step keeps its pool slots until something frees them: the next
+    evaluation of the service would wait for a slot nobody gives back; on Celery, its steps still queued
+    or running are revoked first (:func:`revoke_celery_tasks`)."""
+    revoke_celery_tasks(instance, run.run_id, log)
+    free_slots(instance, run.run_id)
     alert = step_failure_alert(
-        run, step_failures, alerts.webserver_base_url, alerts.runbook("run_failure"), run_failure
+        run,
+        step_failures,
+        alerts.webserver_base_url,
+        alerts.runbook("run_failure"),
+        run_failure,
+        succeeded_steps(instance, run.run_id),
     )
     queued = alerts.queue(alert, log)
+    queue_superseded(alerts, run, stream, log)
     return queued, alerts.deliver(log, instance)
 
 
@@ -170,18 +200,73 @@ def step_failure_alert(
     webserver_base_url: str | None,
     runbook: str | None = None,
     run_failure: dg.DagsterEvent | None = None,
+    succeeded: list[str] | None = None,
 ) -> Alert:
     """The run-failure alert of ``run``, naming its first failed step and that step's error; without a
-    failed step, what the run's failure event says."""
+    failed step, what the run's failure event says. ``succeeded``: the run's steps that succeeded
+    (:func:`succeeded_steps`; None: not known)."""
     first = step_failures[0] if step_failures else None
     return run_failure_alert(
         run.job_name,
         run.run_id,
         first.step_key if first else None,
-        _step_error_text(first) if first else _run_error_text(run_failure),
+        _step_error_text(first) if first else _run_error_text(run_failure, bool(succeeded)),
         webserver_base_url,
         runbook,
+        succeeded,
     )
+
+
+def succeeded_steps(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The steps of the run that succeeded, in the order they did (from the instance's event log)."""
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)
+    return list(dict.fromkeys(record.step_key for record in records if record.step_key))
+
+
+def revoke_celery_tasks(instance: dg.DagsterInstance, run_id: str, log=None) -> list[str]:
+    """Where steps run on Celery (``RAGSPINE_EXECUTOR=celery``), revoke the tasks of the ended run
+    ``run_id`` whose step had not finished (``defs.celery_app``: a worker also stops such a step
+    itself); their ids. A broker that cannot be reached is a warning: the workers still stop them."""
+    from ragspine_pipeline.definitions import executor_from_env  # the code location imports this module
+
+    if executor_from_env().name != "celery":
+        return []
+    from ragspine_pipeline.defs import celery_app  # the deploy extra, and the broker's settings
+
+    try:
+        revoked = celery_app.revoke_unfinished(instance, run_id)
+    except Exception as exc:  # kombu's connection errors and the like: the workers' own watch remains
+        if log is not None:
+            log.warning(f"Celery tasks of run {run_id} not revoked: {type(exc).__name__}: {exc}")
+        return []
+    if revoked and log is not None:
+        log.info(f"revoked the unfinished Celery tasks of run {run_id}: {', '.join(revoked)}")
+    return revoked
+
+
+def free_slots(instance: dg.DagsterInstance, run_id: str) -> int:
+    """Free the pool slots the ended run ``run_id`` still holds; how many it held."""
+    storage = instance.event_log_storage
+    if not getattr(storage, "supports_global_concurrency_limits", False):
+        return 0
+    return storage.free_concurrency_slots_for_run(run_id) or 0
+
+
+def queue_superseded(
+    alerts: AlertsResource, run: dg.DagsterRun, stream: Callable[[str], str] = str, log=None
+) -> Alert | None:
+    """Queue with the alerts of ``run`` the notice that the index versions its
+    ``ragspine/superseded_versions`` tag names (the index-rebuild sensor's) were replaced before they
+    were evaluated; the notice, or None (no such version, or already said: one stream per evaluated
+    version, so a retried run does not say it again)."""
+    missed = [version for version in run.tags.get(SUPERSEDED_TAG, "").split(",") if version]
+    evaluated = run.tags.get(INDEX_VERSION_TAG)
+    if not missed or not evaluated:
+        return None
+    notice = superseded_alert(
+        missed, evaluated, stream(f"index:{evaluated}"), run.run_id, alerts.webserver_base_url
+    )
+    return alerts.queue(notice, log)
 
 
 def _step_error_text(event: dg.DagsterEvent) -> str:
@@ -190,15 +275,18 @@ def _step_error_text(event: dg.DagsterEvent) -> str:
     return error_text(data.error, description)
 
 
-def _run_error_text(event: dg.DagsterEvent | None) -> str:
+def _run_error_text(event: dg.DagsterEvent | None, some_step_succeeded: bool = False) -> str:
     """What failed a run outside any step (its worker died, it ran past its maximum runtime): the run
-    failure's error, if it carries one, and its message."""
+    failure's error, if it carries one, and its message; "before any step" only when none succeeded."""
     data = event.job_failure_data if event is not None and event.is_job_failure else None
     cause = error_text(data.error) if data is not None and data.error is not None else ""
     message = _line(event.message or "") if event is not None else ""
+    if LOST_RUN in message:  # the run monitor found its process gone: say that, not Dagster's wrapper
+        return message[message.index(LOST_RUN) :].split("'")[0]
     said = "; ".join(part for part in (cause, message) if part)
     if not said:
-        return "the run failed before any step (see the run's logs)"
+        where = "outside any step" if some_step_succeeded else "before any step"
+        return f"the run failed {where} (see the run's logs)"
     return f"the run failed outside any step: {said}"
 
 

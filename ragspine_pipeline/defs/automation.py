@@ -92,7 +92,9 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         Only the live index can be replayed: a version published and replaced between two ticks cannot
         be evaluated any more. It is never skipped silently: when the manifest lists its
         `previous_versions`, the run for the new version names those superseded since the cursor in
-        its `ragspine/superseded_versions` tag, and the tick logs them (`superseded`).
+        its `ragspine/superseded_versions` tag, the tick logs them (`superseded`), and the run's Slack
+        message says "index <v> was superseded by <w> before it was evaluated", once, whether the run
+        ships, blocks or fails (`defs.alerts.queue_superseded`).
         """
         return rebuild_tick(context, service.index_manifest, service.key("metric_table"))
 

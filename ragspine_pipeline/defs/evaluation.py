@@ -27,7 +27,7 @@ from ragspine_pipeline.decision.evaluation import (
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.defs.golden import GROUP, INDEX_VERSION_TAG, gold_of, replays_of
 from ragspine_pipeline.defs.io import to_frame
-from ragspine_pipeline.defs.judge import JUDGE_POOL, judge_check, judge_check_spec, judge_step
+from ragspine_pipeline.defs.judge import EVALUATION_POOL, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.release import DECISION_TAG, decision_metadata, decision_value
 from ragspine_pipeline.defs.resources import METRIC_SCOPE
@@ -72,7 +72,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
         },
         internal_asset_deps={"metric_table": upstream, "release_decision": {*upstream, table_key}},
         check_specs=[judge_check_spec(table_key)],
-        pool=JUDGE_POOL,
+        pool=service.node(EVALUATION_POOL),
         retry_policy=step_retries(),
     )
     def golden_evaluation(

@@ -18,6 +18,7 @@ from ragspine_pipeline.contracts.columns import load_gold, load_traces
 from ragspine_pipeline.contracts.schemas import GOLD_SCHEMA, TRACE_SCHEMA
 from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
 from ragspine_pipeline.defs.io import to_frame, to_table
+from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
@@ -72,6 +73,7 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
         key=service.key("golden_traces"),
         group_name=service.node(GROUP),
         ins={"golden_set": dg.AssetIn(service.key("golden_set"))},
+        pool=service.node(EVALUATION_POOL),
         retry_policy=step_retries(),
     )
     def golden_traces(context: dg.AssetExecutionContext, golden_set: pd.DataFrame) -> dg.Output[pd.DataFrame]:

@@ -26,9 +26,18 @@ JUDGE_CHECK = "judge_completed"
 
 # Concurrency pools of the heavy steps. A deployed instance limits them across runs (``concurrency.pools``
 # in deploy/postgres/dagster.yaml: one step at a time by default); the embedded one does not.
-JUDGE_POOL = "llm_judge"  # steps that may call the LLM judge: its API budget and rate limits are shared
+JUDGE_POOL = "llm_judge"  # the nightly judge step: the judge's API budget and rate limits are shared
 TRACE_SCAN_POOL = "trace_scan"  # a full read of one day of production traces
 POOLS = (TRACE_SCAN_POOL, JUDGE_POOL)
+# One service's evaluation — golden replay, scoring and decision, gate checks, release alert, baseline
+# promotion — is one pool of one slot on every instance (``<service>__evaluation`` for a named service):
+# the steps of two runs of the service never run at the same time, whoever launched them. A step has one
+# pool, so the golden evaluation's judge calls are limited by this pool, not by llm_judge.
+EVALUATION_POOL = "evaluation"
+EVALUATION_SLOTS = 1
+# What a deployment sets once, before its processes start (a named service adds its own
+# ``<service>__evaluation``): ``ragspine-eval deploy check`` looks for each.
+DEPLOYED_POOLS = (*POOLS, EVALUATION_POOL)
 
 
 class JudgeResource(dg.ConfigurableResource):

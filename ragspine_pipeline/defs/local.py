@@ -30,9 +30,9 @@ import dagster as dg
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.decision.release import ReleaseDecision
-from ragspine_pipeline.defs.alerts import finish_failed_run
+from ragspine_pipeline.defs.alerts import finish_failed_run, free_slots, succeeded_steps
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG
-from ragspine_pipeline.defs.judge import POOLS
+from ragspine_pipeline.defs.judge import EVALUATION_POOL, EVALUATION_SLOTS, POOLS
 from ragspine_pipeline.defs.production import daily
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
@@ -83,18 +83,28 @@ def local_instance() -> dg.DagsterInstance:
     return instance
 
 
-def initialize_pools(instance: dg.DagsterInstance) -> None:
-    """Create the limit rows of the heavy steps' pools now, one process at a time.
+def initialize_pools(
+    instance: dg.DagsterInstance, evaluation_pools: tuple[str, ...] = (EVALUATION_POOL,)
+) -> None:
+    """Create the limit rows of the pools now, one process at a time: the heavy steps' pools at the
+    instance's default limit (none on the embedded instance), each service's evaluation pool
+    (``evaluation_pools``; the local runner's one unnamed service by default) at one slot on every
+    instance. A limit already set (``dagster instance concurrency set``) is kept.
 
     Dagster creates a pool's row on the first step that claims it; two runs doing that at once on
     PostgreSQL collide (an insert conflict aborts the transaction Dagster then keeps using) and one
-    run fails. Done here, under the instance lock, no run ever races for it."""
+    run fails. Done here, under the instance lock, no run ever races for it. One slot costs a lone
+    run nothing: its evaluation steps follow each other anyway."""
     storage = instance.event_log_storage
     if not getattr(storage, "supports_global_concurrency_limits", False):
         return
+    existing = storage.get_concurrency_keys()
     for pool in POOLS:
-        if pool not in storage.get_concurrency_keys():
+        if pool not in existing:
             storage.initialize_concurrency_limit_to_default(pool)
+    for pool in evaluation_pools:
+        if pool not in existing:
+            storage.set_concurrency_slots(pool, EVALUATION_SLOTS)
 
 
 def run_everything(
@@ -123,8 +133,15 @@ def recover_orphaned_runs(defs: dg.Definitions, instance: dg.DagsterInstance) ->
         if _alive(run.tags.get(RUNNER_PID_TAG, "")):
             continue
         instance.report_run_failed(run, ORPHANED)
+        free_slots(instance, run.run_id)  # the dead runner's pool slots: its next run would wait for them
         alert = run_failure_alert(
-            run.job_name, run.run_id, None, ORPHANED, alerts.webserver_base_url, alerts.runbook("run_failure")
+            run.job_name,
+            run.run_id,
+            None,
+            ORPHANED,
+            alerts.webserver_base_url,
+            alerts.runbook("run_failure"),
+            succeeded_steps(instance, run.run_id),
         )
         alerts.queue(alert)
         recovered.append(run.run_id)

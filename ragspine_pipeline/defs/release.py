@@ -28,6 +28,7 @@ from ragspine_pipeline.decision.evaluation import (
 from ragspine_pipeline.decision.gates import Gate, default_gates
 from ragspine_pipeline.decision.release import FailedSlice, GateRow, ReleaseDecision
 from ragspine_pipeline.defs.golden import GROUP
+from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import METRIC_SCOPE, gates_config_path
 from ragspine_pipeline.defs.retries import step_retries
@@ -138,11 +139,16 @@ def failed_slices_table(failed_slices: list[FailedSlice]) -> str:
 
 
 def release_gates_check(
-    config_path: Path | None = None, *, asset: dg.AssetKey = ASSET_KEY, name: str = "release_gates"
+    config_path: Path | None = None,
+    *,
+    asset: dg.AssetKey = ASSET_KEY,
+    name: str = "release_gates",
+    pool: str | None = None,
 ) -> dg.AssetChecksDefinition:
     """One check per committed gate, plus the slice gate, the baseline, the index and the verdict, in one
-    step, on the `release_decision` asset ``asset``. None of them blocks: a failed ERROR check is a red
-    mark on a successful run, and the decision it reports is already stored and announced."""
+    step, on the `release_decision` asset ``asset``, in the concurrency pool ``pool``. None of them blocks:
+    a failed ERROR check is a red mark on a successful run, and the decision it reports is already stored
+    and announced."""
     _config, gates = committed_gates(config_path)
     check_names = [check_name(g.metric) for g in gates]
     specs = [
@@ -175,7 +181,11 @@ def release_gates_check(
     ]
 
     @dg.multi_asset_check(
-        specs=specs, name=name, ins={"release_decision": dg.AssetIn(asset)}, retry_policy=step_retries()
+        specs=specs,
+        name=name,
+        ins={"release_decision": dg.AssetIn(asset)},
+        pool=pool,
+        retry_policy=step_retries(),
     )
     def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
         decision = ReleaseDecision.model_validate(release_decision)
@@ -262,8 +272,12 @@ def _gate_check(gate: GateRow, asset: dg.AssetKey) -> dg.AssetCheckResult:
 
 def release_assets(service: Service) -> list:
     """The service's gate checks on `release_decision`, and the `baseline` ratchet behind them."""
+    pool = service.node(EVALUATION_POOL)
     checks = release_gates_check(
-        service.gates_config, asset=service.key("release_decision"), name=service.node("release_gates")
+        service.gates_config,
+        asset=service.key("release_decision"),
+        name=service.node("release_gates"),
+        pool=pool,
     )
 
     @dg.asset(
@@ -271,6 +285,7 @@ def release_assets(service: Service) -> list:
         group_name=service.node(GROUP),
         ins={"release_decision": dg.AssetIn(service.key("release_decision"))},
         output_required=False,  # a blocked release materialises nothing
+        pool=pool,
         retry_policy=step_retries(),
     )
     def baseline(context: dg.AssetExecutionContext, release_decision: dict) -> Iterator[dg.MaterializeResult]:

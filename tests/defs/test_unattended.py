@@ -28,12 +28,18 @@ from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S, error_text, step_
 from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.defs.retries import MAX_RETRIES, STEP_RETRIES, step_retries
+from ragspine_pipeline.defs.run_launcher import ProcessCheckingRunLauncher
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from tests.alerts.slack_server import TOKEN, SlackServer
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ["dagster.yaml", "deploy/postgres/dagster.yaml", "deploy/celery/dagster.yaml"]
+SHIPPED = [
+    "dagster.yaml",
+    "deploy/postgres/dagster.yaml",
+    "deploy/celery/dagster.yaml",
+    "deploy/k8s/dagster.yaml",  # its K8sRunLauncher is loaded in tests/deploy/test_k8s.py
+]
 # What the deployed files read from the environment; a value each, so that Dagster's validation runs.
 INSTANCE_ENV = {
     "DAGSTER_PG_HOST": "127.0.0.1",
@@ -75,7 +81,9 @@ def test_every_shipped_instance_monitors_runs_retries_them_and_bounds_their_runt
     shutil.copyfile(REPO / shipped, home / "dagster.yaml")
     settings, _ = dagster_instance_config(str(home))  # raises on anything Dagster does not accept
 
-    runnable = {key: value for key, value in settings.items() if key not in ("storage", "compute_logs")}
+    kubernetes = settings["run_launcher"]["class"] == "K8sRunLauncher"
+    left_out = ("storage", "compute_logs", "run_launcher") if kubernetes else ("storage", "compute_logs")
+    runnable = {key: value for key, value in settings.items() if key not in left_out}
     local = tmp_path / "local_home"
     local.mkdir()
     (local / "dagster.yaml").write_text(yaml.safe_dump(runnable))
@@ -88,6 +96,11 @@ def test_every_shipped_instance_monitors_runs_retries_them_and_bounds_their_runt
         assert instance.run_retries_enabled and instance.run_retries_max_retries == 1
         # A step's error is the step retry policy's; the run is retried when it died outside its steps.
         assert instance.run_retries_retry_on_asset_or_op_failure is False
+        # A dead run's pool slots are given back (Dagster never frees them otherwise).
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
+        # The run monitor can tell that a run's process died (the Kubernetes launcher asks the cluster).
+        assert kubernetes or isinstance(instance.run_launcher, ProcessCheckingRunLauncher)
+        assert kubernetes or instance.run_launcher.supports_check_run_worker_health
 
 
 def test_every_job_retries_a_run_from_failure_only():

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline.cli.app import main
-from ragspine_pipeline.defs.judge import POOLS
+from ragspine_pipeline.defs.judge import DEPLOYED_POOLS as POOLS
 from ragspine_pipeline.demo.build import init_demo
 from ragspine_pipeline.sources.manifest import read_manifest
 from ragspine_pipeline.sources.s3 import s3_client

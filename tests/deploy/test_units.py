@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ragspine_pipeline.defs.judge import POOLS
+from ragspine_pipeline.defs.judge import DEPLOYED_POOLS as POOLS
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 BIN = "/opt/ragspine/.venv/bin"
