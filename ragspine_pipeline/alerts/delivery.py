@@ -19,15 +19,19 @@ The delivery protocol, which survives a crash at any point, a full disk and a sl
    ``{"alert_ids": "<id> <id> …"}``.
 3. Slack's answer is recorded: its ``ts`` as ``delivered``; an answer that proves nothing was posted (an
    error payload, a 4xx or 429, a connection refused before the request was sent) as ``failed``, and
-   the next pass posts again; no answer (a timeout, a connection lost after the request went out, a 5xx)
-   as ``failed`` *unconfirmed*, and the pass stops there.
+   the next pass posts again; no answer (a timeout, a connection lost after the request went out) or a
+   5xx (Slack may have stored the message before failing) as ``failed`` *unconfirmed*, and the pass
+   stops there.
 4. An unconfirmed alert — after a timeout, a kill between 1 and 3, or a delivery that could not be
    recorded — is never posted blindly. Once its attempt is older than ``RAGSPINE_ALERT_CONFIRM_AFTER_S``
-   (default 120 s: a slow request may still land), the next pass reads the channel's history since the
-   attempt (``conversations.history`` with ``include_all_metadata``, from five minutes before it, at
-   most :data:`HISTORY_PAGES` pages; for a reply, ``conversations.replies`` of the thread its
-   ``sending`` event names): a message naming the alert in its metadata is recorded as the delivery,
-   with its ``ts``; only a history read to the end without it lets the alert be posted again.
+   (default 120 s: a slow request may still land) — or, when Slack did answer with a 5xx, than
+   :data:`ANSWERED_SETTLE_S` (10 s: that request is over, so an outage of Slack delays the alert by a
+   delivery interval after its recovery, not by two minutes) — the next pass reads the channel's
+   history since the attempt (``conversations.history`` with ``include_all_metadata``, from five
+   minutes before it, at most :data:`HISTORY_PAGES` pages; for a reply, ``conversations.replies`` of
+   the thread its ``sending`` event names): a message naming the alert in its metadata is recorded as
+   the delivery, with its ``ts``; only a history read to the end without it lets the alert be posted
+   again.
    A history that cannot be read leaves the alert pending, with the reason.
 5. Every pass has a budget of wall-clock time with Slack (``RAGSPINE_ALERT_FLUSH_BUDGET_S``, default
    30 s, or ``flush(budget_s=…)``): a Retry-After or back-off wait happens only when it fits (one that
@@ -73,6 +77,8 @@ from ragspine_pipeline.alerts.slack import (
 from ragspine_pipeline.errors import InputError
 
 DEFAULT_CONFIRM_AFTER_S = 120.0
+# After a 5xx the request is over (only its outcome is unknown): the history can say within seconds.
+ANSWERED_SETTLE_S = 10.0
 HISTORY_MARGIN_S = 300  # how much earlier than the recorded attempt history is read (clock skew)
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{6,}$")
 
@@ -177,10 +183,13 @@ def _confirm(
         held.add(entry.alert.id)
         if sender is None:
             continue  # nothing is attempted without Slack settings; FlushResult.skipped says why
-        if (now - _time(entry.sending_at, entry)).total_seconds() < confirm_after_s:
+        wait = min(ANSWERED_SETTLE_S, confirm_after_s) if entry.answered else confirm_after_s
+        if (now - _time(entry.sending_at, entry)).total_seconds() < wait:
+            how = "Slack answered with an error" if entry.answered else "without an answer"
+            setting = "" if entry.answered else " (RAGSPINE_ALERT_CONFIRM_AFTER_S)"
             result.failed[entry.alert.id] = (
-                f"posted at {entry.sending_at} without an answer: Slack's history is checked once that "
-                f"attempt is {confirm_after_s:g} s old (RAGSPINE_ALERT_CONFIRM_AFTER_S)"
+                f"posted at {entry.sending_at}, {how}: Slack's history is checked once that attempt is "
+                f"{wait:g} s old{setting}"
             )
             continue
         held.discard(entry.alert.id)
@@ -277,7 +286,7 @@ def _post(
             posted = sender.post(message.alerts, message.thread_ts)
         except DeliveryError as exc:
             # Unrecorded, a definite failure still reads as unconfirmed: the next pass looks, then posts.
-            _record(result, outbox.record_failure, ids, str(exc), exc.maybe_posted)
+            _record(result, outbox.record_failure, ids, str(exc), exc.maybe_posted, exc.answered)
             result.failed.update(dict.fromkeys(ids, str(exc)))
             if exc.stop:
                 result.error = result.error or str(exc)

@@ -197,6 +197,7 @@ class Entry:
     target: str | None = None  # the channel that attempt posted to, as configured (a name or an ID)
     confirmed: bool = False  # delivered, as found in the channel's history after an unanswered attempt
     thread_ts: str | None = None  # the thread its last attempt or its delivery replied in (None: top level)
+    answered: bool = False  # its unconfirmed last attempt was answered (a 5xx), not left without answer
 
     @property
     def pending(self) -> bool:
@@ -281,7 +282,7 @@ def fold(
 def _apply(entry: Entry, kind: str, event: dict, at: str | None) -> None:
     thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
     if kind == "sending":
-        entry.sending_at = at or now()
+        entry.sending_at, entry.answered = at or now(), False
         entry.target = event.get("target") if isinstance(event.get("target"), str) else None
         entry.thread_ts = thread_ts
     elif kind == "delivered":
@@ -295,6 +296,8 @@ def _apply(entry: Entry, kind: str, event: dict, at: str | None) -> None:
         entry.last_error = str(event.get("error"))
         if event.get("unconfirmed") is not True:
             entry.sending_at = None  # Slack answered: the attempt is known not to have posted
+        else:
+            entry.answered = event.get("answered") is True
 
 
 Due = Callable[[list[Entry]], bool]
@@ -342,8 +345,12 @@ class AlertOutbox(ABC):
         event = _in_thread({**event, "confirmed": True} if confirmed else event, thread_ts)
         self._record(event, "record the delivery")
 
-    def record_failure(self, ids: Sequence[str], error: str, unconfirmed: bool = False) -> None:
+    def record_failure(
+        self, ids: Sequence[str], error: str, unconfirmed: bool = False, answered: bool = False
+    ) -> None:
         event = {"event": "failed", "ids": list(ids), "error": error, "unconfirmed": unconfirmed}
+        if unconfirmed and answered:  # a 5xx: Slack answered, nothing of that request can land later
+            event["answered"] = True
         self._record(event, "record the failed attempt")
 
     def record_expiry(self, ids: Sequence[str], ttl_hours: float) -> None:

@@ -225,12 +225,16 @@ class _UnsentRequestRetry(_WithinBudget, ConnectionErrorRetryHandler):
 
 class DeliveryError(Exception):
     """One failed Slack call, as one line without secrets. ``maybe_posted``: Slack did not answer, so it
-    may have posted the message; ``stop``: trying the next message in this pass is pointless (Slack
-    unreachable or rate limiting, the budget spent)."""
+    may have posted the message; ``answered``: Slack did answer (a 5xx after which it may still have
+    stored the message), so the request is over and nothing more of it can land later; ``stop``: trying
+    the next message in this pass is pointless (Slack unreachable or rate limiting, the budget spent)."""
 
-    def __init__(self, message: str, *, maybe_posted: bool = False, stop: bool = False) -> None:
+    def __init__(
+        self, message: str, *, maybe_posted: bool = False, answered: bool = False, stop: bool = False
+    ) -> None:
         super().__init__(message)
         self.maybe_posted = maybe_posted
+        self.answered = answered
         self.stop = stop or maybe_posted
 
 
@@ -383,7 +387,10 @@ class SlackSender:
             )
         # A 5xx may come after Slack stored the message: confirm it before posting again.
         return DeliveryError(
-            self._scrub(problem), maybe_posted=maybe_posted and status >= 500, stop=status == 429
+            self._scrub(problem),
+            maybe_posted=maybe_posted and status >= 500,
+            answered=True,
+            stop=status == 429,
         )
 
     def _rate_limited(self, wait: float) -> str:

@@ -10,7 +10,8 @@ thread that is not a top-level message of the channel answers ``thread_not_found
 then its replies, oldest first; ``conversations.list`` resolves names to IDs. Knobs: ``rate_limit``
 (the next posts answer 429 with a Retry-After, unstored), ``throttle_s`` (as Slack's per-channel limit:
 a post sooner than this after the last stored one answers 429 with ``Retry-After: throttle_s``),
-``delay_s``, ``hook`` (called with each stored message, before the answer).
+``delay_s``, ``hook`` (called with each stored message, before the answer), ``down`` (every call
+answers HTTP 500, nothing stored: Slack having an outage).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class SlackServer(LoopbackServer):
         self.state = _State()
         self._lock = threading.Lock()
         self._clock = itertools.count(1)
+        self.down = False
         super().__init__(self._handler())
 
     @property
@@ -102,6 +104,8 @@ class SlackServer(LoopbackServer):
         """(status, headers, body, delay) of one call."""
         with self._lock:
             self.state.calls[method] = self.state.calls.get(method, 0) + 1
+        if self.down:
+            return 500, {}, {"ok": False, "error": "internal_error"}, 0.0
         if authorization != f"Bearer {self.token}":
             return 200, {}, {"ok": False, "error": "invalid_auth"}, 0.0
         if method == "chat.postMessage":

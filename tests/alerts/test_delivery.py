@@ -82,6 +82,27 @@ def test_a_post_answered_after_the_client_timeout_is_confirmed_not_posted_again(
     assert slack.calls("chat.postMessage") == 1
 
 
+def test_after_a_5xx_the_history_is_read_within_seconds_not_after_the_unanswered_wait(outbox, slack):
+    """A 5xx may follow a stored message, so the alert is confirmed before it is posted again; but the
+    request is over, so that happens on the next pass seconds later, not RAGSPINE_ALERT_CONFIRM_AFTER_S
+    (120 s) later: an alert waits one delivery interval after Slack recovers."""
+    [alert] = queue(outbox)
+    slack.down = True
+    failed = flush(outbox, settings(slack))
+    assert failed.delivered == [] and "HTTP 500" in failed.failed[alert.id]
+    [entry] = outbox.read().entries
+    assert entry.unconfirmed and entry.answered
+    sent = datetime.fromisoformat(entry.sending_at)
+
+    slack.down = False
+    held = flush(outbox, settings(slack), now=sent + timedelta(seconds=5))
+    assert held.pending == 1 and "10 s old" in held.failed[alert.id]
+    assert slack.calls("conversations.history") == 0
+    posted = flush(outbox, settings(slack), now=sent + timedelta(seconds=15))
+    assert posted.delivered == [alert.id] and posted.confirmed == [] and posted.messages == 1
+    assert slack.calls("conversations.history") == 1 and slack.posted_ids() == [alert.id]
+
+
 @pytest.mark.parametrize("channel", ["C0ALERTS", "#rag-alerts"])
 def test_an_attempt_that_never_reached_slack_is_posted_again_after_looking(outbox, slack, channel):
     [alert] = queue(outbox)
