@@ -62,6 +62,19 @@ def _at_most_quick_examples(test) -> None:
 # The loopback PostgreSQL the deployment tests use: user postgres, trust authentication.
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 
+
+def pg_instance_env(database: str) -> dict[str, str]:
+    """What a deployed ``dagster.yaml`` reads for its PostgreSQL storage, for ``database`` on loopback
+    (trust authentication: the password set, and empty; unset, the instance would not load)."""
+    return {
+        "DAGSTER_PG_HOST": PG["host"],
+        "DAGSTER_PG_PORT": str(PG["port"]),
+        "DAGSTER_PG_USER": PG["user"],
+        "DAGSTER_PG_PASSWORD": "",
+        "DAGSTER_PG_DB": database,
+    }
+
+
 # Fake credentials: the tests check that the secret never shows up in an error message.
 SECRET_KEY = "fake-secret-d41d8cd98f00b204"
 ACCESS_KEY = "fake-access-key"

@@ -65,7 +65,11 @@ to b %" (``note``).
 **Many tests a night.** All the night's tests (metrics × slices × the one- and multi-night windows) are one
 family, controlled with the weighted Benjamini–Hochberg procedure (Genovese, Roeder & Wasserman 2006) at
 false-discovery rate ``fdr``: all-traffic tests carry ``all_traffic_weight`` times the weight of a slice
-test (weights normalised to mean 1), because all traffic is what most people watch and has the most data.
+test, because all traffic is what most people watch and has the most data, and the all-traffic one-night
+test ``all_traffic_tonight_weight`` times that again, because a drop of all traffic is to be caught the
+night it happens while the multi-night windows are for what one night cannot show (weights normalised to
+mean 1; ``test_weight``). A night's budget is small (``fdr`` 0.02: a quiet night alerts on about one
+night in a hundred) and spent where it buys the most.
 Each test reports its adjusted p-value (``q_value``); a test is significant when ``q ≤ fdr``. With no real
 change every test is a true null, and the procedure then keeps the chance of *any* alert in a night at
 or below ``fdr`` (for independent or positively dependent tests, as a slice and all traffic are).

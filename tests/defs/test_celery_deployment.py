@@ -28,7 +28,7 @@ import pytest
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.reports.metric_table import SCHEMA
-from tests.conftest import PG, pg_location
+from tests.conftest import pg_instance_env, pg_location
 from tests.defs.test_local_crash import DAY, environment, runner
 
 pytestmark = pytest.mark.system  # Celery workers, RabbitMQ, Redis, PostgreSQL
@@ -114,11 +114,7 @@ def _deployed_env(tmp: Path, demo: Path, bucket: str, s3: str, database: str, vh
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
-        "DAGSTER_PG_HOST": PG["host"],
-        "DAGSTER_PG_PORT": str(PG["port"]),
-        "DAGSTER_PG_USER": PG["user"],
-        "DAGSTER_PG_PASSWORD": "",  # trust authentication: set, and empty
-        "DAGSTER_PG_DB": database,
+        **pg_instance_env(database),
         "DAGSTER_COMPUTE_LOG_BUCKET": bucket,
         "DAGSTER_COMPUTE_LOG_PREFIX": "compute-logs",
         "DAGSTER_S3_ENDPOINT_URL": s3,

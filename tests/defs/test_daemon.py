@@ -22,7 +22,7 @@ from dagster._core.scheduler.instigation import (
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG, run_key
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.demo.build import rebuild_index
-from tests.conftest import PG
+from tests.conftest import pg_instance_env
 from tests.defs.test_local_crash import environment
 
 pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
@@ -84,11 +84,7 @@ def test_the_daemon_launches_exactly_one_reevaluation_per_published_index_versio
     shutil.copyfile(SHIPPED, home / "dagster.yaml")
     (tmp_path / "workspace.yaml").write_text(WORKSPACE)
     env.update(
-        DAGSTER_PG_HOST=PG["host"],
-        DAGSTER_PG_PORT=str(PG["port"]),
-        DAGSTER_PG_USER=PG["user"],
-        DAGSTER_PG_PASSWORD="",
-        DAGSTER_PG_DB=database,
+        **pg_instance_env(database),
         RAGSPINE_REBUILD_SENSOR_INTERVAL_S=str(INTERVAL_S),
     )
     for name in ("DAGSTER_HOME", "DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_DB"):

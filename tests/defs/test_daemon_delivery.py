@@ -24,7 +24,7 @@ from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S
 from ragspine_pipeline.defs.resources import AlertsResource
 from tests.alerts.slack_server import TOKEN, SlackServer
-from tests.conftest import PG, load_factor
+from tests.conftest import load_factor, pg_instance_env
 
 pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
 
@@ -81,11 +81,7 @@ def test_the_daemon_delivers_a_pending_alert_within_a_minute_of_slacks_recovery_
     outbox = tmp_path / "alerts" / "outbox.jsonl"
     instance_env = {
         "DAGSTER_HOME": str(home),
-        "DAGSTER_PG_HOST": PG["host"],
-        "DAGSTER_PG_PORT": str(PG["port"]),
-        "DAGSTER_PG_USER": PG["user"],
-        "DAGSTER_PG_PASSWORD": "",  # trust authentication: set, and empty
-        "DAGSTER_PG_DB": database,
+        **pg_instance_env(database),
     }
     env = {
         **os.environ,

@@ -20,7 +20,7 @@ from ragspine_pipeline.defs.local import initialize_pools, local_instance
 from ragspine_pipeline.defs.release import DECISION_TAG
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.defs.service import Service
-from tests.conftest import PG
+from tests.conftest import pg_instance_env
 from tests.defs.test_celery_deployment import _private
 from tests.defs.test_local_crash import DAY, environment
 from tests.defs.test_unattended import steps_of
@@ -106,11 +106,7 @@ def test_two_manual_runs_of_one_index_never_run_evaluation_steps_at_the_same_tim
     home.mkdir(parents=True)
     shutil.copyfile(SHIPPED, home / "dagster.yaml")  # the deployed pools section, as shipped
     env.update(
-        DAGSTER_PG_HOST=PG["host"],
-        DAGSTER_PG_PORT=str(PG["port"]),
-        DAGSTER_PG_USER=PG["user"],
-        DAGSTER_PG_PASSWORD="",
-        DAGSTER_PG_DB=database,
+        **pg_instance_env(database),
     )  # the default executor: each run's steps in its own process, the two runs side by side
     for name, value in env.items():
         if name.startswith(("DAGSTER_", "RAGSPINE_")):

@@ -21,7 +21,7 @@ from ragspine_pipeline.alerts.blocks import fallback_text
 from ragspine_pipeline.defs.alerts import finish_failed_run, step_failure_alert, succeeded_steps
 from ragspine_pipeline.defs.local import initialize_pools
 from ragspine_pipeline.defs.resources import AlertsResource
-from tests.conftest import PG
+from tests.conftest import pg_instance_env
 from tests.defs.test_celery_deployment import (  # noqa: F401 - vhost and redis_db are fixtures
     RABBIT,
     REDIS,
@@ -150,11 +150,7 @@ def test_a_run_whose_coordinator_was_killed_has_its_step_stopped_and_revoked_on_
     sut = tmp_path / "slow_sut.yaml"
     sut.write_text(f"kind: python\nfunction: {__name__}:slow_sut\n")
     env.update(
-        DAGSTER_PG_HOST=PG["host"],
-        DAGSTER_PG_PORT=str(PG["port"]),
-        DAGSTER_PG_USER=PG["user"],
-        DAGSTER_PG_PASSWORD="",
-        DAGSTER_PG_DB=database,
+        **pg_instance_env(database),
         RAGSPINE_EXECUTOR="celery",
         RAGSPINE_CELERY_BROKER=f"{RABBIT}/{vhost}",
         RAGSPINE_CELERY_BACKEND=f"redis://{REDIS[0]}:{REDIS[1]}/{redis_db}",

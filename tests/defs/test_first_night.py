@@ -25,7 +25,7 @@ import pytest
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.resources import default_resources
 from tests.cli.test_production_backfill import _bench
-from tests.conftest import PG
+from tests.conftest import pg_instance_env
 
 pytestmark = pytest.mark.system  # PostgreSQL, the backfill command in its own process
 
@@ -63,11 +63,7 @@ def _deployment(tmp_path: Path, trace_store, database: str, monkeypatch) -> dict
     shutil.copyfile(SHIPPED, home / "dagster.yaml")
     env = {
         "DAGSTER_HOME": str(home),
-        "DAGSTER_PG_HOST": PG["host"],
-        "DAGSTER_PG_PORT": str(PG["port"]),
-        "DAGSTER_PG_USER": PG["user"],
-        "DAGSTER_PG_PASSWORD": "",  # trust authentication: set, and empty
-        "DAGSTER_PG_DB": database,
+        **pg_instance_env(database),
         "RAGSPINE_HOME": str(tmp_path / "nowhere"),  # the nightly job needs no golden set or SUT
         "RAGSPINE_TRACE_STORE": str(traces),
         "RAGSPINE_EVIDENCE": str(evidence),

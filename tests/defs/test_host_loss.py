@@ -39,7 +39,7 @@ from ragspine_pipeline.defs.run_launcher import (
     _run_process,
     process_started_by,
 )
-from tests.conftest import PG, load_factor
+from tests.conftest import load_factor, pg_instance_env
 from tests.defs.test_local_crash import environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -243,11 +243,7 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
     (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config()))
     (tmp_path / "workspace.yaml").write_text(WORKSPACE)
     env.update(
-        DAGSTER_PG_HOST=PG["host"],
-        DAGSTER_PG_PORT=str(PG["port"]),
-        DAGSTER_PG_USER=PG["user"],
-        DAGSTER_PG_PASSWORD="",
-        DAGSTER_PG_DB=database,
+        **pg_instance_env(database),
         RAGSPINE_REBUILD_SENSOR_INTERVAL_S="2",
         SLACK_BOT_TOKEN="xoxb-test-token",
         SLACK_CHANNEL="#rag-alerts",

@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tests.conftest import PG
+from tests.conftest import pg_instance_env
 from tests.defs.test_local_crash import environment, runner, runs
 
 pytestmark = pytest.mark.system  # concurrent runner processes on PostgreSQL
@@ -42,11 +42,7 @@ def test_two_concurrent_whole_graph_runs_on_the_shipped_postgres_config_both_suc
     home.mkdir(parents=True)
     shutil.copyfile(SHIPPED, home / "dagster.yaml")
     env.update(
-        DAGSTER_PG_HOST=PG["host"],
-        DAGSTER_PG_PORT=str(PG["port"]),
-        DAGSTER_PG_USER=PG["user"],
-        DAGSTER_PG_PASSWORD="",  # trust authentication: set, and empty
-        DAGSTER_PG_DB=database,
+        **pg_instance_env(database),
     )
     processes = [runner(env, cwd=tmp_path) for _ in range(2)]
     for process in processes:

@@ -37,7 +37,7 @@ import pytest
 
 from ragspine_pipeline.defs.retries import DELAY_ENV, STEP_RETRIES
 from ragspine_pipeline.sources.s3 import s3_client
-from tests.conftest import PG, _writes_one_at_a_time, load_factor
+from tests.conftest import _writes_one_at_a_time, load_factor, pg_instance_env
 from tests.defs.test_local_crash import environment
 
 pytestmark = pytest.mark.system  # a moto server killed and restarted under a running evaluation
@@ -246,11 +246,7 @@ def test_a_run_outlasts_twenty_seconds_of_s3_down_through_its_step_retries(
     home.mkdir(parents=True)
     shutil.copyfile(SHIPPED, home / "dagster.yaml")
     env.update(
-        DAGSTER_PG_HOST=PG["host"],
-        DAGSTER_PG_PORT=str(PG["port"]),
-        DAGSTER_PG_USER=PG["user"],
-        DAGSTER_PG_PASSWORD="",
-        DAGSTER_PG_DB=database,
+        **pg_instance_env(database),
         RAGSPINE_S3_ENDPOINT_URL=moto.url,
         RAGSPINE_IO_URI=f"s3://{BUCKET}/io",
         RAGSPINE_REPORTS=f"s3://{BUCKET}/reports",
