@@ -19,7 +19,8 @@ The waits grow exponentially with a jitter of ± the base delay (Dagster's ``Bac
 first retry comes 0–30 s after the failure, the second 30–60 s after that, so the last attempt is at
 least 30 s after the first failed one, and parallel steps that failed together do not retry in
 lockstep. ``RAGSPINE_STEP_RETRY_DELAY_S`` sets the base delay (read when the definitions load; 0 retries
-at once, as the tests do).
+at once, as the tests do) and ``RAGSPINE_STEP_RETRIES`` the number of retries (0 to 10; 0: a failed step
+fails the run at once, as a test of a failure wants).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ragspine_pipeline.errors import InputError
 MAX_RETRIES = 2
 DEFAULT_DELAY_S = 15.0
 DELAY_ENV = "RAGSPINE_STEP_RETRY_DELAY_S"
+RETRIES_ENV = "RAGSPINE_STEP_RETRIES"
 
 STEP_RETRIES = dg.RetryPolicy(
     max_retries=MAX_RETRIES,
@@ -44,16 +46,26 @@ STEP_RETRIES = dg.RetryPolicy(
 
 
 def step_retries(env: Mapping[str, str] = os.environ) -> dg.RetryPolicy:
-    """:data:`STEP_RETRIES`, with ``RAGSPINE_STEP_RETRY_DELAY_S`` as its base delay when it is set."""
-    text = env.get(DELAY_ENV, "").strip()
-    if not text:
+    """:data:`STEP_RETRIES`, with ``RAGSPINE_STEP_RETRY_DELAY_S`` as its base delay and
+    ``RAGSPINE_STEP_RETRIES`` as its number of retries where they are set."""
+    delay = _setting(env, DELAY_ENV, float, 3600, "a number of seconds", STEP_RETRIES.delay)
+    retries = _setting(env, RETRIES_ENV, int, 10, "a whole number of retries", MAX_RETRIES)
+    if (delay, retries) == (STEP_RETRIES.delay, MAX_RETRIES):
         return STEP_RETRIES
-    try:
-        delay = float(text)
-    except ValueError:
-        delay = -1.0
-    if not 0 <= delay <= 3600:
-        raise InputError(DELAY_ENV, f"not a number of seconds from 0 to 3600: {text!r}")
     return dg.RetryPolicy(
-        max_retries=MAX_RETRIES, delay=delay, backoff=STEP_RETRIES.backoff, jitter=STEP_RETRIES.jitter
+        max_retries=retries, delay=delay, backoff=STEP_RETRIES.backoff, jitter=STEP_RETRIES.jitter
     )
+
+
+def _setting(env: Mapping[str, str], name: str, kind: type, most: float, what: str, default):
+    """The value of ``name`` in ``env`` (``default`` when unset or blank), from 0 to ``most``."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= most:
+        raise InputError(name, f"not {what} from 0 to {most:g}: {text!r}")
+    return value

@@ -130,6 +130,7 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_the_regre
 ):
     monkeypatch.setenv("RAGSPINE_SUT", "http")
     monkeypatch.setenv("RAGSPINE_SUT_URL", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.setenv("RAGSPINE_STEP_RETRIES", "0")  # the crash's message, not the retries before it
     defs = build_definitions(default_resources())
     job = defs.resolve_job_def("reeval_on_index_rebuild")
     with dg.instance_for_test() as instance:

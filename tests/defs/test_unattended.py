@@ -135,6 +135,11 @@ def test_the_shared_policy_backs_off_exponentially_with_jitter_and_retries_twice
     for bad in ("soon", "-1", "1e9"):
         with pytest.raises(InputError, match="RAGSPINE_STEP_RETRY_DELAY_S"):
             step_retries({"RAGSPINE_STEP_RETRY_DELAY_S": bad})
+    assert step_retries({"RAGSPINE_STEP_RETRIES": "0"}).max_retries == 0
+    assert step_retries({"RAGSPINE_STEP_RETRIES": "5"}).delay == STEP_RETRIES.delay
+    for bad in ("two", "-1", "1.5", "11"):
+        with pytest.raises(InputError, match="RAGSPINE_STEP_RETRIES"):
+            step_retries({"RAGSPINE_STEP_RETRIES": bad})
 
 
 def test_every_step_of_the_code_location_has_the_shared_retry_policy():
