@@ -245,6 +245,9 @@ class Night:
     replies: int = 0  # replies in an open incident's thread (a later night of it)
     closed: int = 0  # recoveries (an incident closes)
     notes: list[str] = field(default_factory=list)  # what the alerting tests say ("traffic mix changed")
+    # The incidents ("metric@slice") each top-level regression message opened, and each recovery closed.
+    opened_about: list[list[str]] = field(default_factory=list)
+    closed_about: list[list[str]] = field(default_factory=list)
 
 
 class Nightly:
@@ -296,6 +299,8 @@ class Nightly:
                 metrics = queued_alert.get("incidents") or []
                 threads = {self.open[m] for m in metrics if m in self.open}
                 if queued_alert["kind"] == "recovered":
+                    if threads - closed:
+                        result.closed_about.append(list(metrics))
                     closed |= threads
                     for metric in metrics:
                         self.open.pop(metric, None)
@@ -303,6 +308,7 @@ class Nightly:
                     replied |= threads
                 else:
                     result.opened += 1
+                    result.opened_about.append(list(metrics))
                     self.open.update(dict.fromkeys(metrics, queued_alert["id"]))
         # One night's parts for one thread are one reply (alerts.delivery), a recovery's too.
         result.replies, result.closed = len(replied), len(closed)
@@ -474,7 +480,8 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
     nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
     wanted = f"{DROPPED}@all traffic"
     caught, dip_alerted, index = 0, 0, 0
-    posts, recoveries, tidy = [], [], 0  # of the aberrant night's incident, before the drop
+    posts, recoveries, tidy = [], [], 0  # from the aberrant night to the night before the drop
+    own_posts, own_recoveries, own_tidy = [], [], 0  # those about the aberrant rate itself
     for fork_at in _fork_nights(replicates):
         while index < fork_at:
             nightly.night(index, base.day_lines(index))
@@ -484,16 +491,21 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
             base, dip_at=fork_at, dip_points=spec["dip_points"], drop_from=drop_at, drop_points=0.05
         )
         branch = nightly.fork(folder / f"fork-{fork_at}")
-        opened = closed = 0
+        opened = closed = own_opened = own_closed = 0
         for night_index in range(fork_at, drop_at + 1):
             night = branch.night(night_index, traffic.day_lines(night_index))
             dip_alerted += night_index == fork_at and wanted in night.alerts
             if night_index < drop_at:
                 opened, closed = opened + night.opened, closed + night.closed
+                own_opened += sum(_about(keys) for keys in night.opened_about)
+                own_closed += sum(_about(keys) for keys in night.closed_about)
         caught += wanted in night.alerts  # the drop's first night
         posts.append(opened)
         recoveries.append(closed)
         tidy += opened <= 1 and closed <= 1
+        own_posts.append(own_opened)
+        own_recoveries.append(own_closed)
+        own_tidy += own_opened <= 1 and own_closed <= 1
         shutil.rmtree(folder / f"fork-{fork_at}")
     low, high = wilson(caught, replicates)
     tidy_low, tidy_high = wilson(tidy, replicates)
@@ -513,7 +525,17 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
         "regression_posts_max": int(max(posts)),
         "recoveries_mean": round(float(np.mean(recoveries)), 2),
         "at_most_1_post_and_1_recovery_95ci": [round(x, 3) for x in (tidy / replicates, tidy_low, tidy_high)],
+        # The same, counting only the messages about the aberrant rate (retrieved citations, any slice):
+        # the others are false alarms of other rates in that week, as in the control.
+        "own_posts_max": int(max(own_posts)),
+        "own_recoveries_max": int(max(own_recoveries)),
+        "own_at_most_1_post_and_1_recovery": round(own_tidy / replicates, 3),
     }
+
+
+def _about(keys: list[str]) -> bool:
+    """Is a message about the aberrant rate (``metric@slice`` keys of its incidents)?"""
+    return any(key.split("@")[0] == DROPPED for key in keys)
 
 
 def new_slice(name: str, history: str, replicates: int, settings: DropSettings, workdir: Path) -> dict:
