@@ -75,6 +75,22 @@ def pg_instance_env(database: str) -> dict[str, str]:
     }
 
 
+def wait_until(condition, what: str, timeout: float, process=None, interval: float = 0.25):
+    """``condition()``'s first truthy value, polled every ``interval`` s until ``timeout`` × the
+    machine's load (:func:`load_factor`); fails if ``process`` (a ``subprocess.Popen`` the condition
+    depends on: a daemon, a runner) exits first, with its output when it was captured."""
+    deadline = time.monotonic() + timeout * load_factor()
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            output = process.communicate()[0] if process.stdout is not None else ""
+            raise AssertionError(f"the process exited (code {process.returncode}) before {what}: {output}")
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"{what}: not within {timeout * load_factor():.0f} s")
+
+
 # Fake credentials: the tests check that the secret never shows up in an error message.
 SECRET_KEY = "fake-secret-d41d8cd98f00b204"
 ACCESS_KEY = "fake-access-key"

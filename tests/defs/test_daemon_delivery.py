@@ -24,7 +24,7 @@ from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S
 from ragspine_pipeline.defs.resources import AlertsResource
 from tests.alerts.slack_server import TOKEN, SlackServer
-from tests.conftest import load_factor, pg_instance_env
+from tests.conftest import load_factor, pg_instance_env, wait_until
 
 pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
 
@@ -54,18 +54,6 @@ def _ticks(instance: dg.DagsterInstance) -> list:
     [state] = states
     ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id)
     return sorted((t for t in ticks if t.status != TickStatus.STARTED), key=lambda t: t.timestamp)
-
-
-def _wait(condition, timeout: float, daemon: subprocess.Popen, what: str):
-    """Poll ``condition`` until it returns something truthy; fail if the daemon exits or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert daemon.poll() is None, "the daemon exited"
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout:.0f} s")
 
 
 def test_the_daemon_delivers_a_pending_alert_within_a_minute_of_slacks_recovery_without_a_run(
@@ -114,11 +102,11 @@ def test_the_daemon_delivers_a_pending_alert_within_a_minute_of_slacks_recovery_
     try:
         with dg.DagsterInstance.get() as instance:
             # The daemon loads the code location and ticks the sensor (running by default): Slack is down.
-            [down] = _wait(
+            [down] = wait_until(
                 lambda: _ticks(instance),
-                120 * load_factor(),
+                f"a tick of {SENSOR} (daemon log: {tmp_path / 'daemon.log'})",
+                120,
                 daemon,
-                f"no tick of {SENSOR} (daemon log: {tmp_path / 'daemon.log'})",
             )
             assert down.status == TickStatus.SKIPPED, down.error
             assert "0 alert(s) delivered" in down.skip_reason and "1 pending" in down.skip_reason
@@ -127,14 +115,14 @@ def test_the_daemon_delivers_a_pending_alert_within_a_minute_of_slacks_recovery_
 
             slack.down = False
             recovered, bound = time.monotonic(), RECOVERY_S * load_factor()
-            _wait(
+            wait_until(
                 lambda: slack.posted_ids(),
-                bound,
+                f"the alert delivered after Slack's recovery (daemon log: {tmp_path / 'daemon.log'})",
+                RECOVERY_S,
                 daemon,
-                f"the alert was not delivered after Slack's recovery (daemon log: {tmp_path / 'daemon.log'})",
             )
             waited = time.monotonic() - recovered
-            ticks = _wait(lambda: _ticks(instance)[1:], 30, daemon, "the delivering tick was not recorded")
+            ticks = wait_until(lambda: _ticks(instance)[1:], "the delivering tick recorded", 30, daemon)
             runs = instance.get_runs()
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)

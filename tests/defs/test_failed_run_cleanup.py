@@ -21,7 +21,7 @@ from ragspine_pipeline.alerts.blocks import fallback_text
 from ragspine_pipeline.defs.alerts import finish_failed_run, step_failure_alert, succeeded_steps
 from ragspine_pipeline.defs.local import initialize_pools
 from ragspine_pipeline.defs.resources import AlertsResource
-from tests.conftest import pg_instance_env
+from tests.conftest import pg_instance_env, wait_until
 from tests.defs.test_celery_deployment import (  # noqa: F401 - vhost and redis_db are fixtures
     RABBIT,
     REDIS,
@@ -126,15 +126,6 @@ def _events(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType
     return [record for record in instance.all_logs(run_id, of_type=kind) if record.step_key == step]
 
 
-def _wait(condition, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout} s")
-
-
 @pytest.mark.system  # a Celery worker, RabbitMQ, Redis, PostgreSQL, a coordinator killed with SIGKILL
 def test_a_run_whose_coordinator_was_killed_has_its_step_stopped_and_revoked_on_the_worker(
     tmp_path,
@@ -185,7 +176,7 @@ def test_a_run_whose_coordinator_was_killed_has_its_step_stopped_and_revoked_on_
                     _events(instance, runs[0].run_id, dg.DagsterEventType.STEP_START, LONG_STEP)
                 )
 
-            _wait(replaying, f"{LONG_STEP} started on the worker")
+            wait_until(replaying, f"{LONG_STEP} started on the worker", 300, interval=0.5)
             coordinator.send_signal(signal.SIGKILL)  # the coordinator dies; its step runs on
             coordinator.wait(timeout=60)
             [run] = instance.get_runs()
@@ -198,7 +189,7 @@ def test_a_run_whose_coordinator_was_killed_has_its_step_stopped_and_revoked_on_
                 engine = _events(instance, run.run_id, dg.DagsterEventType.ENGINE_EVENT, LONG_STEP)
                 return any("stopped: the run had ended" in (r.dagster_event.message or "") for r in engine)
 
-            _wait(stopped, f"{LONG_STEP} stopped on the worker")
+            wait_until(stopped, f"{LONG_STEP} stopped on the worker", 300, interval=0.5)
             engine = _events(instance, run.run_id, dg.DagsterEventType.ENGINE_EVENT, LONG_STEP)
             [task_id] = {
                 r.dagster_event.engine_event_data.metadata["celery_task_id"].value

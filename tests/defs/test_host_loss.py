@@ -39,7 +39,7 @@ from ragspine_pipeline.defs.run_launcher import (
     _run_process,
     process_started_by,
 )
-from tests.conftest import load_factor, pg_instance_env
+from tests.conftest import load_factor, pg_instance_env, wait_until
 from tests.defs.test_local_crash import environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,19 +78,6 @@ def decision(reports: Path) -> dict:
     record = json.loads((reports / "latest" / "release_decision.json").read_text("utf-8"))
     keys = ("decision", "failed_gates", "failed_slices", "index_version", "metrics")
     return {key: record[key] for key in keys}
-
-
-def wait_until(condition, what: str, timeout: float, daemon: subprocess.Popen | None = None):
-    """``condition()``'s first truthy value, polled until ``timeout`` (times the machine's load)."""
-    deadline = time.monotonic() + timeout * load_factor()
-    while time.monotonic() < deadline:
-        if daemon is not None:
-            assert daemon.poll() is None, "the daemon exited"
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"{what}: not within {timeout * load_factor():.0f} s")
 
 
 def start_daemon(env: dict, cwd: Path, log: Path) -> subprocess.Popen:

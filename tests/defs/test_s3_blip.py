@@ -37,7 +37,7 @@ import pytest
 
 from ragspine_pipeline.defs.retries import DELAY_ENV, STEP_RETRIES
 from ragspine_pipeline.sources.s3 import s3_client
-from tests.conftest import _writes_one_at_a_time, load_factor, pg_instance_env
+from tests.conftest import _writes_one_at_a_time, load_factor, pg_instance_env, wait_until
 from tests.defs.test_local_crash import environment
 
 pytestmark = pytest.mark.system  # a moto server killed and restarted under a running evaluation
@@ -221,17 +221,6 @@ def events(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType)
     return instance.event_log_storage.get_records_for_run(run_id, of_type=kind).records
 
 
-def wait_until(condition, what: str, timeout: float, runner: subprocess.Popen):
-    deadline = time.monotonic() + timeout * load_factor()
-    while time.monotonic() < deadline:
-        assert runner.poll() is None, f"the run ended before {what}: {runner.communicate()}"
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout * load_factor():.0f} s")
-
-
 def test_a_run_outlasts_twenty_seconds_of_s3_down_through_its_step_retries(
     tmp_path, database, moto, monkeypatch
 ):
@@ -277,11 +266,17 @@ def test_a_run_outlasts_twenty_seconds_of_s3_down_through_its_step_retries(
                 done = [run for run in runs if events(instance, run.run_id, dg.DagsterEventType.STEP_SUCCESS)]
                 return done[0] if done else None
 
-            run = wait_until(a_step_stored_its_value, "the run's first step", 120, runner)
+            run = wait_until(a_step_stored_its_value, "the run's first step", 120, runner, interval=0.1)
             moto.kill()
             down = time.monotonic()
             # The outage itself: a duration, not a condition (the run must not end meanwhile).
-            wait_until(lambda: time.monotonic() - down >= OUTAGE_S, "the outage's end", OUTAGE_S + 5, runner)
+            wait_until(
+                lambda: time.monotonic() - down >= OUTAGE_S,
+                "the outage's end",
+                OUTAGE_S + 5,
+                runner,
+                interval=0.1,
+            )
             moto.listen()
             outage = time.monotonic() - down
             out, _ = runner.communicate(timeout=300 * load_factor())
