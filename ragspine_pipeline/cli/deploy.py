@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
+from ragspine_pipeline.sources.trace_store import LocalTraceStore
 
 # The objects a first run reads, each setting with its place in a RAGSPINE_HOME-style folder (the code
 # location's defaults, ``defs.resources.default_resources``): what ``bootstrap --from`` seeds.
@@ -56,7 +57,6 @@ SECRETS = (
     "SLACK_BOT_TOKEN",
     "RAGSPINE_JUDGE_API_KEY",
 )
-_TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 _CONNECT_TIMEOUT_S = 5
 
 
@@ -300,10 +300,11 @@ def _seed(client, local: Path, uri: str) -> str:
         files = [(local, key)]
     else:
         prefix = key.rstrip("/") + "/" if key.strip("/") else ""
+        store = LocalTraceStore(local)  # its days and trace objects, by the trace store's own rule
         files = [
-            (path, prefix + path.relative_to(local).as_posix())
-            for path in sorted(local.glob("dt=*/*"))
-            if path.is_file() and path.name.endswith(_TRACE_SUFFIXES)
+            (local / f"dt={day}" / name, f"{prefix}dt={day}/{name}")
+            for day in store.days()
+            for name in store.objects(day)
         ]
     uploaded = 0
     for path, name in files:
