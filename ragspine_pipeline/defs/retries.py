@@ -50,8 +50,6 @@ def step_retries(env: Mapping[str, str] = os.environ) -> dg.RetryPolicy:
     ``RAGSPINE_STEP_RETRIES`` as its number of retries where they are set."""
     delay = _setting(env, DELAY_ENV, float, 3600, "a number of seconds", STEP_RETRIES.delay)
     retries = _setting(env, RETRIES_ENV, int, 10, "a whole number of retries", MAX_RETRIES)
-    if (delay, retries) == (STEP_RETRIES.delay, MAX_RETRIES):
-        return STEP_RETRIES
     return dg.RetryPolicy(
         max_retries=retries, delay=delay, backoff=STEP_RETRIES.backoff, jitter=STEP_RETRIES.jitter
     )
