@@ -154,8 +154,11 @@ METRICS: tuple[Metric, ...] = (
            denominator="checked", direction="lower", kind="count", default_gate=("<=", 0.0),
            aliases=_golden("fabrication_count")),
     Metric("narrative_faithfulness", "narrative", "narrative cases whose every claim has ≥ 60 % of its "
-           "tokens in the retrieved context / narrative cases", _NARRATIVE, "passed", "total",
-           aliases={"faithfulness": frozenset({Scope.WITHOUT_REGISTRY})}),
+           "tokens in the retrieved context / narrative cases measured (an answer with claims whose "
+           "trace has no outcome.retrieved_context or contexts is unmeasured; no trace fails)",
+           "some narrative case (case_type: narrative) is measured: it has no trace, a trace carrying "
+           "outcome.retrieved_context or contexts, or an answer without claims",
+           "passed", "total", aliases={"faithfulness": frozenset({Scope.WITHOUT_REGISTRY})}),
     Metric("answer_accuracy", "narrative", "narrative cases whose answer recalls ≥ 60 % of the distinct "
            "tokens of the reference text / narrative cases", _NARRATIVE + ", with reference texts", "passed",
            "total"),

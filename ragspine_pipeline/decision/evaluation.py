@@ -10,7 +10,10 @@ dialects the data carries.
 Every metric of the run is one :class:`~ragspine_pipeline.metrics.MetricResult` (:attr:`Evaluation.results`):
 its value, numerator and denominator, each metric defined in the registry (``ragspine_pipeline.metrics``).
 Not applicable: a metric whose denominator is 0 has the value None (JSON ``null``), shown as n/a with its
-denominator; a gate on it neither passes nor fails (it never blocks), a baseline skips it.
+denominator; a gate on it neither passes nor fails (it never blocks), a baseline skips it. Unmeasured is
+not that: a metric the cases want but whose input no trace carried (``narrative_faithfulness`` without
+retrieved context) is also None, and named with the reason (:attr:`Evaluation.unmeasured`); a gate on it
+fails as unmeasured, as a gate on a metric the run did not measure at all.
 """
 
 from __future__ import annotations
@@ -122,9 +125,16 @@ class Evaluation:
         return {name: r.denominator for name, r in self.results.items() if r.denominator is not None}
 
     @property
+    def unmeasured(self) -> dict[str, str]:
+        """``{metric: why}`` of the metrics whose value is None because no trace carried their input."""
+        return {} if self.qa is None else self.qa.unmeasured_metrics()
+
+    @property
     def not_applicable(self) -> list[str]:
-        """The metrics of this run whose value is None (their denominator is 0), in ``results`` order."""
-        return [name for name, result in self.results.items() if not result.applies]
+        """The metrics of this run whose value is None (their denominator is 0), in ``results`` order,
+        but the :attr:`unmeasured` ones."""
+        unmeasured = self.unmeasured
+        return [name for name, r in self.results.items() if not r.applies and name not in unmeasured]
 
 
 @dataclass(frozen=True)
@@ -341,7 +351,10 @@ def evaluate(
     results.update(checks)
     gated = {gate.metric for gate in gates}
     gates = [*gates, *(Gate(check, 1.0, "min") for check in checks if check not in gated)]
-    gate_results = evaluate_gates(gates, results)
+    # A metric no trace carried the input of is no measurement: its gates fail as unmeasured, with why.
+    reasons = {} if qa is None else qa.unmeasured_metrics()
+    measured = {name: result for name, result in results.items() if name not in reasons}
+    gate_results = evaluate_gates(gates, measured)
     release = decide(
         [result for result in gate_results if result.applicable],  # a gate that does not apply never blocks
         failed_slices(all_slices, config.slice_gate),
@@ -352,7 +365,8 @@ def evaluate(
         golden_sha256=None if lock is None else lock.sha256,
         run_id=run_id,
         slice_gate=config.slice_gate if layered is not None else None,
-        unmeasured=unmeasured(gates, results),
+        unmeasured=unmeasured(gates, measured),
+        unmeasured_reasons=reasons,
         causes=_with_wrong_canaries(release_causes(gold, grounded.cases, layered), canary),
         expected_index_version=expected_index_version,
     )
@@ -506,7 +520,8 @@ def ratchet_entry(
 
 def coverage_warnings(evaluation: Evaluation) -> list[str]:
     """What a reader of the report must know about the join of gold and traces (missing, unmatched and
-    duplicate traces) and about gold cases that can never be found contained (snippets too short)."""
+    duplicate traces), about gold cases that can never be found contained (snippets too short), and
+    about cases a metric could not measure because their traces lack its input."""
     counts = evaluation.grounded.counts
     warnings = []
     short = evaluation.short_snippets
@@ -523,6 +538,8 @@ def coverage_warnings(evaluation: Evaluation) -> list[str]:
         warnings.append(f"{counts['unmatched']} trace id(s) are not in the golden set and were ignored")
     if counts["duplicates"]:
         warnings.append(f"{counts['duplicates']} duplicate trace(s): the last trace per case was kept")
+    if evaluation.qa is not None:  # cases whose traces lack a metric's input: unmeasured, not failed
+        warnings += evaluation.qa.unmeasured_notes().values()
     return warnings
 
 

@@ -97,7 +97,8 @@ class BaselineRegression(BaseModel):
 
 
 class UnmeasuredGate(BaseModel):
-    """A gate whose metric the run did not measure: a hard one blocks."""
+    """A gate whose metric the run did not measure: a hard one blocks. ``reason``: why, when the run
+    knows (the trace field its cases lack); None when the metric was not computed at all."""
 
     model_config = _MODEL
 
@@ -105,6 +106,7 @@ class UnmeasuredGate(BaseModel):
     op: str
     threshold: float
     severity: str = "hard"
+    reason: str | None = None
 
 
 class GateRow(BaseModel):
@@ -394,13 +396,15 @@ def decide(
     unmeasured: Sequence[Gate] = (),
     causes: dict | None = None,
     expected_index_version: str | None = None,
+    unmeasured_reasons: Mapping[str, str] | None = None,
 ) -> ReleaseDecision:
     """Block on any failed hard gate (an unmeasured one included), failed slice, regression, or traces
     that do not stand for one index (:func:`index_integrity`); otherwise ship.
 
     Failed soft gates are listed in ``warned_gates`` and do not block. ``index_versions`` counts the
     traces per index version; the most common one is the run's. ``causes`` (``decision.causes``) is
-    stored as given: it explains the decision, it never changes it.
+    stored as given: it explains the decision, it never changes it. ``unmeasured_reasons``:
+    ``{metric: why}`` of unmeasured gates whose reason the run knows, kept on each.
     """
     failing = [
         FailedGate(metric=r.gate.metric, value=r.value, op=r.gate.op, threshold=r.gate.threshold,
@@ -427,7 +431,13 @@ def decide(
         warned_gates=[f for f in failing if f.severity != "hard"],
         slice_gate=None if slice_gate is None else slice_gate.model_dump(),
         unmeasured_gates=[
-            UnmeasuredGate(metric=g.metric, op=g.op, threshold=g.threshold, severity=g.severity)
+            UnmeasuredGate(
+                metric=g.metric,
+                op=g.op,
+                threshold=g.threshold,
+                severity=g.severity,
+                reason=(unmeasured_reasons or {}).get(g.metric),
+            )
             for g in unmeasured
         ],
         causes=causes,

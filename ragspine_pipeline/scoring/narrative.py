@@ -23,14 +23,20 @@ whole. A sentence, stripped, without a token is dropped.
   of the trace's ``contexts``): at least
   :data:`THRESHOLD` (0.6) of the claim's tokens, counted with repetition, are among the context's
   tokens. A narrative answer without claims (empty, or only framing lines such as the engine's
-  ``未检索到…`` refusal) passes: it asserts nothing.
+  ``未检索到…`` refusal) passes: it asserts nothing, whatever the context. A traced case with claims
+  whose trace carries neither field (both absent or null) is *unmeasured*: its claims cannot be
+  checked, so it is neither a pass nor a failure; it is left out of the gate's denominator and counted
+  apart (:data:`NEEDS` names the fields). An empty list is carried: the service reports that it
+  retrieved nothing, and every claim it still makes is unsupported (RAGSpine's own engine writes
+  ``[]`` then, and fails such a case too).
 * ``answer_accuracy`` — recall of the reference text of ``expected.narrative_doc`` over sets: the
   distinct reference tokens the whole narrative answer contains (framing lines and trailers too), over
   the distinct reference tokens (a repeated token counts once); a case passes at :data:`THRESHOLD`
   (0.6) or above. A reference without a token leaves nothing to recall: 1.0. It needs the reference
   texts (:func:`read_references`).
 
-A narrative case without a trace fails both: a system that drops a question must not pass for it.
+A narrative case without a trace fails both: a system that drops a question must not pass for it
+(a missing answer is a failure; a missing context is not a measurement).
 Both are per-case pass/fail, gated as pass rates like the other QA gates. Narrative cases are few (a
 golden set's handful), so each is scored in Python, whose ``splitlines``, ``strip`` and ``re`` are
 the very rules RAGSpine states.
@@ -55,6 +61,8 @@ THRESHOLD = 0.6
 GATES = names("narrative")  # narrative_faithfulness, answer_accuracy (``ragspine_pipeline.metrics``)
 FAITHFULNESS, ACCURACY = GATES
 CASE_TYPE = "narrative"  # the only case type the gates apply to
+# The trace fields a gate reads that a trace may not carry: without them the case is unmeasured.
+NEEDS = {FAITHFULNESS: "outcome.retrieved_context or contexts"}
 REFERENCE_SUFFIXES = (".txt", ".md")
 # Lines that frame an answer rather than state something: the engine's lead-ins, its refusals when
 # nothing was retrieved, and the prompt scaffolding its offline provider echoes back.
@@ -112,13 +120,22 @@ def narrative_cases(case_type: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.equal(case_type, CASE_TYPE), False), dtype=bool)
 
 
+def lacking(gate: str, count: int) -> str:
+    """Why ``count`` narrative cases are unmeasured for ``gate``: ``4 narrative traces carry no …``,
+    naming the trace fields it needs."""
+    traces = "trace carries" if count == 1 else "traces carry"
+    return f"{count} narrative {traces} no {NEEDS[gate]}"
+
+
 @dataclass(frozen=True)
 class NarrativeGates:
-    """Per gold row: whether each gate applies and passes, and a failure's details."""
+    """Per gold row: whether each gate applies and passes, whether it is unmeasured (a narrative case
+    whose trace lacks the gate's input: never in ``applies``), and a failure's details."""
 
     applies: dict[str, np.ndarray]
     ok: dict[str, np.ndarray]
     details: dict[str, dict[int, dict]]  # gate -> row -> {"expected", "actual"}
+    unmeasured: dict[str, np.ndarray]
 
     def failures(self, gate: str, rows: np.ndarray, ids: list) -> list[dict]:
         """``{id, expected, actual}`` of the failing ``rows`` of ``gate``, in gold order."""
@@ -136,46 +153,65 @@ def score_narrative(
     """Both gates over gold-aligned columns: ``case_type`` and ``narrative_doc`` (gold), the
     ``outcome_narrative`` and retrieved-context trace columns, and ``traced`` (whether the case has a
     trace). ``answer_accuracy`` applies only with ``references`` (``{doc: text}``), which must hold
-    every doc the narrative cases name."""
+    every doc the narrative cases name. ``narrative_faithfulness`` is unmeasured, not applied, for a
+    traced case with claims whose ``context`` is null (the trace carries no passages); an untraced
+    case fails."""
     n = len(case_type)
-    rows = np.flatnonzero(narrative_cases(case_type))
+    narrative = narrative_cases(case_type)
+    carried = np.asarray(context.is_valid(), dtype=bool)
+    unmeasured = {gate: np.zeros(n, dtype=bool) for gate in GATES}
     applies = {gate: np.zeros(n, dtype=bool) for gate in GATES}
     ok = {gate: np.zeros(n, dtype=bool) for gate in GATES}
     details: dict[str, dict[int, dict]] = {gate: {} for gate in GATES}
     docs, told, contexts = narrative_doc.to_pylist(), narrative_answer.to_pylist(), context.to_pylist()
-    for row in rows:
-        text = told[row] or ""
+    for row in np.flatnonzero(narrative):
+        text, was_traced = told[row] or "", bool(traced[row])
         found = claims(text)
-        passages = contexts[row] or []
-        context_tokens = set(tokens("\n".join(passage for passage in passages if passage)))
-        covered = [coverage(claim, context_tokens) for claim in found]
-        unsupported = [claim for claim, share in zip(found, covered, strict=True) if share < THRESHOLD]
-        applies[FAITHFULNESS][row] = True
-        ok[FAITHFULNESS][row] = bool(traced[row]) and not unsupported
-        if not ok[FAITHFULNESS][row]:
-            weakest = int(np.argmin(covered)) if covered else None
-            details[FAITHFULNESS][row] = {
-                "expected": {"min_coverage": THRESHOLD},
-                "actual": {
-                    "trace": bool(traced[row]),
-                    "claims": len(found),
-                    "unsupported": len(unsupported),
-                    "context_passages": len(passages),
-                    "weakest_claim": None if weakest is None else found[weakest][:200],
-                    "coverage": None if weakest is None else round(covered[weakest], 4),
-                },
-            }
-        if references is None:
-            continue
-        applies[ACCURACY][row] = True
-        recall = token_recall(text, references[docs[row]])
-        ok[ACCURACY][row] = bool(traced[row]) and recall >= THRESHOLD
-        if not ok[ACCURACY][row]:
-            details[ACCURACY][row] = {
-                "expected": {"narrative_doc": docs[row], "min_recall": THRESHOLD},
-                "actual": {"trace": bool(traced[row]), "recall": round(recall, 4)},
-            }
-    return NarrativeGates(applies, ok, details)
+        outcomes = {}
+        if was_traced and found and not carried[row]:  # claims, and nothing to check them against
+            unmeasured[FAITHFULNESS][row] = True
+        else:
+            outcomes[FAITHFULNESS] = _faithfulness(found, contexts[row] or [], was_traced)
+        if references is not None:
+            outcomes[ACCURACY] = _accuracy(text, docs[row], references[docs[row]], was_traced)
+        for gate, (passed, failure) in outcomes.items():
+            applies[gate][row], ok[gate][row] = True, passed
+            if failure is not None:
+                details[gate][row] = failure
+    return NarrativeGates(applies, ok, details, unmeasured)
+
+
+def _faithfulness(found: list[str], passages: list[str | None], traced: bool) -> tuple[bool, dict | None]:
+    """``(passes, failure details or None)`` of one narrative answer's claims against its context
+    passages."""
+    context_tokens = set(tokens("\n".join(passage for passage in passages if passage)))
+    covered = [coverage(claim, context_tokens) for claim in found]
+    unsupported = [claim for claim, share in zip(found, covered, strict=True) if share < THRESHOLD]
+    if traced and not unsupported:
+        return True, None
+    weakest = int(np.argmin(covered)) if covered else None
+    return False, {
+        "expected": {"min_coverage": THRESHOLD},
+        "actual": {
+            "trace": traced,
+            "claims": len(found),
+            "unsupported": len(unsupported),
+            "context_passages": len(passages),
+            "weakest_claim": None if weakest is None else found[weakest][:200],
+            "coverage": None if weakest is None else round(covered[weakest], 4),
+        },
+    }
+
+
+def _accuracy(text: str, doc: str, reference: str, traced: bool) -> tuple[bool, dict | None]:
+    """``(passes, failure details or None)`` of one narrative answer against its reference text."""
+    recall = token_recall(text, reference)
+    if traced and recall >= THRESHOLD:
+        return True, None
+    return False, {
+        "expected": {"narrative_doc": doc, "min_recall": THRESHOLD},
+        "actual": {"trace": traced, "recall": round(recall, 4)},
+    }
 
 
 def read_references(directory: str | Path, docs: set[str]) -> dict[str, str]:

@@ -23,6 +23,9 @@ no trace is answered with an empty claim and no outcome, so it fails what applie
   ``case_type`` is ``narrative`` (not composite ones): every claim of ``outcome.narrative_answer``
   lexically entailed by the trace's retrieved context, and that answer's token recall of the reference
   text of ``expected.narrative_doc`` (given as ``references``), both at 0.6 (``scoring.narrative``).
+  A narrative case whose trace carries no context passages is *unmeasured* for faithfulness: out of
+  ``total``, counted in the gate's ``unmeasured`` beside the fields it ``needs``; when no case could be
+  measured the pass rate is None and :meth:`QAGates.unmeasured_metrics` says why.
 * ``fabrication`` — on the cases that expect a refusal: reporting periods are removed from the answer
   with ``period_pattern`` (default :data:`~ragspine_pipeline.scoring.fabrication.PERIOD_PATTERN`,
   configurable), then any remaining Unicode digit makes the answer a fabrication
@@ -47,7 +50,7 @@ from ragspine_pipeline.scoring.grounded import refusals
 from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
 from ragspine_pipeline.scoring.narrative import GATES as NARRATIVE_GATES
-from ragspine_pipeline.scoring.narrative import score_narrative
+from ragspine_pipeline.scoring.narrative import NEEDS, lacking, score_narrative
 from ragspine_pipeline.scoring.rowwise import any_in
 
 # The four pass rates and the count of fabricating refusals (the registry, ``ragspine_pipeline.metrics``),
@@ -74,13 +77,17 @@ _OUTCOME = (
 
 @dataclass(frozen=True)
 class QAGate:
-    """One gate: how many cases it applies to, how many pass, which fail and how, per tag."""
+    """One gate: how many cases it applies to, how many pass, which fail and how, per tag. A gate whose
+    input a trace may lack (``needs``: the trace fields, None for the others) also counts the cases it
+    could not measure (``unmeasured``), which are in neither ``total`` nor ``passed``."""
 
     name: str
     total: int
     passed: int
     failures: list[dict]
     by_tag: dict[str, dict[str, dict]]
+    unmeasured: int = 0
+    needs: str | None = None
 
     @property
     def pass_rate(self) -> float | None:
@@ -90,14 +97,29 @@ class QAGate:
     def result(self) -> MetricResult:
         return MetricResult(self.name, self.pass_rate, self.passed, self.total)
 
+    @property
+    def lacking(self) -> str | None:
+        """What the unmeasured cases' traces lack (``4 narrative traces carry no …``); None when every
+        case was measured."""
+        return lacking(self.name, self.unmeasured) if self.unmeasured else None
+
+    @property
+    def note(self) -> str | None:
+        """:attr:`lacking`, and that this gate is unmeasured for those cases: the run's warning."""
+        return None if self.lacking is None else f"{self.lacking}: {self.name} unmeasured for them"
+
     def to_dict(self) -> dict:
-        return {
+        """The gate as the report shows it; ``unmeasured`` and ``needs`` only on a gate that has them."""
+        out = {
             "total": self.total,
             "passed": self.passed,
             "pass_rate": None if self.pass_rate is None else round(self.pass_rate, 4),
             "failures": self.failures,
             "by_tag": self.by_tag,
         }
+        if self.needs is not None:
+            out.update(unmeasured=self.unmeasured, needs=self.needs)
+        return out
 
 
 @dataclass(frozen=True)
@@ -135,6 +157,16 @@ class QAGates:
             **{name: gate.result for name, gate in self.gates.items()},
             FABRICATION: self.fabrication.result,
         }
+
+    def unmeasured_notes(self) -> dict[str, str]:
+        """``{gate: QAGate.note}`` of the gates some case could not be measured for, in gate order."""
+        return {name: gate.note for name, gate in self.gates.items() if gate.note is not None}
+
+    def unmeasured_metrics(self) -> dict[str, str]:
+        """``{gate: why}`` of the gates no case could be measured for, though some case wanted them:
+        their value is None, yet unlike a gate that applies to no case they are not *not applicable*
+        (a gate on one fails as unmeasured)."""
+        return {name: gate.note for name, gate in self.gates.items() if gate.total == 0 and gate.note}
 
     def to_dict(self) -> dict:
         return {name: gate.to_dict() for name, gate in self.gates.items()}
@@ -219,7 +251,8 @@ def score_qa_gates(
         "refusal_appropriateness": (qa_case, refusal_ok),
         "clarification_appropriateness": (qa_case, clarification_ok),
     }
-    if narrative.applies[NARRATIVE_FAITHFULNESS].any():  # without narrative cases: the four gates
+    faithfulness = narrative.applies[NARRATIVE_FAITHFULNESS] | narrative.unmeasured[NARRATIVE_FAITHFULNESS]
+    if faithfulness.any():  # without narrative cases: the four gates
         kept = NARRATIVE_GATES if references is not None else (NARRATIVE_FAITHFULNESS,)
         outcomes.update({gate: (narrative.applies[gate], narrative.ok[gate]) for gate in kept})
     ids = g["qid"].to_pylist()
@@ -233,6 +266,8 @@ def score_qa_gates(
             if name in NARRATIVE_GATES
             else _failures(name, np.flatnonzero(applies & ~ok), ids, g, col, refused, expect_refusal),
             _by_tag(tags, applies, ok),
+            int(narrative.unmeasured[name].sum()) if name in NARRATIVE_GATES else 0,
+            NEEDS.get(name),
         )
         for name, (applies, ok) in outcomes.items()
     }
