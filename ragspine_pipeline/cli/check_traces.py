@@ -3,7 +3,9 @@ scored on.
 
 For a team wiring its service in: how many traces carry each field (the canonical columns every trace
 dialect is read into, ``ragspine-eval schema trace`` for the JSON), then every metric the file gives a
-value for and every one it leaves not applicable, with the condition that metric needs. With ``--gold``
+value for, every one it leaves not applicable with the condition that metric needs, and every one some
+traces leave unmeasured with the trace field they lack (``narrative_faithfulness`` without
+``outcome.retrieved_context`` or ``contexts``: the very reason ``score`` warns of). With ``--gold``
 the metrics are the golden run's (scored against the golden set); without it, the nightly reference-free
 ones; ``--config`` brings the gates config's refusal phrases and snippet length. Exit 0 when some rate
 can be measured, 2 when no metric can use the file (or it is unusable).
@@ -43,9 +45,11 @@ CONTENT = ("claim", "citations", "retrieved_ids", "selected_context_ids", "claim
 
 def measured(
     args: argparse.Namespace, traces: pa.Table
-) -> tuple[dict[str, tuple[float | None, int | None]], int]:
-    """``({metric: (value, denominator)}, traces matched)``: what the file gives (value None: not
-    applicable) and how many traces answer a case (with ``--gold``; else every trace)."""
+) -> tuple[dict[str, tuple[float | None, int | None]], int, dict[str, str]]:
+    """``({metric: (value, denominator)}, traces matched, {metric: what traces lack})``: what the file
+    gives (value None: not applicable, or unmeasured when the third names it), how many traces answer a
+    case (with ``--gold``; else every trace), and for each metric some traces could not be measured for,
+    what those traces lack (``QAGate.lacking``)."""
     from ragspine_pipeline.decision.config import EvalConfig, load_config
     from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, evaluate, metric_scope
 
@@ -57,13 +61,15 @@ def measured(
         gold = load_gold(args.gold).table
         run = evaluate(gold, traces, gates=(), config=config, run_id="check-traces", evidence=evidence)
         results = {name: (r.value, r.denominator) for name, r in run.results.items()}
-        return results, run.grounded.counts["matched"]
+        gates = {} if run.qa is None else run.qa.gates
+        lacking = {name: gate.lacking for name, gate in gates.items() if gate.lacking is not None}
+        return results, run.grounded.counts["matched"], lacking
     from ragspine_pipeline.scoring.production import production_metrics
     from ragspine_pipeline.scoring.refusal import mark_refusals
 
     traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
     night = production_metrics(traces, evidence)
-    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows
+    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows, {}
 
 
 def run_check_traces(args: argparse.Namespace) -> int:
@@ -75,14 +81,15 @@ def run_check_traces(args: argparse.Namespace) -> int:
     for name, count in fields.items():
         share = f"{count / n:.0%}" if n else "-"
         print(f"  {name:<{width}}  {count:>8}  {share:>4}")
-    results, matched = measured(args, traces) if n else ({}, 0)
+    results, matched, lacking = measured(args, traces) if n else ({}, 0, {})
     usable = [name for name, (value, _n) in results.items() if value is not None and _is_rate(name)]
     if usable:
         print("metrics measured:")
     for name in usable:
         value, denominator = results[name]
         print(f"  {name} = {value:.4g} over {denominator}")
-    unusable = [name for name, (value, _n) in results.items() if value is None]
+    # Unmeasured is not n/a: the cases want the metric, their traces lack its input.
+    unusable = [name for name, (value, _n) in results.items() if value is None and name not in lacking]
     if not args.evidence:
         families = ("layered",) if args.gold else ("production",)
         unusable += [m.name for m in METRICS if m.requires_registry and m.family in families]
@@ -93,6 +100,10 @@ def run_check_traces(args: argparse.Namespace) -> int:
             if not args.evidence and BY_NAME.get(name) and BY_NAME[name].requires_registry:
                 needs = "an evidence registry (--evidence)"
             print(f"  {name}: {needs}")
+    if lacking:
+        print("unmeasured for some traces, and the field each lacks:")
+        for name, why in lacking.items():
+            print(f"  {name}: {why}")
     problem = None
     if not sum(fields[name] for name in CONTENT):
         problem = "no trace carries an answer, citations, retrieved or selected ids, or a refusal flag"

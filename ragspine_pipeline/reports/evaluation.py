@@ -4,7 +4,9 @@ Figures are rounded to 4 decimals here, for display; gates were decided on unrou
 
 Not applicable: a metric whose denominator is 0 is ``null`` in the JSON, never a placeholder; its
 denominator is in ``denominators``, ``layered_denominators`` or the QA gate's ``total``, and
-``not_applicable`` names the null ones (derived from the values, for machines that want the list). A
+``not_applicable`` names the null ones (derived from the values, for machines that want the list) but
+those in ``unmeasured`` (``{metric: why}``: null because no trace carried the metric's input, e.g.
+``narrative_faithfulness`` without retrieved context; a gate on one fails as unmeasured). A
 gate row is one :class:`~ragspine_pipeline.decision.release.GateRow`: the value, ``numerator`` and
 ``denominator`` of the metric it judged (null where the metric has none: means, judged scores; the
 fabrication count's denominator is the answers it checked) beside its verdict; a gate on a metric that
@@ -79,6 +81,7 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
         "traces": score.counts["traces"],
         "denominators": {name: score.denominator(name) for name in METRICS},
         "not_applicable": ev.not_applicable,
+        "unmeasured": ev.unmeasured,
         "labels": score.label_counts(),
     }
     if ev.layered is not None:
@@ -218,6 +221,10 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
             continue
         mark = "✅ pass" if result.passed else "❌ **FAIL**" if result.gate.hard else "⚠️ warn (soft)"
         out.write(f"| {result.gate.metric} | {gate} | {figure(result.value):.4f} | {mark} |\n")
+    for unmeasured in release.unmeasured_gates:  # no value to show: the release section says why
+        gate = f"{'≤' if unmeasured.op == '<=' else '≥'} {unmeasured.threshold:.4f}"
+        mark = "❌ **FAIL**" if unmeasured.severity == "hard" else "⚠️ warn (soft)"
+        out.write(f"| {unmeasured.metric} | {gate} | not measured | {mark}: unmeasured |\n")
 
     out.write("\n## Grounded QA figures\n\n| metric | value | over |\n|---|---|---|\n")
     score = ev.grounded
@@ -252,8 +259,11 @@ def _write_qa_gates(ev: Evaluation, out: TextIO) -> None:
     qa = ev.qa
     out.write("\n## QA gates\n\n| gate | pass rate | passed / applicable |\n|---|---|---|\n")
     for name, gate in qa.gates.items():
+        unmeasured = md_text(f"; {gate.note}") if gate.note else ""
         if gate.total:
-            out.write(f"| {name} | {gate.pass_rate:.4f} | {gate.passed} / {gate.total} |\n")
+            out.write(f"| {name} | {gate.pass_rate:.4f} | {gate.passed} / {gate.total}{unmeasured} |\n")
+        elif gate.note:
+            out.write(f"| {name} | unmeasured | 0 measured{unmeasured} |\n")
         else:
             out.write(f"| {name} | n/a | 0: applies to no case |\n")
     fabrication = qa.fabrication
@@ -292,8 +302,9 @@ def _write_release(release: ReleaseDecision, not_applicable: list[GateResult], o
             f"(Δ {gate.delta:+.4f}): a warning, it does not block\n"
         )
     for gate in release.unmeasured_gates:
+        why = f": {md_text(gate.reason)}" if gate.reason else ""
         out.write(
-            f"- {gate.severity} gate **{gate.metric}** was not measured (needs {gate.op} "
+            f"- {gate.severity} gate **{gate.metric}** was not measured{why} (needs {gate.op} "
             f"{gate.threshold:.4f}): it fails\n"
         )
     for result in not_applicable:

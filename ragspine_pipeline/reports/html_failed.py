@@ -205,7 +205,8 @@ def _hard(gate: Mapping) -> bool:
 
 def _unmeasured(gate: Mapping) -> str:
     effect = "it fails" if _hard(gate) else "a warning"
-    return f" ({gate.get('severity') or 'hard'}) was not measured, {needs(gate)}: {effect}"
+    why = f" ({gate['reason']})" if gate.get("reason") else ""  # the field its traces lack, when known
+    return f" ({gate.get('severity') or 'hard'}) was not measured{why}, {needs(gate)}: {effect}"
 
 
 def _failed_slices(report: Mapping, release: Mapping, gate: SliceGate) -> list[Mapping]:

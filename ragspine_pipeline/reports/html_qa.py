@@ -9,8 +9,9 @@ it (``thresholds``, or the ``failed`` entry).
 
 Charts: ``qa-gates`` and ``extraction``; with nothing to plot, a note of the same name. A gate with no
 case to measure (its pass rate null) or a channel with nothing to measure prints ``n/a`` and is not
-plotted. A QA gate the run gates shows the gate row's value, numerator, denominator and verdict together
-(:func:`shown`): they are one metric result, never the rate of one metric beside the verdict of another.
+plotted; a gate whose cases' traces lack its input says so (:func:`_not_measured`). A QA gate the run
+gates shows the gate row's value, numerator, denominator and verdict together (:func:`shown`): they are
+one metric result, never the rate of one metric beside the verdict of another.
 Values of any JSON shape (failures, mismatches) are shown on one line with :func:`html_parts.compact`,
 escaped.
 """
@@ -86,6 +87,14 @@ def _applies(gate: Mapping) -> bool:
     return finite(gate.get("total")) != 0 and finite(gate.get("pass_rate")) is not None
 
 
+def _not_measured(gate: Mapping) -> str:
+    """The cases a gate left out: those whose traces lack its input (and the field), or, without a
+    pass rate, that it applies to no case; empty when every case it wants was measured."""
+    if lacking := finite(gate.get("unmeasured")):
+        return f"{count(lacking)} not measured: their traces lack {gate.get('needs')}"
+    return "" if _applies(gate) else "applies to no case"
+
+
 def _qa_status(gate: Mapping, decided: Mapping | None) -> str:
     """The configured gate's result when there is one; else ``pass`` (every case passes), ``warn`` (some
     fail, nothing blocks on it) or ``na``."""
@@ -116,7 +125,7 @@ def _qa_chart(gates: Mapping[str, Mapping], statuses: Mapping[str, str], decided
             status=statuses[name],
             marker=finite(mapping(decided.get(name)).get("threshold")),
             value_text=f"{pct(gate.get('pass_rate'))} ({_fraction(gate, 'passed')})",
-            note="" if _applies(gate) else "applies to no case",
+            note=_not_measured(gate),
         )
         for name, gate in gates.items()
     ]
@@ -151,7 +160,8 @@ def _qa_table(
 ) -> str:
     rows = []
     for name, gate in gates.items():
-        rate = pct(gate.get("pass_rate")) if _applies(gate) else "n/a — applies to no case"
+        rate = pct(gate.get("pass_rate")) if _applies(gate) else "n/a"
+        rate += f" — {esc(left_out)}" if (left_out := _not_measured(gate)) else ""
         cells = [esc(name), rate, _fraction(gate, "passed")]
         cells += [_threshold(decided.get(name)), _qa_result(statuses[name], decided.get(name))]
         rows.append((statuses[name], cells))

@@ -10,7 +10,10 @@ ragspine`` / ``ragspine-text``). The figures are this pipeline's (the same cases
   "by_tag"}``; ``fabrication`` is one more such object over the cases expecting a refusal. Rates are
   unrounded. As in RAGSpine, a gate that applies to no case has ``pass_rate`` 1.0 beside its ``total`` 0
   (``--format json`` says ``null``); a gate this run could not measure (``answer_accuracy`` without
-  reference texts) is left out rather than reported as passing. ``by_tag`` is
+  reference texts, ``faithfulness`` when no narrative trace carries retrieved context) is left out
+  rather than reported as passing, and a narrative case whose trace carries no context is out of
+  ``faithfulness``'s ``total``, where RAGSpine, whose engine always records what it retrieved, would
+  count it as a failure (docs/migration.md). ``by_tag`` is
   ``{tag: {value: {"total", "passed"}}}`` over the cases the gate applies to, tags in first-seen order;
   fabrication's is over the cases whose ``expected.refuse`` is true (RAGSpine's rule). A failure is
   ``{"id", "expected", "actual"}`` with RAGSpine's texts (``"1702.0 USD_M"``, ``"拒答"``, …); for the
@@ -65,6 +68,8 @@ def ragspine_report(ev: Evaluation, gold: pa.Table, mode: str) -> dict[str, Any]
         gate = qa.gates.get(ours)
         if gate is None and ours == ACCURACY and FAITHFULNESS in qa.gates:
             continue  # narrative cases, no reference texts: unmeasured, not a pass
+        if gate is not None and gate.total == 0 and gate.note:
+            continue  # narrative cases, no trace with context: unmeasured, not a pass
         applies = [] if gate is None else qa.cases.column(ours).to_pylist()
         failures = [] if gate is None else [_failure(ours, f) for f in gate.failures]
         total, passed = (0, 0) if gate is None else (gate.total, gate.passed)
