@@ -1,16 +1,30 @@
-"""Benchmark: false alarms and power of the nightly drop tests, through the real nightly path (issue 14).
+"""Benchmark: false alarms and power of the nightly drop tests, through the real nightly path (issues 14,
+35 and 45).
 
-    python bench/bench_drift_alarms.py [--nights 600] [--replicates 100] [--only NAME ...] [--jobs 2]
-                                       [--set fdr=0.03 ...] [--json F]
+    python bench/bench_drift_alarms.py [--only NAME|GROUP ...] [--jobs 2] [--set fdr=0.03 ...] [--json F]
+                                       [--nights 600] [--replicates 100]      # trace-level scenarios
 
-Every simulated night writes one day of traces to a local trace store (``dt=YYYY-MM-DD/part-00000.jsonl``)
-and runs what the nightly job runs on it: ``sample_day`` (the seeded sample), ``load_traces``,
-``production_metrics`` with the evidence registry, ``drop_tests`` against the earlier nights' summaries
-(settings from the packaged gates config), the production alert (``alerts.model.drop_alert``) and
-``Outbox.observe`` (de-duplication): a *post* is an alert the outbox queues as news, a regression or a
-recovery. Nothing is mocked; only the traffic is simulated.
+Groups: ``trace-level`` (the scenarios below, one history each, forked), ``crosscheck``
+(``quiet-8x1000`` through both paths below, ``--nights`` judged nights each). Default: all.
 
-Quiet scenarios (nothing changes; only the first 31 nights are history, never judged):
+A night is made in one of two ways and judged in one (``drift_nightly.Nightly.judge``):
+
+* trace level: the night's traces are written to a local trace store (``dt=YYYY-MM-DD/part-00000.jsonl``)
+  and summarised as the nightly job does, ``sample_day`` (the seeded sample), ``load_traces``,
+  ``production_metrics`` with the evidence registry (~0.3 s a night);
+* summary level: the daily summary is drawn directly from the same traffic's rates (``drift_synth``:
+  binomial counts per slice and rate, claims clustered in answers → ``effective_n``), with the same night
+  effects, in the same JSON shape (~0.05 s a night, nearly all of it the drop tests).
+
+Judging is the real path: ``drop_tests`` against the earlier nights' summaries (settings from the
+packaged gates config), the production alert (``alerts.model.drop_alert``) and ``Outbox.observe``; the
+parts the outbox queues are counted as Slack shows them: *posts* (top-level regression messages, an
+incident opens), *replies* in an open incident's thread, *recoveries* (an incident closes). Nothing is
+mocked; only the traffic (or, at summary level, its sampling) is simulated.
+
+Trace-level scenarios:
+
+Quiet scenarios (nothing changes; the first 31 nights are history, judged but never counted):
 
 * ``quiet-8x1000``: 8 slices of 125 traces a night (1,000 a day, all sampled); each rate's log-odds
   jitters from night to night by N(0, 0.1²) independently in every slice (and for every rate);
@@ -61,271 +75,31 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from datetime import date, timedelta
+from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from ragspine_pipeline.alerts.model import Drop, drop_alert  # noqa: E402
-from ragspine_pipeline.alerts.outbox import Outbox  # noqa: E402
-from ragspine_pipeline.contracts.columns import load_evidence, load_traces  # noqa: E402
+from drift_nightly import Night, Nightly, SummaryNightly, TraceNightly  # noqa: E402, F401
+from drift_traffic import (  # noqa: E402, F401
+    DROPPED,
+    FIRST,
+    SEED,
+    DemoTraffic,
+    Rates,
+    Traffic,
+    write_registry,
+)
+
 from ragspine_pipeline.defs.resources import committed_config  # noqa: E402
-from ragspine_pipeline.files import write_jsonl  # noqa: E402
-from ragspine_pipeline.scoring.drop_settings import DropSettings  # noqa: E402
-from ragspine_pipeline.scoring.production import production_metrics  # noqa: E402
-from ragspine_pipeline.scoring.significance import drop_tests  # noqa: E402
+from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN, DropSettings  # noqa: E402
 from ragspine_pipeline.scoring.stats import wilson  # noqa: E402
-from ragspine_pipeline.sources.sampling import sample_day  # noqa: E402
-from ragspine_pipeline.sources.trace_store import open_trace_store  # noqa: E402
 
-FIRST = date(2026, 1, 1)
 WARMUP = 31  # history nights: the variance window (28) and the three-night window need them
-VERSION_KEYS = ("index", "retriever")  # what every synthetic trace's `versions` names
-SEED = 7
-DROPPED = "retrieved_citation_rate"  # shipped answers whose citations were all retrieved
-CHUNK_TEXT = "the release freeze starts on friday and exceptions are approved by the release manager"
-SUPPORTED, UNSUPPORTED = "freeze starts on friday", "budget was doubled"
-
-
-# -- simulated traffic -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rates:
-    """What a trace does, by probability (before the night's jitter)."""
-
-    refusal: float = 0.07
-    fabrication: float = 0.03  # of refusals: a number in the refusal text
-    cited: float = 0.97  # of shipped answers: carries citations (compliance)
-    valid: float = 0.90 / 0.97  # of citing answers: every citation was retrieved (the rate 0.90)
-    admissible: float = 0.97  # no restricted chunk retrieved
-    supported: float = 0.92  # a claim of a sound answer is supported by its context
-    unsound: float = 0.10  # answers whose claims are mostly unsupported (0.3): claims cluster in answers
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """Synthetic production traffic: ``slices`` equal slices of ``per_slice`` traces a night."""
-
-    slices: int = 8
-    per_slice: int = 125
-    jitter: float = 0.0
-    shared: bool = False  # one jitter a night for all slices (else one per slice)
-    rates: Rates = field(default_factory=Rates)
-    drop_from: int | None = None  # night index from which the ``drop_rate`` is lower
-    drop_slice: int | None = None  # None: every slice (all traffic)
-    drop_points: float = 0.0
-    drop_rate: str = "valid"  # the Rates field that worsens (valid: the retrieved-citation rate)
-    dip_at: int | None = None  # one night on which the retrieved-citation rate is lower in every slice
-    dip_points: float = 0.0
-    # A weekly traffic mix: each slice's share of the day's slices × per_slice traces on weekdays and on
-    # weekends (None: equal slices every day), and each slice's own retrieved-citation rate.
-    weekday_mix: tuple[float, ...] | None = None
-    weekend_mix: tuple[float, ...] | None = None
-    slice_valid: tuple[float, ...] | None = None
-    later_mix: tuple[float, ...] | None = None  # every day's mix from night ``drop_from`` on
-
-    def sizes(self, night: int) -> list[int]:
-        if self.weekday_mix is None:
-            return [self.per_slice] * self.slices
-        weekend = (FIRST + timedelta(days=night)).weekday() >= 5
-        mix = self.weekend_mix if weekend else self.weekday_mix
-        if self.later_mix is not None and self.drop_from is not None and night >= self.drop_from:
-            mix = self.later_mix
-        return [round(share * self.slices * self.per_slice) for share in mix]
-
-    def day_lines(self, night: int) -> list[str]:
-        rng = np.random.default_rng([SEED, night, self.slices, self.per_slice])
-        day = (FIRST + timedelta(days=night)).isoformat()
-        names = [f for f in Rates.__dataclass_fields__ if f != "unsound"]
-        base = np.tile([getattr(self.rates, name) for name in names], (self.slices, 1))
-        if self.slice_valid is not None:
-            base[:, names.index("valid")] = np.array(self.slice_valid) / self.rates.cited
-        shape = (1 if self.shared else self.slices, len(names))
-        logit = np.log(base / (1 - base)) + rng.normal(0, self.jitter, shape) * (self.jitter > 0)
-        p = 1 / (1 + np.exp(-logit))
-        if self.drop_from is not None and night >= self.drop_from:
-            rows = range(self.slices) if self.drop_slice is None else [self.drop_slice]
-            for s in rows:
-                # "valid" is a rate among citing answers: its drop is scaled to one among all answers;
-                # more refusals is worse
-                scale = (
-                    self.rates.cited
-                    if self.drop_rate == "valid"
-                    else -1.0
-                    if self.drop_rate == "refusal"
-                    else 1.0
-                )
-                p[s, names.index(self.drop_rate)] -= self.drop_points / scale
-        if night == self.dip_at:
-            p[:, names.index("valid")] -= self.dip_points / self.rates.cited
-        lines = []
-        for s, size in enumerate(self.sizes(night)):
-            prob = dict(zip(names, p[s], strict=True))
-            draws = rng.random((size, 9))
-            for i in range(size):
-                lines.append(_trace(f"{day}-{s}-{i}", f"s{s}", prob, self.rates.unsound, draws[i]))
-        return lines
-
-
-def _trace(request_id: str, slice_name: str, p: dict, unsound: float, u: np.ndarray) -> str:
-    retrieved = ["c1", "c2", "c3"] + (["r1"] if u[0] >= p["admissible"] else [])
-    trace = {
-        "request_id": request_id,
-        "tags": {"slice": slice_name},
-        "retrieved_ids": retrieved,
-        "selected_context_ids": ["c1", "c2"],
-        "selected_versions": ["v1", "v1"],
-        "versions": {"index": "ix-1", "retriever": "bm25-1"},
-        "latency_ms": 700 + int(600 * u[7]),
-    }
-    if u[1] < p["refusal"]:
-        text = "not in context: it was 42 days" if u[2] < p["fabrication"] else "not in context"
-        trace["answer"] = {"claim": text}
-        trace["outcome"] = {"refused": True}
-        return json.dumps(trace)
-    support = p["supported"] if u[3] >= unsound else 0.3
-    if u[4] >= p["cited"]:  # no citations at all: one claim, its text judged by token overlap
-        trace["answer"] = {"claim": CHUNK_TEXT if u[5] < support else "the budget was doubled last year"}
-        return json.dumps(trace)
-    cited = "c1" if u[6] < p["valid"] else "c9"  # c9 exists but was not retrieved: an invalid citation
-    claims = [
-        {
-            "claim_id": f"k{k}",
-            "text": f"claim {k}",
-            "citation_id": cited,
-            "support_phrases": [SUPPORTED if draw < support else UNSUPPORTED],
-        }
-        for k, draw in enumerate((u[5], u[8]))
-    ]
-    trace["answer"] = {"claim": "The freeze starts on Friday.", "citations": [cited], "claims": claims}
-    return json.dumps(trace)
-
-
-def write_registry(path: Path) -> Path:
-    rows = [
-        {"chunk_id": cid, "document_id": "freeze", "parent_id": None, "version": "v1",
-         "permitted": cid != "r1", "current": True, "text": CHUNK_TEXT}
-        for cid in ("c1", "c2", "c3", "c9", "r1")
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
-
-
-class DemoTraffic:
-    """The embedded demo's own production traffic generator, night by night."""
-
-    def __init__(self, traces_per_day: int = 300) -> None:
-        from ragspine_pipeline.demo.build import production_engine
-
-        self.engine = production_engine()
-        self.traces_per_day = traces_per_day
-
-    def day_lines(self, night: int) -> list[str]:
-        from ragspine_pipeline.demo.build import production_day_lines
-
-        return production_day_lines(self.engine, FIRST + timedelta(days=night), self.traces_per_day, SEED)
-
-
-# -- the nightly path ------------------------------------------------------------------------------
-
-
-@dataclass
-class Night:
-    day: str
-    tested: int
-    alerts: list[str]  # "metric@slice" of the alerting tests
-    posted: str | None  # the kind of the alert the outbox queued, if any
-    alone: bool  # would a test have alerted on its own (p <= fdr, large enough), without the control
-    opened: int = 0  # top-level regression messages (an incident opens)
-    replies: int = 0  # replies in an open incident's thread (a later night of it)
-    closed: int = 0  # recoveries (an incident closes)
-    notes: list[str] = field(default_factory=list)  # what the alerting tests say ("traffic mix changed")
-    # The incidents ("metric@slice") each top-level regression message opened, and each recovery closed.
-    opened_about: list[list[str]] = field(default_factory=list)
-    closed_about: list[list[str]] = field(default_factory=list)
-
-
-class Nightly:
-    """One deployment: a trace store, the evidence registry, the summaries so far and an outbox."""
-
-    def __init__(self, folder: Path, evidence: Path, sample_size: int, settings: DropSettings) -> None:
-        self.folder, self.sample_size, self.settings = folder, sample_size, settings
-        self.store = folder / "traces"
-        self.evidence = load_evidence(evidence).table
-        self.outbox = Outbox(folder / "alerts" / "outbox.jsonl")
-        self.history: list[dict] = []
-        self.open: dict[str, str] = {}  # metric -> the top-level message of its open incident
-
-    def night(self, index: int, lines: list[str]) -> Night:
-        day = (FIRST + timedelta(days=index)).isoformat()
-        partition = self.store / f"dt={day}"
-        partition.mkdir(parents=True, exist_ok=True)
-        (partition / "part-00000.jsonl").write_text("\n".join(lines) + "\n")
-        sample = sample_day(
-            open_trace_store(str(self.store)), day, n=self.sample_size, seed=SEED, quarantine=None
-        )
-        path = self.folder / "sample.jsonl"
-        write_jsonl(sample.records, path)
-        metrics = production_metrics(
-            load_traces(path).table, self.evidence, required_versions=VERSION_KEYS
-        )  # the version keys the synthetic traces carry, as a deployment's config lists its own
-        summary = {"day": day, **metrics.to_dict()}
-        tests = drop_tests(summary, self.history, self.settings)
-        self.history = [*self.history[-self.settings.history_nights :], summary]
-        alert = drop_alert(day, [Drop.of(t) for t in tests.alerts], run_id=f"night-{index}")
-        size = self.outbox.path.stat().st_size if self.outbox.path.exists() else 0
-        queued = self.outbox.observe(alert)
-        shutil.rmtree(partition)  # the sample is what the nightly path keeps
-        alone = any(t.p_value <= self.settings.fdr and self.settings.large_enough(t) for t in tests.tested)
-        posted = None if queued is None else queued.kind
-        result = Night(day, len(tests.tested), [t.key for t in tests.alerts], posted, alone)
-        result.notes = [f"{t.key}: {t.note}" for t in tests.alerts if t.note]
-        if queued is None:
-            return result
-        replied: set[str] = set()
-        closed: set[str] = set()
-        with self.outbox.path.open() as f:  # every part the night queued, as delivery would post it
-            f.seek(size)
-            for line in f:
-                event = json.loads(line)
-                if event.get("event") != "queued":
-                    continue
-                queued_alert = event["alert"]
-                metrics = queued_alert.get("incidents") or []
-                threads = {self.open[m] for m in metrics if m in self.open}
-                if queued_alert["kind"] == "recovered":
-                    if threads - closed:
-                        result.closed_about.append(list(metrics))
-                    closed |= threads
-                    for metric in metrics:
-                        self.open.pop(metric, None)
-                elif threads:
-                    replied |= threads
-                else:
-                    result.opened += 1
-                    result.opened_about.append(list(metrics))
-                    self.open.update(dict.fromkeys(metrics, queued_alert["id"]))
-        # One night's parts for one thread are one reply (alerts.delivery), a recovery's too.
-        result.replies, result.closed = len(replied), len(closed)
-        return result
-
-    def fork(self, folder: Path) -> Nightly:
-        """The same deployment from here on, in another folder (its own store and outbox)."""
-        folder.mkdir(parents=True, exist_ok=True)
-        if (self.folder / "alerts").exists():  # its outbox too: the open incidents go on in the fork
-            shutil.copytree(self.folder / "alerts", folder / "alerts")
-        other = Nightly.__new__(Nightly)
-        other.folder, other.sample_size, other.settings = folder, self.sample_size, self.settings
-        other.store, other.evidence = folder / "traces", self.evidence
-        other.outbox = Outbox(folder / "alerts" / "outbox.jsonl")
-        other.history = list(self.history)
-        other.open = dict(self.open)
-        return other
 
 
 # -- scenarios -------------------------------------------------------------------------------------
@@ -381,19 +155,23 @@ NEW_SLICE = dict(
 )
 
 
-def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict:
+def quiet(name: str, nights: int, level: str, settings: DropSettings, workdir: Path) -> dict:
     make, sample_size = QUIET[name]
     traffic = make()
     folder = workdir / name
     folder.mkdir(parents=True)
-    evidence = _evidence(workdir, traffic)
-    nightly = Nightly(folder, evidence, sample_size, settings)
+    if level == "summary":
+        nightly = SummaryNightly(folder, settings, sample_size)
+    else:
+        nightly = TraceNightly(folder, _evidence(workdir, traffic), sample_size, settings)
     start = time.perf_counter()
-    judged = []
+    judged, summaries = [], []
     for index in range(WARMUP + nights):
-        night = nightly.night(index, traffic.day_lines(index))
+        summary = nightly.summary(index, traffic)
+        night = nightly.judge(summary, index)
         if index >= WARMUP:
             judged.append(night)
+            summaries.append(summary)
     seconds = time.perf_counter() - start
     alarms = [n for n in judged if n.alerts]
     by_type = {}
@@ -405,6 +183,7 @@ def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict
         by_type[f"alerting_{kind}_nights_pct_95ci"] = [round(100 * x, 2) for x in (share, low, high)]
     return {
         "scenario": name,
+        "level": level,
         "nights": nights,
         "tests_per_night": round(float(np.mean([n.tested for n in judged])), 1),
         "alerting_nights": len(alarms),
@@ -417,7 +196,34 @@ def quiet(name: str, nights: int, settings: DropSettings, workdir: Path) -> dict
         "each_test_alone_per_30": round(30 * sum(n.alone for n in judged) / nights, 2),
         "alarms": [(n.day, n.alerts) for n in alarms],
         "seconds_per_night": round(seconds / (WARMUP + nights), 3),
+        "summaries": summary_statistics(summaries),
     }
+
+
+def summary_statistics(summaries: list[dict]) -> dict:
+    """Per rate over the nights: the all-traffic value's mean and SD, its mean n (and effective n), and the
+    slices' value SD (averaged over slices): what the trace-level and summary-level paths must agree on."""
+    out = {}
+    for metric in WORSE_WHEN:
+        entries = [s["metrics"][metric] for s in summaries]
+        values = np.array([e["rate"] if "rate" in e else e["value"] for e in entries], dtype=float)
+        by_slice: dict[str, list[float]] = {}
+        for s in summaries:
+            for value, entry in s["slices"]["slice"].items():
+                e = entry["metrics"][metric]
+                by_slice.setdefault(value, []).append(e["rate"] if "rate" in e else e["value"])
+        row = {
+            "mean": round(float(np.nanmean(values)), 4),
+            "sd": round(float(np.nanstd(values, ddof=1)), 4),
+            "n": round(float(np.mean([e["n"] for e in entries])), 1),
+            "slice_sd": round(
+                float(np.mean([np.nanstd(np.array(v, dtype=float), ddof=1) for v in by_slice.values()])), 4
+            ),
+        }
+        if "effective_n" in entries[0]:
+            row["effective_n"] = round(float(np.mean([e["effective_n"] for e in entries])), 1)
+        out[metric] = row
+    return out
 
 
 def drops(name: str, history: str, replicates: int, settings: DropSettings, workdir: Path) -> dict:
@@ -426,7 +232,7 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
     base = Traffic(jitter=0.1 if history == "jittered" else 0.0, **shape)
     folder = workdir / f"{name}-{history}"
     folder.mkdir(parents=True)
-    nightly = Nightly(folder / "main", _evidence(workdir, base), base.slices * base.per_slice, settings)
+    nightly = TraceNightly(folder / "main", _evidence(workdir, base), base.slices * base.per_slice, settings)
     delays: list[int | None] = []
     within = spec["within"]
     metric = spec.get("metric", DROPPED)
@@ -436,7 +242,7 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
     index = 0
     for fork_at in _fork_nights(replicates):
         while index < fork_at:
-            nightly.night(index, base.day_lines(index))
+            nightly.night(index, base)
             index += 1
         dropped = replace(
             base,
@@ -448,7 +254,7 @@ def drops(name: str, history: str, replicates: int, settings: DropSettings, work
         branch = nightly.fork(folder / f"fork-{fork_at}")
         delay = None
         for offset in range(max(3, within)):
-            night = branch.night(fork_at + offset, dropped.day_lines(fork_at + offset))
+            night = branch.night(fork_at + offset, dropped)
             if night.posted == "regression" and wanted in night.alerts:
                 delay = offset
                 break
@@ -477,14 +283,14 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
     base = Traffic(jitter=0.1) if history == "jittered" else Traffic()
     folder = workdir / f"{name}-{history}"
     folder.mkdir(parents=True)
-    nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
+    nightly = TraceNightly(folder / "main", _evidence(workdir, base), 1000, settings)
     wanted = f"{DROPPED}@all traffic"
     caught, dip_alerted, index = 0, 0, 0
     posts, recoveries, tidy = [], [], 0  # from the aberrant night to the night before the drop
     own_posts, own_recoveries, own_tidy = [], [], 0  # those about the aberrant rate itself
     for fork_at in _fork_nights(replicates):
         while index < fork_at:
-            nightly.night(index, base.day_lines(index))
+            nightly.night(index, base)
             index += 1
         drop_at = fork_at + AFTER_DIP
         traffic = replace(
@@ -493,7 +299,7 @@ def after_dip(name: str, history: str, replicates: int, settings: DropSettings, 
         branch = nightly.fork(folder / f"fork-{fork_at}")
         opened = closed = own_opened = own_closed = 0
         for night_index in range(fork_at, drop_at + 1):
-            night = branch.night(night_index, traffic.day_lines(night_index))
+            night = branch.night(night_index, traffic)
             dip_alerted += night_index == fork_at and wanted in night.alerts
             if night_index < drop_at:
                 opened, closed = opened + night.opened, closed + night.closed
@@ -543,17 +349,17 @@ def new_slice(name: str, history: str, replicates: int, settings: DropSettings, 
     base = Traffic(jitter=0.1 if history == "jittered" else 0.0, **NEW_SLICE)
     folder = workdir / f"{name}-{history}"
     folder.mkdir(parents=True)
-    nightly = Nightly(folder / "main", _evidence(workdir, base), 1000, settings)
+    nightly = TraceNightly(folder / "main", _evidence(workdir, base), 1000, settings)
     wanted = f"{DROPPED}@all traffic"
     alerted = said = index = 0
     for fork_at in _fork_nights(replicates):
         while index < fork_at:
-            nightly.night(index, base.day_lines(index))
+            nightly.night(index, base)
             index += 1
         traffic = replace(base, drop_from=fork_at)
         branch = nightly.fork(folder / f"fork-{fork_at}")
         for offset in range(3):
-            night = branch.night(fork_at + offset, traffic.day_lines(fork_at + offset))
+            night = branch.night(fork_at + offset, traffic)
             if wanted in night.alerts:
                 alerted += 1
                 said += any(
@@ -599,14 +405,44 @@ def _run(job: tuple) -> dict:
         return drops(*args, settings=settings, workdir=Path(tmp))
 
 
+# Names --only also takes: every trace-level scenario, and the cross-check (quiet-8x1000 through both paths).
+GROUPS = ("trace-level", "crosscheck")
+
+
+def _jobs(args: argparse.Namespace, settings: str) -> list[tuple]:
+    """The jobs ``--only`` selects, the longest first."""
+    only = set(args.only or GROUPS)
+    unknown = only - {*GROUPS, *QUIET, *DROPS, *DIPS, "new-slice-worse"}
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {', '.join(sorted(unknown))}; see --help")
+    trace_level = "trace-level" in only
+    jobs = [
+        ("quiet", (name, args.nights, "trace"), settings)
+        for name in QUIET
+        if trace_level or name in only or (name == "quiet-8x1000" and "crosscheck" in only)
+    ]
+    jobs += [
+        (kind, (name, history, args.replicates), settings)
+        for kind, names in (("drops", DROPS), ("after_dip", DIPS), ("new_slice", ["new-slice-worse"]))
+        for name in names
+        for history in ("steady", "jittered")
+        if trace_level or name in only
+    ]
+    if "crosscheck" in only:
+        jobs.append(("quiet", ("quiet-8x1000", args.nights, "summary"), settings))
+    return jobs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--nights", type=int, default=600, help="judged nights per quiet scenario")
     parser.add_argument("--replicates", type=int, default=100, help="forks per drop scenario and history")
-    parser.add_argument("--only", nargs="*", help="scenario names to run (default: all)")
-    parser.add_argument("--jobs", type=int, default=2, help="scenarios run in parallel processes")
+    parser.add_argument(
+        "--only", nargs="*", help=f"scenario names or groups ({', '.join(GROUPS)}) to run (default: all)"
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="jobs run in parallel processes")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument(
         "--set",
@@ -618,23 +454,7 @@ def main() -> int:
     args = parser.parse_args()
     overrides = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)}
     settings = DropSettings.model_validate({**committed_config().production.model_dump(), **overrides})
-    jobs = [("quiet", (name, args.nights), settings.model_dump_json()) for name in QUIET]
-    jobs += [
-        ("drops", (name, history, args.replicates), settings.model_dump_json())
-        for name in DROPS
-        for history in ("steady", "jittered")
-    ]
-    jobs += [
-        ("after_dip", (name, history, args.replicates), settings.model_dump_json())
-        for name in DIPS
-        for history in ("steady", "jittered")
-    ]
-    jobs += [
-        ("new_slice", ("new-slice-worse", history, args.replicates), settings.model_dump_json())
-        for history in ("steady", "jittered")
-    ]
-    if args.only:
-        jobs = [job for job in jobs if job[1][0] in args.only]
+    jobs = _jobs(args, settings.model_dump_json())
     print(f"settings: {settings.model_dump()}")
     cores = multiprocessing.cpu_count()
     print(f"machine: {platform.machine()}, {cores} cores, Python {platform.python_version()}")
@@ -642,14 +462,28 @@ def main() -> int:
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         results = pool.map(_run, jobs, chunksize=1)
     for result in results:
-        shown = {k: v for k, v in result.items() if k != "alarms"}
+        shown = {k: v for k, v in result.items() if k not in ("alarms", "summaries")}
         print(json.dumps(shown))
         for day, alerts in result.get("alarms", []):
             print(f"    false alarm {day}: {', '.join(alerts)}")
+    _print_crosscheck(results)
     print(f"total {time.perf_counter() - start:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def _print_crosscheck(results: list[dict]) -> None:
+    """quiet-8x1000 through both paths, side by side (when both ran)."""
+    both = {r["level"]: r for r in results if r["scenario"] == "quiet-8x1000"}
+    if set(both) != {"trace", "summary"}:
+        return
+    trace, summary = both["trace"], both["summary"]
+    print("cross-check, quiet-8x1000 (trace-level | summary-level):")
+    for key in ("tests_per_night", "alerting_nights_per_30", "regression_posts_per_30", "seconds_per_night"):
+        print(f"    {key}: {trace[key]} | {summary[key]}")
+    for metric, row in trace["summaries"].items():
+        print(f"    {metric}: {row} | {summary['summaries'][metric]}")
 
 
 if __name__ == "__main__":
