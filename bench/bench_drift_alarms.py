@@ -3,9 +3,11 @@
 
     python bench/bench_drift_alarms.py [--only NAME|GROUP ...] [--jobs 2] [--set fdr=0.03 ...] [--json F]
                                        [--nights 600] [--replicates 100]      # trace-level scenarios
+                                       [--histories 20] [--level summary]     # scenarios over histories
 
-Groups: ``trace-level`` (the scenarios below, one history each, forked), ``crosscheck``
-(``quiet-8x1000`` through both paths below, ``--nights`` judged nights each). Default: all.
+Groups: ``trace-level`` (the scenarios below, one history each, forked), ``histories`` (issue 45's
+scenarios over independent histories: ``drift_histories``, whose docstring says what each measures),
+``crosscheck`` (``quiet-8x1000`` through both paths below, ``--nights`` judged nights each). Default: all.
 
 A night is made in one of two ways and judged in one (``drift_nightly.Nightly.judge``):
 
@@ -84,6 +86,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from drift_histories import HISTORIES, HISTORY_SCENARIOS, run_history, summarise  # noqa: E402
 from drift_nightly import Night, Nightly, SummaryNightly, TraceNightly  # noqa: E402, F401
 from drift_traffic import (  # noqa: E402, F401
     DROPPED,
@@ -395,6 +398,8 @@ def _evidence(workdir: Path, traffic) -> Path:
 def _run(job: tuple) -> dict:
     kind, args, settings_json = job
     settings = DropSettings.model_validate_json(settings_json)
+    if kind == "history":
+        return run_history(*args, settings=settings)
     with tempfile.TemporaryDirectory(prefix="drift-") as tmp:
         if kind == "quiet":
             return quiet(*args, settings=settings, workdir=Path(tmp))
@@ -405,14 +410,15 @@ def _run(job: tuple) -> dict:
         return drops(*args, settings=settings, workdir=Path(tmp))
 
 
-# Names --only also takes: every trace-level scenario, and the cross-check (quiet-8x1000 through both paths).
-GROUPS = ("trace-level", "crosscheck")
+# Names --only also takes: every trace-level scenario, every scenario over independent histories, and the
+# cross-check (quiet-8x1000 through both paths).
+GROUPS = ("trace-level", "histories", "crosscheck")
 
 
 def _jobs(args: argparse.Namespace, settings: str) -> list[tuple]:
     """The jobs ``--only`` selects, the longest first."""
     only = set(args.only or GROUPS)
-    unknown = only - {*GROUPS, *QUIET, *DROPS, *DIPS, "new-slice-worse"}
+    unknown = only - {*GROUPS, *QUIET, *DROPS, *DIPS, "new-slice-worse", *HISTORY_SCENARIOS}
     if unknown:
         raise SystemExit(f"unknown scenario(s) {', '.join(sorted(unknown))}; see --help")
     trace_level = "trace-level" in only
@@ -430,6 +436,12 @@ def _jobs(args: argparse.Namespace, settings: str) -> list[tuple]:
     ]
     if "crosscheck" in only:
         jobs.append(("quiet", ("quiet-8x1000", args.nights, "summary"), settings))
+    jobs += [
+        ("history", (name, h, args.level), settings)
+        for name in HISTORY_SCENARIOS
+        if "histories" in only or name in only
+        for h in range(args.histories)
+    ]
     return jobs
 
 
@@ -439,6 +451,15 @@ def main() -> int:
     )
     parser.add_argument("--nights", type=int, default=600, help="judged nights per quiet scenario")
     parser.add_argument("--replicates", type=int, default=100, help="forks per drop scenario and history")
+    parser.add_argument(
+        "--histories", type=int, default=HISTORIES, help="independent histories per history scenario"
+    )
+    parser.add_argument(
+        "--level",
+        choices=("summary", "trace"),
+        default="summary",
+        help="history scenarios: nights drawn as daily summaries (default) or as traces, sampled and scored",
+    )
     parser.add_argument(
         "--only", nargs="*", help=f"scenario names or groups ({', '.join(GROUPS)}) to run (default: all)"
     )
@@ -460,9 +481,15 @@ def main() -> int:
     print(f"machine: {platform.machine()}, {cores} cores, Python {platform.python_version()}")
     start = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        results = pool.map(_run, jobs, chunksize=1)
+        done = pool.map(_run, jobs, chunksize=1)
+    results = [r for job, r in zip(jobs, done, strict=True) if job[0] != "history"]
+    rows: dict[str, list[dict]] = {}
+    for job, r in zip(jobs, done, strict=True):
+        if job[0] == "history":
+            rows.setdefault(r["scenario"], []).append(r)
+    results += [{**summarise(name, of, args.level), "rows": of} for name, of in rows.items()]
     for result in results:
-        shown = {k: v for k, v in result.items() if k not in ("alarms", "summaries")}
+        shown = {k: v for k, v in result.items() if k not in ("alarms", "rows", "summaries")}
         print(json.dumps(shown))
         for day, alerts in result.get("alarms", []):
             print(f"    false alarm {day}: {', '.join(alerts)}")
