@@ -12,6 +12,9 @@ component's YAML, or a ``--sut`` file on the command line):
 * ``python`` (:class:`PythonSut`): ``module:function`` called in process with ``{qid, question,
   reference_date}``, returning a mapping (a trace) or None.
 * ``recorded`` (:class:`RecordedSut`): a file of traces recorded earlier.
+
+Each kind has an :meth:`identity`: what its answers depend on, the key of the answer store
+(``sources.answer_store``) with the index version and the ``release`` every kind may name.
 """
 
 from __future__ import annotations
@@ -85,6 +88,23 @@ ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    release: str | None = Field(
+        default=None,
+        description="which release of the service answers: its version, image tag or commit; ${NAME} is "
+        'the environment variable NAME (`release: "${GIT_COMMIT}"`). Stored answers are reused only for '
+        "the same release (`ragspine-eval replay --release` overrides it)",
+    )
+
+    def release_identity(self, env: Mapping[str, str] = os.environ) -> str | None:
+        """The release with its ``${NAME}`` variables expanded; None when none is set. An unset variable
+        or an empty release is a one-line InputError."""
+        return None if self.release is None else expand_release(self.release, env)
+
+
+# Not part of a SUT's identity: how it is asked (time-outs, retries, pace) never changes what it
+# answers, and the release is a key of the answer store of its own.
+OUTSIDE_IDENTITY = frozenset({"timeout_s", "retries", "concurrency", "max_rps", "release"})
+
 
 class HttpSut(_Settings):
     """A RAG service over HTTP."""
@@ -134,9 +154,11 @@ class HttpSut(_Settings):
         return response
 
     def identity(self) -> str:
-        """What the answers depend on (headers excluded: they carry credentials, not meaning)."""
-        transport = {"headers", "timeout_s", "retries", "concurrency", "max_rps"}
-        return _identity(self.model_dump(exclude=transport))
+        """What the answers depend on: URL, method, body, reply mapping and the headers *as written*
+        (names case-folded). A header's ``${NAME}`` stays unexpanded, so a rotated token is the same
+        service while ``X-Model: a`` → ``b`` is another; the secret itself is never read here."""
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        return _identity({**self.model_dump(exclude={*OUTSIDE_IDENTITY, "headers"}), "headers": headers})
 
     def client(self, env: Mapping[str, str] = os.environ) -> HttpSutClient:
         return HttpSutClient(
@@ -169,7 +191,8 @@ class PythonSut(_Settings):
         return function
 
     def identity(self) -> str:
-        return _identity(self.model_dump(exclude={"concurrency"}))
+        """``module:function``: what the function's code does is the release's to name."""
+        return _identity(self.model_dump(exclude=OUTSIDE_IDENTITY))
 
     def client(self, env: Mapping[str, str] = os.environ) -> PythonSutClient:
         return PythonSutClient(self.function)
@@ -183,7 +206,14 @@ class RecordedSut(_Settings):
     concurrency: int = 1
 
     def identity(self) -> str:
-        return _identity({"kind": self.kind, "path": str(Path(self.path).absolute())})
+        """The recording's content (sha256), not its path: a file replaced at the same path is
+        another SUT. An unreadable file is a one-line InputError."""
+        try:
+            with open(self.path, "rb") as recording:
+                content = hashlib.file_digest(recording, "sha256").hexdigest()
+        except OSError as exc:
+            raise InputError(self.path, f"cannot read the recorded traces: {exc.strerror or exc}") from None
+        return _identity({"kind": self.kind, "sha256": content})
 
     def client(self, env: Mapping[str, str] = os.environ) -> RecordedSutClient:
         return RecordedSutClient(Path(self.path))
@@ -214,17 +244,29 @@ def load_sut_settings(path: str | Path) -> HttpSut | PythonSut | RecordedSut:
 def expand_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
     """Each header value with ``${NAME}`` replaced by the environment variable; an unset one is a
     one-line InputError naming the header and the variable (never a value)."""
+    return {
+        header: _expanded(text, env, "SUT headers", f"header {header!r}") for header, text in headers.items()
+    }
 
-    def value(header: str, text: str) -> str:
-        def variable(match: re.Match) -> str:
-            name = match.group(1)
-            if name not in env:
-                raise InputError("SUT headers", f"header {header!r} needs the environment variable {name}")
-            return env[name]
 
-        return ENV_REFERENCE.sub(variable, text)
+def expand_release(text: str, env: Mapping[str, str], where: str = "SUT settings") -> str:
+    """A release with ``${NAME}`` replaced by the environment variable, as headers are: an unset one,
+    or a release that comes out empty, is a one-line InputError (an unnamed release would share its
+    stored answers with every other)."""
+    release = _expanded(text, env, where, f"release {text!r}").strip()
+    if not release:
+        raise InputError(where, f"release {text!r} is empty: name the release (its version, tag or commit)")
+    return release
 
-    return {header: value(header, text) for header, text in headers.items()}
+
+def _expanded(text: str, env: Mapping[str, str], where: str, what: str) -> str:
+    def variable(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in env:
+            raise InputError(where, f"{what} needs the environment variable {name}")
+        return env[name]
+
+    return ENV_REFERENCE.sub(variable, text)
 
 
 def render_body(template: Any, qid: str, question: str, reference_date: str | None) -> Any:

@@ -70,11 +70,53 @@ def test_a_header_naming_an_unset_variable_is_one_line_naming_both():
         settings.client(env={})
 
 
-def test_the_identity_of_a_sut_ignores_its_credentials_and_transport():
-    one = HttpSut(url="http://svc/answer", headers={"Authorization": "Bearer a"}, concurrency=4)
-    other = HttpSut(url="http://svc/answer", headers={"Authorization": "Bearer b"}, timeout_s=3)
-    assert one.identity() == other.identity()
-    assert one.identity() != HttpSut(url="http://svc/answer", body={"q": "{question}"}).identity()
+def test_the_identity_of_a_sut_is_every_setting_its_answers_depend_on_never_a_secret():
+    """Headers count as written: a rotated token (the same ``${TOKEN}``) is the same service, another
+    model header is another; transport settings and the release are not part of the identity."""
+    headers = {"Authorization": "Bearer ${TOKEN}", "X-Model": "a"}
+    one = HttpSut(url="http://svc/answer", headers=headers, concurrency=4)
+    same = HttpSut(url="http://svc/answer", headers=headers, timeout_s=3, retries=0, release="r9")
+    assert one.identity() == same.identity()
+    for changed in (
+        {"headers": {**headers, "X-Model": "b"}},
+        {"body": {"q": "{question}"}},
+        {"response": {"answer": "data.reply"}},
+        {"method": "PUT"},
+        {"url": "http://svc/v2/answer"},
+    ):
+        assert (
+            HttpSut(**{"url": "http://svc/answer", "headers": headers, **changed}).identity()
+            != one.identity()
+        )
+    assert PythonSut(function="a:b").identity() != PythonSut(function="a:c").identity()
+    assert PythonSut(function="a:b", release="r1").identity() == PythonSut(function="a:b").identity()
+
+
+def test_a_recorded_file_replaced_at_the_same_path_is_another_sut(tmp_path):
+    path = tmp_path / "recorded.jsonl"
+    path.write_text(json.dumps(TRACES["HR-003"]) + "\n")
+    before = RecordedSut(path=str(path)).identity()
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    assert RecordedSut(path=str(copy)).identity() == before  # the content, not the path
+    path.write_text(json.dumps({**TRACES["HR-003"], "answer": "changed"}) + "\n")
+    assert RecordedSut(path=str(path)).identity() != before
+    with pytest.raises(InputError, match="cannot read the recorded traces"):
+        RecordedSut(path=str(tmp_path / "gone.jsonl")).identity()
+
+
+def test_a_release_is_expanded_from_the_environment_as_headers_are():
+    settings = PythonSut(function="a:b", release="${GIT_COMMIT}-img")
+    assert settings.release_identity({"GIT_COMMIT": "3f9a1c2"}) == "3f9a1c2-img"
+    assert PythonSut(function="a:b").release_identity({}) is None
+    with pytest.raises(InputError) as info:
+        settings.release_identity({})
+    assert (
+        str(info.value)
+        == "SUT settings: release '${GIT_COMMIT}-img' needs the environment variable GIT_COMMIT"
+    )
+    with pytest.raises(InputError, match="is empty"):
+        PythonSut(function="a:b", release="${TAG}").release_identity({"TAG": " "})
 
 
 def test_the_body_template_keeps_types_and_leaves_out_a_missing_reference_date():
