@@ -167,7 +167,11 @@ def _add_replay(commands: Any) -> None:
         "replay",
         help="ask a system under test every golden question and write its traces (JSONL)",
         description="Exit 0 when the traces were written, 2 when the input is unusable or more cases "
-        "failed than --max-failed-share allows (the answers received are kept with --answers).",
+        "failed than --max-failed-share allows (the answers received are kept with --answers). Kept "
+        "answers are reused only for the same SUT settings, --index-version and --release: run again "
+        "with the same ones, only the missing cases are asked; a new release is asked every case. "
+        "OUT.replay.json records the replay and names every reused answer's replay; score names them "
+        "in the decision.",
     )
     parser.add_argument("--gold", required=True, help="golden set (any supported dialect)")
     parser.add_argument(
@@ -180,9 +184,24 @@ def _add_replay(commands: Any) -> None:
         "--quarantine", help="answers the trace contract rejects (default: OUT.quarantine.jsonl)"
     )
     parser.add_argument(
-        "--answers", help="folder keeping answers as they arrive: a re-run asks only the missing cases"
+        "--answers",
+        help="folder keeping answers as they arrive: a re-run of the same release asks only the missing "
+        "cases",
+    )
+    parser.add_argument(
+        "--release",
+        help="the release of the service being asked: its version, image tag or commit, e.g. "
+        '"$GIT_COMMIT" (overrides the SUT file\'s release:). Kept answers are reused only for the same '
+        "release; with neither --release nor --index-version, only within one replay",
     )
     parser.add_argument("--index-version", help="the index being evaluated (part of the answers' key)")
+    parser.add_argument(
+        "--reuse-answers",
+        action="store_true",
+        help="also reuse answers other replays kept for the same SUT settings, index version and release "
+        "(needed only when neither --release nor --index-version is known, as each replay then keeps its "
+        "answers to itself): each reuse is named in OUT.replay.json and the decision's warnings",
+    )
     parser.add_argument(
         "--max-failed-share",
         type=share,

@@ -49,6 +49,7 @@ from ragspine_pipeline.reports.metric_table import metric_table
 from ragspine_pipeline.reports.ragspine_format import FORMATS as RAGSPINE_FORMATS
 from ragspine_pipeline.reports.ragspine_format import write_ragspine_json, write_ragspine_text
 from ragspine_pipeline.scoring.qa_gates import has_qa_cases
+from ragspine_pipeline.sources.replay_record import record_warnings
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 
@@ -103,6 +104,7 @@ def run_score(args: argparse.Namespace) -> int:
         evaluation, promoted = _judge_against_baseline(args, mode, store, evaluation, config, run_id, scope)
         if args.promote:
             warnings.append(_promotion_note(args.baseline, mode, evaluation, promoted))
+    warnings += [warning for path in args.trace for warning in record_warnings(path)]  # reuses named
     warnings += coverage_warnings(evaluation)
     if evaluation.comparison is not None and evaluation.comparison.unmeasured:
         unmeasured = ", ".join(evaluation.comparison.unmeasured)

@@ -4,13 +4,15 @@ Every returned trace is validated against the trace contract before it is kept: 
 rejects — a field of the wrong type, or a string that is not text (a lone surrogate, which an HTTP SUT can
 send as a ``\\ud800`` escape and the trace loader refuses) — is quarantined with the case id and the
 offending field, and the case then counts as missing (an empty answer that fails), never silently dropped.
+
+Answers kept by an earlier attempt (``sources.answer_store``) are taken instead of asking again only
+within the store's scope, and every one is counted by the replay that stored it (``Replay.reused_from``),
+so that the decision names each reuse.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -22,11 +24,9 @@ from pydantic import ValidationError
 
 from ragspine_pipeline.contracts.jsonl import lone_surrogate
 from ragspine_pipeline.contracts.trace import Trace
-from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.files import append_durably, jsonl_line, write_jsonl
+from ragspine_pipeline.files import atomic_output, jsonl_lines
+from ragspine_pipeline.sources.answer_store import AnswerStore, Reuse, reuses
 from ragspine_pipeline.sources.errors import SourceError
-
-log = logging.getLogger(__name__)
 
 Answer = Callable[[str, str, str | None], dict | None]
 """``answer(qid, question, reference_date)``: one raw trace (``contracts.trace``), or None when the SUT
@@ -42,7 +42,7 @@ class Progress:
 
     total: int
     answered: int  # answered in this replay (None answers and quarantined ones included)
-    reused: int  # answered by an earlier, interrupted replay and kept in the answer store
+    reused: int  # answered by an earlier attempt and taken from the answer store
     failed: int
     elapsed_s: float
 
@@ -55,7 +55,7 @@ class Progress:
         done = self.answered + self.reused + self.failed
         return (
             f"replay {done}/{self.total}: {self.answered} answered ({self.rate:.1f}/s), "
-            f"{self.reused} kept from an earlier replay, {self.failed} failed, {self.elapsed_s:.0f} s"
+            f"{self.reused} reused from an earlier replay, {self.failed} failed, {self.elapsed_s:.0f} s"
         )
 
 
@@ -68,8 +68,10 @@ class Replay:
     traces_path: Path
     quarantine_path: Path
     failed: dict[str, str] = field(default_factory=dict)  # qid -> cause: could not be asked, scored missing
-    reused: int = 0  # answers an earlier, interrupted replay had stored
+    reused: int = 0  # answers taken from the answer store instead of asking
     elapsed_s: float = 0.0
+    reused_from: tuple[Reuse, ...] = ()  # the reused answers, counted by the replay that stored them
+    traces_sha256: str = ""  # of the traces file as written
 
 
 class ReplayFailed(SourceError):
@@ -84,55 +86,6 @@ class ReplayFailed(SourceError):
             f"{len(failed)} of {asked} case(s) failed, more than the {allowed:.0%} allowed: {shown}{more}",
         )
         self.failed = failed
-
-
-class AnswerStore:
-    """The answers of one SUT on one index, kept per case as they arrive.
-
-    One JSON line per answered case, appended and fsynced as the answer comes back (a killed replay
-    loses at most the answers in flight), keyed on the case's content (qid, question, reference
-    date): a re-run asks only the cases without a kept answer, and a case whose text changed is asked
-    again. Failures are not kept (a re-run asks them again). A torn last line (a crash mid-write) is
-    skipped with a warning. The file's name carries the SUT's identity and the index version, so a
-    changed SUT or a new index starts afresh.
-    """
-
-    def __init__(self, folder: str | Path, sut_identity: str, index_version: str | None) -> None:
-        version = hashlib.sha256((index_version or "").encode()).hexdigest()[:12]
-        self.path = Path(folder) / f"{sut_identity}-{version}.jsonl"
-        self.index_version = index_version
-
-    @staticmethod
-    def key(qid: str, question: str, reference_date: str | None) -> str:
-        text = json.dumps([qid, question, reference_date], ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-    def load(self) -> dict[str, dict | None]:
-        """Kept answers by case key (None: the SUT had no answer for the case)."""
-        kept: dict[str, dict | None] = {}
-        if not self.path.exists():
-            return kept
-        torn = 0
-        with open(self.path, encoding="utf-8", errors="replace") as lines:
-            for text in lines:
-                try:
-                    record = json.loads(text)
-                    kept[record["key"]] = record["trace"]
-                except (ValueError, KeyError, TypeError):
-                    torn += 1
-        if torn:
-            log.warning("%s: %d unreadable line(s) skipped (a replay killed mid-write)", self.path, torn)
-        return kept
-
-    def add(self, key: str, qid: str, trace: dict | None) -> None:
-        try:
-            line = jsonl_line({"key": key, "qid": qid, "trace": trace}) + "\n"
-        except ValueError:  # NaN or infinity, which JSON has not: the contract quarantines the trace
-            return  # not kept: a re-run asks this case again
-        try:
-            append_durably(self.path, line.encode("utf-8"), "replay answers")
-        except OSError as exc:
-            raise InputError(str(self.path), f"cannot keep an answer: {exc.strerror or exc}") from None
 
 
 def replay(
@@ -151,7 +104,8 @@ def replay(
     """Ask every ``(qid, question, reference_date)``, write the valid traces to ``out`` (JSONL, in order).
 
     Up to ``concurrency`` questions are in flight (an HTTP SUT is I/O bound). With a ``store``, every
-    answer is kept as it arrives and a case already answered there is not asked again. A case the SUT
+    answer is kept as it arrives and a case the store already answers (within its scope) is not asked
+    again: ``Replay.reused_from`` names the replays whose answers were taken. A case the SUT
     cannot answer (its :class:`SourceError` after the client's retries) is a failure: when more than
     ``max_failed_share`` of the cases failed (0: any), :class:`ReplayFailed` names them; otherwise they
     are scored as missing and listed in ``Replay.failed``. ``progress`` is called every
@@ -160,7 +114,8 @@ def replay(
     questions = list(questions)
     keys = [AnswerStore.key(*item) for item in questions]
     kept = store.load() if store is not None else {}
-    traces: dict[int, dict | None] = {i: kept[key] for i, key in enumerate(keys) if key in kept}
+    taken = {i: kept[key] for i, key in enumerate(keys) if key in kept}
+    traces: dict[int, dict | None] = {i: answer.trace for i, answer in taken.items()}
     reused = len(traces)
     failed: dict[str, str] = {}
     started = time.monotonic()
@@ -205,9 +160,13 @@ def replay(
             kept_traces.append(trace)
         else:
             rejected.append({"qid": qid, **problem, "raw": _writable(trace)})
+    digests = {}
     for path, records, what in ((out, kept_traces, "golden traces"), (quarantine, rejected, "quarantine")):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(records, path, what, sort_keys=True)
+        data = "".join(jsonl_lines(records, path, sort_keys=True)).encode("utf-8")
+        with atomic_output(path, what) as written:
+            written.write(data)
+        digests[path] = hashlib.sha256(data).hexdigest()  # what a replay record vouches for
     unanswered = sum(1 for i in traces if traces[i] is None)
     return Replay(
         len(questions),
@@ -219,6 +178,8 @@ def replay(
         failed=failed,
         reused=reused,
         elapsed_s=time.monotonic() - started,
+        reused_from=reuses(taken.values()),
+        traces_sha256=digests[out],
     )
 
 

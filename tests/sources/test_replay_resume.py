@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from ragspine_pipeline.cli import main
-from ragspine_pipeline.sources.replay import AnswerStore, ReplayFailed, replay
+from ragspine_pipeline.sources.answer_store import AnswerStore, Reuse, Stamp, reuse_warnings
+from ragspine_pipeline.sources.replay import ReplayFailed, replay
 from ragspine_pipeline.sources.sut import HttpSut
 from tests.conftest import load_factor
 from tests.fake_rag_service import NESTED_MAPPING, FakeRagService
@@ -43,29 +44,54 @@ def ask(service: FakeRagService, tmp_path: Path, store: AnswerStore | None, **op
     )
 
 
+def store(tmp_path: Path, sut="sut-1", index="ix-7", release="r1", **scope) -> AnswerStore:
+    """The answer store of a new replay (a new stamp) of ``release`` of ``sut`` on ``index``."""
+    return AnswerStore(tmp_path / "answers", sut, index, Stamp.new(release), **scope)
+
+
 def test_a_failed_replay_keeps_its_answers_and_the_rerun_asks_only_the_rest(tmp_path):
-    store = AnswerStore(tmp_path / "answers", "sut-1", "ix-7")
+    first = store(tmp_path)
     with FakeRagService(TRACES, fail={"HR-004", "IT-002"}) as service:
         with pytest.raises(ReplayFailed) as info:
-            ask(service, tmp_path, store)
+            ask(service, tmp_path, first)
         assert "2 of 20 case(s) failed, more than the 0% allowed" in str(info.value)
         assert "HR-004: HTTP 503 Service Unavailable" in str(info.value)
         service.fail.clear()
         service.asked.clear()
-        result = ask(service, tmp_path, store)
+        result = ask(service, tmp_path, store(tmp_path))
     assert sorted(service.asked) == ["HR-004", "IT-002"]  # the other 18 answers were kept
     assert (result.answered, result.reused, result.failed) == (20, 18, {})
+    stamp = first.stamp
+    assert result.reused_from == (Reuse(stamp.replay, stamp.started, "r1", 18),)
+    assert reuse_warnings(result.reused_from) == [
+        f"18 answers reused from replay {stamp.replay} of {stamp.started} (release r1)"
+    ]
     lines = (tmp_path / "traces.jsonl").read_text().splitlines()
     assert [json.loads(line)["qid"] for line in lines] == list(TRACES)  # in the golden set's order
 
 
-def test_another_index_or_sut_starts_afresh(tmp_path):
+def test_another_index_sut_or_release_is_asked_again(tmp_path):
     with FakeRagService(TRACES) as service:
-        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-1", "ix-7"))
-        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-1", "ix-8"))
-        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-2", "ix-7"))
-        ask(service, tmp_path, AnswerStore(tmp_path / "answers", "sut-1", "ix-7"))
-    assert set(service.asked.values()) == {3}
+        for changed in ({}, {"index": "ix-8"}, {"sut": "sut-2"}, {"release": "r2"}, {"release": None}, {}):
+            ask(service, tmp_path, store(tmp_path, **changed))
+    assert set(service.asked.values()) == {5}  # only the last replay reused (the first one's answers)
+
+
+def test_another_replay_of_the_same_release_is_asked_again_unless_reuse_is_asked_for(tmp_path):
+    """A Dagster run (``within``: its root run) resumes only itself; a new run asks again, or, told to
+    reuse, takes the latest answers of the runs before it and names that run."""
+    with FakeRagService(TRACES) as service:
+        ask(service, tmp_path, store(tmp_path, within="run-1"))
+        resumed = ask(service, tmp_path, store(tmp_path, within="run-1"))
+        second = store(tmp_path, within="run-2")
+        ask(service, tmp_path, second)
+        reused = ask(service, tmp_path, store(tmp_path, within="run-3", reuse_earlier=True))
+        other_release = ask(
+            service, tmp_path, store(tmp_path, release="r2", within="run-4", reuse_earlier=True)
+        )
+    assert resumed.reused == 20 and set(service.asked.values()) == {3}
+    assert [(r.replay, r.answers) for r in reused.reused_from] == [(second.stamp.replay, 20)]
+    assert other_release.reused == 0  # never another release's answers
 
 
 def test_failures_below_the_allowed_share_are_scored_missing_and_named(tmp_path):
@@ -81,13 +107,13 @@ def test_failures_below_the_allowed_share_are_scored_missing_and_named(tmp_path)
 
 
 def test_a_torn_last_line_of_the_answer_store_is_asked_again(tmp_path, caplog):
-    store = AnswerStore(tmp_path / "answers", "sut-1", None)
+    first = store(tmp_path, index=None)
     with FakeRagService(TRACES) as service:
-        ask(service, tmp_path, store)
-        text = store.path.read_text()
-        store.path.write_text(text[: len(text) - 25])  # a crash in the middle of the last write
+        ask(service, tmp_path, first)
+        text = first.path.read_text()
+        first.path.write_text(text[: len(text) - 25])  # a crash in the middle of the last write
         service.asked.clear()
-        result = ask(service, tmp_path, store)
+        result = ask(service, tmp_path, store(tmp_path, index=None))
     assert sum(service.asked.values()) == 1 and result.reused == 19
     assert "1 unreadable line(s) skipped" in caplog.text
 
@@ -139,8 +165,9 @@ def test_the_replay_command_refuses_an_unusable_sut_file(tmp_path, capsys):
 
 @pytest.mark.system
 def test_a_replay_killed_half_way_asks_only_the_unanswered_cases_when_run_again(tmp_path):
-    """SIGKILL while answers arrive; the re-run asks the fake only what was not kept, and its traces
-    score to the same decision as an uninterrupted replay's."""
+    """SIGKILL while answers arrive; the re-run of the same release asks the fake only what was not
+    kept, and its traces score to the same decision as an uninterrupted replay's, but for the warning
+    naming the replay whose answers were reused."""
     answers = tmp_path / "answers"
     env = {**os.environ, "FAKE_TOKEN": "tok-123"}
     with FakeRagService(TRACES, shape="nested", token="tok-123", delay_s=0.15) as service:
@@ -160,11 +187,13 @@ def test_a_replay_killed_half_way_asks_only_the_unanswered_cases_when_run_again(
                 str(tmp_path / out),
                 "--answers",
                 str(answers),
+                "--release",
+                "r1",
             ]
 
         first = subprocess.Popen(command("first.jsonl"), env=env, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60 * load_factor()
-        store = lambda: next(answers.glob("*.jsonl"), None)  # noqa: E731
+        store = lambda: next(answers.rglob("*.jsonl"), None)  # noqa: E731
         while not (store() and len(store().read_text().splitlines()) >= 6):
             assert first.poll() is None and time.monotonic() < deadline, "no answers kept in time"
             time.sleep(0.02)
@@ -182,21 +211,27 @@ def test_a_replay_killed_half_way_asks_only_the_unanswered_cases_when_run_again(
         main(["score", "--gold", str(GOLD), "--trace", str(traces), "--run-id", "r", "--out", str(out)])
         return {key: value for key, value in json.loads(out.read_text()).items() if key != "trace"}
 
-    assert decision(str(tmp_path / "second.jsonl")) == decision(str(ROOT / "examples/wfgy/traces.jsonl"))
+    resumed, uninterrupted = (
+        decision(str(tmp_path / "second.jsonl")),
+        decision(str(ROOT / "examples/wfgy/traces.jsonl")),
+    )
+    [reuse] = set(resumed["warnings"]) - set(uninterrupted["warnings"])
+    assert reuse.startswith(f"{len(kept)} answers reused from replay ") and reuse.endswith("(release r1)")
+    assert {**resumed, "warnings": uninterrupted["warnings"]} == uninterrupted
 
 
 def test_an_answer_json_cannot_keep_is_quarantined_not_a_crash(tmp_path, http_server):
     from tests.conftest import Reply
 
     http_server.script(Reply(200, '{"qid": "q1", "answer": "x", "latency_ms": NaN}'))
-    store = AnswerStore(tmp_path / "answers", "sut-nan", None)
+    kept = store(tmp_path, sut="sut-nan", index=None)
     client = HttpSut(url=http_server.url + "/answer", retries=0).client()
     result = replay(
         [("q1", "?", None)],
         client.answer,
         out=tmp_path / "t.jsonl",
         quarantine=tmp_path / "q.jsonl",
-        store=store,
+        store=kept,
     )
     assert (result.answered, result.quarantined) == (0, 1)
-    assert not store.path.exists()  # not kept: asked again next time
+    assert not kept.path.exists()  # not kept: asked again next time
