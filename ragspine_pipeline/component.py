@@ -93,6 +93,12 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
     )
     nightly_at: str = Field(default="02:00", description="HH:MM UTC of the nightly run")
     replay_max_failed_share: float = Field(default=0.0, ge=0, le=1)
+    replay_reuse_answers: bool = Field(
+        default=False,
+        description="a new run reuses the answers earlier runs kept for the same SUT settings, release and "
+        "index version, each reuse named in the decision; default: only a retry or re-execution of the "
+        "same run does",
+    )
     alerts: AlertSettings = Field(default_factory=AlertSettings)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
@@ -214,6 +220,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
             settings_json=settings.model_dump_json(),
             max_failed_share=self.replay_max_failed_share,
             answers_dir=None if "://" in work else posixpath.join(work, "answers"),
+            reuse_answers=self.replay_reuse_answers,
         )
 
 

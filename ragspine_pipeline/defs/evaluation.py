@@ -43,6 +43,7 @@ from ragspine_pipeline.reports.explorer import (
     render_explorer,
 )
 from ragspine_pipeline.reports.metric_table import means_by_metric, metric_table
+from ragspine_pipeline.sources.answer_store import reuse_warnings
 from ragspine_pipeline.sources.replay import failure_warnings
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
@@ -111,6 +112,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
         warnings = [
             *golden_set.attrs.get("warnings", []),
             *failure_warnings(golden_traces.attrs.get("failed") or {}),
+            *reuse_warnings(golden_traces.attrs.get("reused") or []),
             *coverage_warnings(evaluation),
         ]
         for warning in warnings:

@@ -22,7 +22,8 @@ from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
-from ragspine_pipeline.sources.replay import AnswerStore, replay
+from ragspine_pipeline.sources.answer_store import AnswerStore, Stamp, reuse_warnings
+from ragspine_pipeline.sources.replay import replay
 
 GROUP = "golden"
 INDEX_VERSION_TAG = "ragspine/index_version"  # the index a re-evaluation run was requested for
@@ -78,12 +79,16 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
     )
     def golden_traces(context: dg.AssetExecutionContext, golden_set: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         """Every golden question replayed through the SUT on its current index: one row per valid trace
-        (canonical columns) and `replay` (0 for the run's own replay); `attrs`: `sut`, `replays`
-        and `source` (the run's replayed traces as kept).
+        (canonical columns) and `replay` (0 for the run's own replay); `attrs`: `sut`, `replays`,
+        `source` (the run's replayed traces as kept), `failed` and `reused` (the answers taken from
+        earlier attempts, by the replay that stored them).
 
         A trace the contract rejects is quarantined and its case scored as missing. Answers are kept as
-        they arrive (`sut.answers_dir`, per SUT and index version): a retried run asks only the cases
-        still unanswered. A case that could not be asked fails the step, unless `sut.max_failed_share`
+        they arrive (`sut.answers_dir`, per SUT settings, index version, release and run): a step retry
+        or a re-execution of the run from its failure asks only the cases still unanswered, while a new
+        run for the same index asks every case again (unless `sut.reuse_answers`). Every reuse is named
+        in the log, the metadata (`answers_reused`, `reused_from`) and the decision's warnings. A case
+        that could not be asked fails the step, unless `sut.max_failed_share`
         allows it: then it is scored as missing and named (`failed_cases`). Progress is logged every few
         seconds. With `sut.repeat` N above 1 the golden set is replayed N times; replays 1…N-1 only count
         towards the per-case flakiness (they keep no answers). The replayed traces and quarantined answers
@@ -95,14 +100,24 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
         questions = list(zip(*(gold.column(name).to_pylist() for name in columns), strict=True))
         work = eval_files.work().child("golden_traces", context.run.run_id)
         index_version = context.run.tags.get(INDEX_VERSION_TAG) or index_manifest.live_version()
+        # The replay a retry resumes: the run's, kept by a re-execution from failure (its root run).
+        root_run = context.run.root_run_id or context.run.run_id
         tables, results, uris = [], [], {}
         with user_errors(), tempfile.TemporaryDirectory(prefix="ragspine-replay-") as scratch:
             opened = sut.open()
+            stamp = Stamp.new(opened.release, replay=context.run.run_id)
             for number in range(sut.repeat):
                 suffix = "" if number == 0 else f".replay{number + 1}"
                 store = None
                 if number == 0 and sut.answers_dir and opened.identity:
-                    store = AnswerStore(sut.answers_dir, opened.identity, index_version)
+                    store = AnswerStore(
+                        sut.answers_dir,
+                        opened.identity,
+                        index_version,
+                        stamp,
+                        within=root_run,
+                        reuse_earlier=sut.reuse_answers,
+                    )
                 result = replay(
                     questions,
                     opened.answer,
@@ -120,6 +135,9 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
                     uris[local.name] = work.upload(local.name, local, "replayed traces")
                 results.append(result)
         result = results[0]
+        reused = reuse_warnings(result.reused_from)
+        for sentence in reused:
+            context.log.warning(sentence)
         if result.quarantined:
             context.log.warning(f"{result.quarantined} trace(s) quarantined: {uris['quarantine.jsonl']}")
         if result.failed:
@@ -134,6 +152,7 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
             replays=sut.repeat,
             source=uris["traces.jsonl"],
             failed=dict(result.failed),
+            reused=[asdict(reuse) for reuse in result.reused_from],
         )
         return dg.Output(
             frame,
@@ -142,7 +161,8 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
                 "replays": sut.repeat,
                 "asked": result.asked,
                 "answered": result.answered,
-                "kept_from_an_earlier_attempt": result.reused,
+                "answers_reused": result.reused,
+                "reused_from": "; ".join(reused) or "none",
                 "unanswered": result.unanswered,
                 "quarantined": result.quarantined,
                 "failed": len(result.failed),

@@ -302,14 +302,16 @@ class OpenedSut:
     description: str  # names the SUT without credentials
     identity: str | None  # what its answers depend on (the answer store's key); None: keep no answers
     concurrency: int
+    release: str | None = None  # the release its settings name, expanded (part of the answers' key)
 
 
 class SutResource(dg.ConfigurableResource):
     """The system under test: the built-in reference engine, or a SUT declared by its settings (an HTTP
     RAG service, a Python function, a recorded file: `sources.sut`).
 
-    Answers are kept in `answers_dir` as they arrive, per SUT and index version, so a replay that
-    failed part way asks only what is missing when the run is retried."""
+    Answers are kept in `answers_dir` as they arrive, per SUT, index version, release (the settings'
+    `release`) and run, so a step retried, or a run re-executed from its failure, asks only what is
+    missing; a new run asks every case again unless `reuse_answers` says otherwise."""
 
     kind: Literal["reference", "declared"] = "reference"
     manifest_path: str | None = Field(default=None, description="reference: the index manifest to serve")
@@ -331,6 +333,12 @@ class SutResource(dg.ConfigurableResource):
     answers_dir: str | None = Field(
         default=None, description="local folder keeping answers between attempts (None: not kept)"
     )
+    reuse_answers: bool = Field(
+        default=False,
+        description="a new run also reuses the answers earlier runs kept for this SUT, release and index "
+        "version (each reuse named in the decision's warnings); default: only a retry or re-execution of "
+        "the same run does",
+    )
 
     def settings(self) -> HttpSut | PythonSut | RecordedSut | None:
         if self.kind == "reference":
@@ -351,7 +359,8 @@ class SutResource(dg.ConfigurableResource):
             description = f"reference engine, index {engine.index_version}"
             return OpenedSut(answer, description, None, 1)  # in process and free: nothing to keep
         client = settings.client()
-        return OpenedSut(client.answer, client.describe(), settings.identity(), settings.concurrency)
+        identity, release = settings.identity(), settings.release_identity()
+        return OpenedSut(client.answer, client.describe(), identity, settings.concurrency, release)
 
 
 def _required(value: str | None, name: str) -> str:
@@ -416,7 +425,8 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
     and ``RAGSPINE_INDEX_MANIFEST`` may be ``s3://`` URIs (``RAGSPINE_S3_ENDPOINT_URL`` for an
     S3-compatible store); the SUT is :func:`sut_settings_from_env`'s; ``RAGSPINE_REPLAY_REPEAT`` (default
     1) replays the golden set that many times per run, ``RAGSPINE_REPLAY_MAX_FAILED_SHARE`` (default 0)
-    is the share of cases that may fail to be asked. ``RAGSPINE_ALERTS_OUTBOX`` (default
+    is the share of cases that may fail to be asked, ``RAGSPINE_REPLAY_REUSE_ANSWERS=1`` lets a new run
+    reuse answers earlier runs kept for the same SUT, release and index. ``RAGSPINE_ALERTS_OUTBOX`` (default
     ``var/alerts/outbox.jsonl``) is the alert outbox, ``RAGSPINE_UI_URL`` (or ``RAGSPINE_WEBSERVER_URL``)
     the Dagster UI the alerts link to, ``RAGSPINE_REPORTS_URL`` where the reports folder is served,
     ``RAGSPINE_RUNBOOK_URL`` a runbook link for every alert (the gates config's ``alerts.runbook`` gives
@@ -483,5 +493,6 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             repeat=int(env.get("RAGSPINE_REPLAY_REPEAT", "1")),
             max_failed_share=float(env.get("RAGSPINE_REPLAY_MAX_FAILED_SHARE") or 0),
             answers_dir=None if work.startswith("s3://") else posixpath.join(work, "answers"),
+            reuse_answers=env.get("RAGSPINE_REPLAY_REUSE_ANSWERS", "").strip() == "1",
         ),
     }

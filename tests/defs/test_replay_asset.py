@@ -1,6 +1,7 @@
 """`golden_traces` with a SUT declared in a file (`RAGSPINE_SUT_CONFIG`): a Python function that fails on
-some cases. Above the allowed share the step fails naming them and a retried run asks only what is
-missing; below it the cases are scored as missing and the decision's warnings name them."""
+some cases. Above the allowed share the step fails naming them, and its retry in the same run asks only
+what is missing, naming the reuse in the metadata, the decision and the report; below it the cases are
+scored as missing and the decision's warnings name them."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.defs.test_code_location import demo_resources
 
 ASKED: Counter[str] = Counter()
 FAILING: set[str] = set()
+FAILING_ONCE: set[str] = set()  # fail on their first call only: an upstream blip
 ENGINE: dict[str, ReferenceEngine] = {}
 LOCK = threading.Lock()
 
@@ -28,7 +30,8 @@ def answer(case: dict) -> dict:
     """The demo's engine behind a flaky wrapper: what a user's `kind: python` function looks like."""
     with LOCK:
         ASKED[case["qid"]] += 1
-    if case["qid"] in FAILING:
+        blip = case["qid"] in FAILING_ONCE and ASKED[case["qid"]] == 1
+    if case["qid"] in FAILING or blip:
         raise ConnectionError("upstream vector store timed out")
     return ENGINE["demo"].answer(case["qid"], case["question"], reference_date=case["reference_date"])
 
@@ -40,6 +43,7 @@ def demo(tmp_path):
     ENGINE["demo"] = ReferenceEngine.from_manifest(root / "index" / "manifest.json")
     ASKED.clear()
     FAILING.clear()
+    FAILING_ONCE.clear()
     return root
 
 
@@ -54,18 +58,24 @@ def run(demo: Path, out: Path, share: str):
         return job.execute_in_process(instance=instance, raise_on_error=False)
 
 
-def test_failures_above_the_share_fail_the_step_and_a_retry_asks_only_the_missing(demo, tmp_path):
-    FAILING.update({"FRZ-01", "FRZ-02"})
-    failed = run(demo, tmp_path / "out", "0")
-    failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
-    message = failure.step_failure_data.user_failure_data.description
+def test_failures_above_the_share_fail_the_step_and_its_retry_asks_only_the_missing(demo, tmp_path):
+    FAILING_ONCE.update({"FRZ-01", "FRZ-02"})
+    result = run(demo, tmp_path / "out", "0")
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY")
+    error = failure.event_specific_data.error
+    message = error.message + (error.cause.message if error.cause else "")  # the retried Failure's
     assert failure.step_key == "golden_traces" and "2 of" in message and "FRZ-01: ConnectionError" in message
-    asked_first = set(ASKED)
-    FAILING.clear()
-    ASKED.clear()
-    retried = run(demo, tmp_path / "out", "0")
-    assert retried.output_for_node("golden_evaluation", "release_decision")["decision"] in ("ship", "block")
-    assert set(ASKED) == {"FRZ-01", "FRZ-02"} and len(asked_first) > 2
+    assert result.success  # the step's retry, in the same run, asked the two again and no other
+    assert {ASKED["FRZ-01"], ASKED["FRZ-02"]} == {2} and set(ASKED.values()) == {1, 2}
+    reused = len(ASKED) - 2
+    [metadata] = [m.metadata for m in result.asset_materializations_for_node("golden_traces")]
+    named = f"{reused} answers reused from replay {result.run_id} of "
+    assert metadata["answers_reused"].value == reused and metadata["reused_from"].value.startswith(named)
+    decision = result.output_for_node("golden_evaluation", "release_decision")
+    assert [w for w in decision["warnings"] if "reused" in w] == [metadata["reused_from"].value]
+    reports = tmp_path / "out" / "reports" / "runs" / result.run_id
+    assert metadata["reused_from"].value in json.loads((reports / "evaluation.json").read_text())["warnings"]
+    assert named in (reports / "slice_report.html").read_text()
 
 
 def test_failures_below_the_share_are_scored_missing_and_named_in_the_decision(demo, tmp_path):

@@ -1,0 +1,126 @@
+"""`golden_traces` asks the service as it answers now: a new run for the same index version (a relaunch,
+a re-evaluation after the service changed) asks every case again, a re-execution of a run from its
+failure resumes that run's replay, and reuse across runs happens only when the service's settings say
+so, named in the metadata. The two golden assets only, materialised on a temporary SQLite instance."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG, golden_assets
+from ragspine_pipeline.defs.resources import (
+    AlertsResource,
+    EvalFiles,
+    IndexManifestResource,
+    SutResource,
+    TraceStoreResource,
+)
+from ragspine_pipeline.defs.service import Service
+from ragspine_pipeline.sources.sut import PythonSut
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLD = ROOT / "examples/wfgy/gold.jsonl"
+ASKED: Counter[str] = Counter()
+STATE = {"answer": "before", "down": set()}  # what the service answers now, and the cases it cannot
+LOCK = threading.Lock()
+WORK = "RAGSPINE_TEST_GOLDEN_ANSWERS"  # the work folder of the reconstructable job below
+
+
+def ask(case: dict) -> dict:
+    """The service under test: answers with what it answers now, counting every question."""
+    with LOCK:
+        ASKED[case["qid"]] += 1
+    if case["qid"] in STATE["down"]:
+        raise ConnectionError("upstream timed out")
+    return {"answer": f"{STATE['answer']}: {case['question']}", "retrieved_ids": ["c1"]}
+
+
+def service_at(work: Path, reuse_answers: bool = False) -> Service:
+    settings = PythonSut(function=f"{__name__}:ask", concurrency=4)
+    return Service(
+        files=EvalFiles(
+            golden_path=str(GOLD),
+            baseline_path=str(work / "baseline.json"),
+            reports_dir=str(work / "reports"),
+            work_dir=str(work / "work"),
+        ),
+        sut=SutResource(
+            kind="declared",
+            settings_json=settings.model_dump_json(),
+            answers_dir=str(work / "answers"),
+            reuse_answers=reuse_answers,
+        ),
+        alerts=AlertsResource(outbox_path=str(work / "outbox.jsonl")),
+        trace_store=TraceStoreResource(uri=str(work / "traces")),
+        index_manifest=IndexManifestResource(uri=None),
+    )
+
+
+@pytest.fixture(autouse=True)
+def service_state():
+    ASKED.clear()
+    STATE.update(answer="before", down=set())
+
+
+def materialize(service: Service, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    return dg.materialize(golden_assets(service), instance=instance, tags={INDEX_VERSION_TAG: "ix-7"})
+
+
+def answers(result) -> set[str]:
+    return {answer.split(":")[0] for answer in result.output_for_node("golden_traces")["claim"]}
+
+
+def metadata(result) -> dict:
+    [materialization] = result.asset_materializations_for_node("golden_traces")
+    return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def test_a_new_run_for_the_same_index_asks_the_changed_service_again_unless_told_to_reuse(tmp_path):
+    with dg.instance_for_test() as instance:
+        first = materialize(service_at(tmp_path), instance)
+        STATE["answer"] = "after"  # the service changed; the index version did not
+        again = materialize(service_at(tmp_path), instance)
+        assert set(ASKED.values()) == {2} and len(ASKED) == 20
+        reused = materialize(service_at(tmp_path, reuse_answers=True), instance)
+    assert set(ASKED.values()) == {2}  # reuse said in the settings: nothing asked, and named
+    assert answers(first) == {"before"} and answers(again) == answers(reused) == {"after"}
+    assert metadata(again)["answers_reused"] == 0 and metadata(again)["reused_from"] == "none"
+    assert metadata(reused)["answers_reused"] == 20
+    assert metadata(reused)["reused_from"].startswith(f"20 answers reused from replay {again.run_id} of ")
+    assert reused.output_for_node("golden_traces").attrs["reused"][0]["replay"] == again.run_id
+
+
+def golden_job() -> dg.JobDefinition:
+    """The two golden assets as a job Dagster can reconstruct (what a re-execution needs)."""
+    assets = golden_assets(service_at(Path(os.environ[WORK])))
+    job = dg.define_asset_job("golden", executor_def=dg.in_process_executor)
+    return dg.Definitions(assets=assets, jobs=[job]).resolve_job_def("golden")
+
+
+def test_a_re_execution_from_failure_resumes_its_run_and_a_new_run_does_not(tmp_path, monkeypatch):
+    monkeypatch.setenv(WORK, str(tmp_path))
+    monkeypatch.setenv("RAGSPINE_STEP_RETRIES", "0")  # the failure fails the run
+    job = dg.reconstructable(golden_job)
+    tags = {INDEX_VERSION_TAG: "ix-7"}
+    with dg.instance_for_test() as instance:
+        STATE["down"] = {"HR-001", "IT-002"}
+        with dg.execute_job(job, instance, tags=tags) as failed:
+            assert not failed.success
+        STATE["down"] = set()
+        ASKED.clear()
+        options = dg.ReexecutionOptions.from_failure(failed.run_id, instance)
+        # The UI's "re-execute from failure" carries the run's tags; execute_job is told to.
+        with dg.execute_job(job, instance, tags=tags, reexecution_options=options) as resumed:
+            assert resumed.success and sorted(ASKED) == ["HR-001", "IT-002"]
+            [event] = resumed.get_asset_materialization_events()
+            named = event.step_materialization_data.materialization.metadata["reused_from"].value
+        assert named.startswith(f"18 answers reused from replay {failed.run_id} of ")
+        ASKED.clear()
+        with dg.execute_job(job, instance, tags=tags) as relaunched:
+            assert relaunched.success and len(ASKED) == 20
