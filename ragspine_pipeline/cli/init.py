@@ -1,8 +1,9 @@
 """``ragspine-eval init DIR``: a new evaluation project for your service.
 
 Writes a golden-set template (``golden/gold.jsonl`` and ``golden/CASES.md`` explaining each case), a
-commented gates config, the SUT's settings (``sut.yaml``, pointing at ``--sut-url``), ``.env.example``,
-a README with the commands of each release, and the same service as a Dagster project
+commented gates config, the SUT's settings (``sut.yaml``, pointing at ``--sut-url``), ``.env.example``
+(the token and the release being evaluated, ``<SERVICE>_RELEASE``), a README with the commands of each
+release (its replay keyed on ``--release``), and the same service as a Dagster project
 (``pyproject.toml``, ``<service>_evaluation/defs/<service>/defs.yaml``: ``dg check defs``, ``dg dev``).
 Refuses a folder that exists and is not empty.
 """
@@ -62,7 +63,9 @@ def run_init(args: argparse.Namespace) -> int:
     (target / "traces").mkdir()
     listed = ", ".join(sorted(path.relative_to(target).as_posix() for path in written))
     print(f"{target}: a new evaluation project for {service} ({listed})")
-    print(f"next: set {service.upper()}_TOKEN, then follow {target / 'README.md'}")
+    print(
+        f"next: set {service.upper()}_TOKEN and {service.upper()}_RELEASE, then follow {target / 'README.md'}"
+    )
     return EXIT_PASS
 
 

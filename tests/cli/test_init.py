@@ -21,7 +21,12 @@ def test_the_project_loads_as_written(tmp_path, capsys):
     sut = load_sut_settings(folder / "sut.yaml")
     assert isinstance(sut, HttpSut) and sut.url == "https://billing.internal/ask"
     assert sut.headers == {"Authorization": "Bearer ${BILLING_BOT_TOKEN}"}
-    assert (folder / ".env.example").read_text().splitlines()[-1] == "BILLING_BOT_TOKEN="
+    assert {"BILLING_BOT_TOKEN=", "BILLING_BOT_RELEASE="} <= set(
+        (folder / ".env.example").read_text().splitlines()
+    )
+    readme = (folder / "README.md").read_text()
+    assert '--sut sut.yaml --release "$BILLING_BOT_RELEASE"' in readme  # each release's answers its own
+    assert '# release: "${GIT_COMMIT}"' in (folder / "sut.yaml").read_text()
 
 
 def test_a_folder_that_holds_anything_is_refused(tmp_path, capsys):
