@@ -12,7 +12,7 @@ from ragspine_pipeline.metrics import family
 from ragspine_pipeline.scoring.power import SampleTarget
 
 if TYPE_CHECKING:
-    from ragspine_pipeline.scoring.significance import DropTest
+    from ragspine_pipeline.scoring.drop_results import DropTest
 
 # Every production proportion, and which way it worsens (the count of fabricating refusals by its rate
 # among refusals), from the registry (``ragspine_pipeline.metrics``).
@@ -123,6 +123,30 @@ class DropSettings(BaseModel):
         strict=True,
         allow_inf_nan=False,
         description="weight of a sustained_nights test relative to the shorter windows' tests",
+    )
+    mix_shift: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        strict=True,
+        allow_inf_nan=False,
+        description="share of the traffic whose slice changed (total variation distance from the "
+        "reference nights' mix) from which the all-traffic rate at the usual mix is a test of the night",
+    )
+    recovery_sd: float = Field(
+        default=1.645,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="an open incident's rate is back when its last recovery_nights nights pooled are no "
+        "more than this many standard deviations worse than the level it dropped from",
+    )
+    recovery_nights: int = Field(
+        default=2,
+        ge=1,
+        strict=True,
+        description="nights pooled to judge an open incident's rate back (more for a rate whose drop so "
+        "few nights cannot tell apart from its level)",
     )
     sample: SampleTarget | None = Field(
         default=None,

@@ -5,13 +5,16 @@ mix, so it moves when the mix moves even if no slice changed: a new workflow wit
 weekend on which a worse slice carries more of the traffic. The *mix-adjusted* rate weighs each slice's
 rate by its share in the reference nights instead (direct standardisation):
 
-    adjusted = Σ_s w_s · p_s / Σ_s w_s        (over the slices present that night)
+    adjusted = Σ_s w_s · p_s        (Σ_s w_s = 1, over the slices of the reference nights)
 
 where ``p_s`` is the slice's rate that night and ``w_s`` its share of the rate's denominator over the
 reference nights. Traffic with no value for the dimension is one more stratum (``untagged``: all
 traffic minus the dimension's slices). A slice new since the reference nights has no weight: its traffic
-does not move the adjusted rate. The adjusted rate's sampling variance is ``Σ (w_s/W)² p̃_s(1 − p̃_s)/n_s``
-(``p̃ = (x + ½)/(n + 1)`` so a slice at 0 % or 100 % still counts); it is expressed as an effective count
+does not move the adjusted rate. A slice of the reference nights with no traffic that night (it
+disappeared) counts at its rate over the reference nights: its traffic is gone, not worse, so the
+adjusted rate stays at the usual mix and the move of the all-traffic rate is the mix's. The adjusted
+rate's sampling variance is ``Σ w_s² p̃_s(1 − p̃_s)/n_s`` (``p̃ = (x + ½)/(n + 1)`` so a slice at 0 % or
+100 % still counts; an absent slice with its reference counts); it is expressed as an effective count
 (successes and n of a binomial rate with that rate and variance), so the drop test treats it like any
 other series. A night whose present slices carry less than half of the reference weight has no
 adjusted rate.
@@ -80,22 +83,25 @@ def standardised(
     maps a day to each stratum's counts of one rate; the weights are the strata's shares of the rate's n
     over ``reference_days``."""
     totals: dict[str, float] = {}
+    pooled: dict[str, tuple[float, float]] = {}  # stratum -> (x, effective n) over the reference nights
     for day in reference_days:
         for stratum, c in strata_by_day.get(day, {}).items():
             totals[stratum] = totals.get(stratum, 0.0) + c[2]
-    whole = sum(totals.values())
+            x, n_eff = pooled.get(stratum, (0.0, 0.0))
+            pooled[stratum] = (x + c[0], n_eff + c[1])
+    usable = {s: n for s, n in totals.items() if n > 0 and pooled[s][1] > 0}
+    whole = sum(usable.values())
     if whole <= 0:
         return {}
-    weights = {s: n / whole for s, n in totals.items() if n > 0}
+    weights = {s: n / whole for s, n in usable.items()}
     out = {}
     for day, strata in strata_by_day.items():
         present = {s: c for s, c in strata.items() if s in weights and c[1] > 0}
-        total_weight = sum(weights[s] for s in present)
-        if total_weight < 0.5:
+        if sum(weights[s] for s in present) < 0.5:
             continue
         rate = smooth = variance = 0.0
-        for s, (x, n_eff, _) in present.items():
-            share = weights[s] / total_weight
+        for s, share in weights.items():
+            x, n_eff = present[s][:2] if s in present else pooled[s]
             p = (x + 0.5) / (n_eff + 1)
             rate += share * x / n_eff
             smooth += share * p

@@ -17,7 +17,7 @@ one minus it). The one-sided test at per-test level ``α`` catches it with power
 test estimates it from 28 nights), and the night's Benjamini–Hochberg control as a per-test level
 ``α = fdr / tests`` — what BH gives one rate that drops among ``tests`` tests that do not (slightly
 conservative: a second rejection would loosen it). ``tests`` is the night's summed test weights divided
-by the test's own weight (``significance.test_weight``: the all-traffic one-night test weighs
+by the test's own weight (``night_family.test_weight``: the all-traffic one-night test weighs
 ``all_traffic_weight × all_traffic_tonight_weight`` slice tests); give ``α`` instead when known.
 An alert also needs the drop to reach ``min_drop`` (or ``min_relative_change`` of the failure share);
 the figures here are the statistical limit.
@@ -448,9 +448,9 @@ def _rate_need(
 ) -> RateNeed | None:
     """One all-traffic rate's estimates over ``nights`` (None: fewer than ``min_days`` nights hold it,
     or its level is 0, where it cannot drop)."""
+    from ragspine_pipeline.scoring.drop_series import entry_counts
     from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
     from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised
-    from ragspine_pipeline.scoring.significance import entry_counts
 
     rows = []
     for night in nights:
@@ -492,7 +492,8 @@ def _tests_per_weight(nights: Sequence[dict], settings: DropSettings) -> float:
     """The night's test count over the all-traffic one-night test's normalised weight — the sum of the
     tests' weights over its weight — from the latest night that ran drop tests; ``nightly_tests``
     before any did."""
-    from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, test_weight
+    from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC
+    from ragspine_pipeline.scoring.night_family import test_weight
 
     for night in reversed(nights):
         ran = (night.get("drop_tests") or {}).get("tests") or []
@@ -506,8 +507,9 @@ def _tests_per_weight(nights: Sequence[dict], settings: DropSettings) -> float:
 def nightly_tests(settings: DropSettings) -> float:
     """A night's tests with no slices (every production rate in every window, all traffic) over the
     all-traffic one-night test's weight: ``α = fdr / nightly_tests`` is that test's level."""
+    from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC
     from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
-    from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, test_weight
+    from ragspine_pipeline.scoring.night_family import test_weight
 
     per_rate = sum(test_weight(ALL_TRAFFIC, nights, settings) for nights in settings.windows)
     return len(WORSE_WHEN) * per_rate / test_weight(ALL_TRAFFIC, 1, settings)

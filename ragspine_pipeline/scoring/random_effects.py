@@ -73,6 +73,22 @@ def between_day_variance(
     return tau2, np.where(few, present, kept | (present & ~usable))
 
 
+def lag_one(y: np.ndarray, v: np.ndarray, kept: np.ndarray, tau2: float) -> tuple[float, float, int]:
+    """The lag-1 sums of a group's residuals: ``(Σ e_t e_t+1, Σ e_t², pairs)`` over pairs of neighbouring
+    columns (consecutive nights) both kept, ``e = y − μ`` with ``μ`` each row's random-effects mean over
+    its kept nights (``w* = 1/(v + τ²)``). Sampling noise does not correlate between nights, so
+    ``Σ e_t e_t+1 / pairs`` estimates ``ρ τ²`` for night effects correlated ``ρ`` at lag one."""
+    y, v = np.atleast_2d(np.asarray(y, dtype=float)), np.atleast_2d(np.asarray(v, dtype=float))
+    use = kept & np.isfinite(y) & np.isfinite(v)
+    w = np.where(use, 1 / (np.where(use, v, 1.0) + tau2), 0.0)
+    total = np.sum(w, axis=1, keepdims=True)
+    mean = np.sum(w * np.where(use, y, 0.0), axis=1, keepdims=True) / np.where(total > 0, total, 1.0)
+    e = np.where(use, y - mean, 0.0)
+    both = use[:, 1:] & use[:, :-1]
+    pairs = int(both.sum())
+    return float(np.sum(np.where(both, e[:, 1:] * e[:, :-1], 0.0))), float(np.sum(e[:, 1:][both] ** 2)), pairs
+
+
 def _dersimonian_laird(y: np.ndarray, v: np.ndarray, kept: np.ndarray) -> float:
     """DerSimonian–Laird τ² pooled over the rows, each over its ``kept`` nights (rows with < 2 skipped)."""
     rows = kept.sum(axis=1) >= 2

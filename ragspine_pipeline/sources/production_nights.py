@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,7 +26,7 @@ from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.power import SamplePlan, nightly_sample_plan
 from ragspine_pipeline.scoring.production import production_metrics
-from ragspine_pipeline.scoring.significance import NightTests, drop_tests
+from ragspine_pipeline.scoring.significance import FrozenLevel, NightTests, drop_tests
 from ragspine_pipeline.sources.objects import ObjectFolder
 
 DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
@@ -81,14 +81,20 @@ def night_summary(
 
 
 def night_tests(
-    result: dict, history: Sequence[dict], settings: DropSettings, fixed_sample_size: int
+    result: dict,
+    history: Sequence[dict],
+    settings: DropSettings,
+    fixed_sample_size: int,
+    incidents: Mapping[str, FrozenLevel] | None = None,
+    accepted: Mapping[str, str] | None = None,
 ) -> tuple[SamplePlan, NightTests]:
     """Add the night's sample plan (``sample_size``) and its drop tests against the earlier nights'
-    summaries in ``history`` (``drop_tests``) to ``result``, and return both."""
+    summaries in ``history`` (``drop_tests``, with the open ``incidents``' levels and the ``accepted``
+    ones) to ``result``, and return both."""
     # The plan the sample was drawn with: the same function of the same earlier nights.
     plan = nightly_sample_plan(history, settings, fixed_sample_size)
     result["sample_size"] = plan.to_dict()
-    night = drop_tests(result, history, settings)
+    night = drop_tests(result, history, settings, incidents, accepted)
     result["drop_tests"] = night.to_dict()
     return plan, night
 

@@ -10,7 +10,7 @@ import pytest
 
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.mix import Mix, standardised, strata, trace_mix
-from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, drop_tests
+from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, USUAL_MIX, drop_tests
 
 FIRST = date(2026, 1, 5)  # a Monday
 METRIC = "production_compliance"
@@ -80,7 +80,12 @@ def test_a_real_drop_on_a_weekend_is_still_caught_against_the_weekend_level():
     alerted = {t.key for t in tests.alerts}
     assert f"{METRIC}@{ALL_TRAFFIC}" in alerted
     raw = next(t for t in tests.alerts if t.slice == ALL_TRAFFIC)
-    assert raw.note is None  # the mix-adjusted rate dropped too: not a mix change
+    # The weekend's mix differs from the reference nights' by more than mix_shift: the rate at the usual
+    # mix is a test of the night too, it dropped as well, and the note says both (a drop, not only a mix
+    # change).
+    assert raw.note.startswith("traffic mix changed (workflow=b grew from ")
+    assert raw.note.endswith("and the rate at the usual mix fell 4.8 points")
+    assert f"{METRIC}@{USUAL_MIX}" in alerted
 
 
 def test_a_history_without_a_weekly_pattern_keeps_one_reference_for_every_night():
@@ -181,3 +186,64 @@ def test_a_lighter_sustained_weight_gives_the_one_night_tests_more_of_the_budget
         DropSettings(all_traffic_tonight_weight=0)
     with pytest.raises(ValueError):
         DropSettings(sustained_weight=0)
+
+
+# -- a drop behind a mix change is still a drop ------------------------------------------------------
+
+
+def three_slices(
+    rng: np.random.Generator, day: date, shares: dict[str, float], rates: dict[str, float]
+) -> dict:
+    """One night of 3,000 traces over the slices of ``shares`` (a slice absent from it has no traffic)."""
+    slices, x_all, n_all = {}, 0, 0
+    for value, share in shares.items():
+        n = int(round(3000 * share))
+        if n == 0:
+            continue
+        x = int(rng.binomial(n, rates[value]))
+        x_all, n_all = x_all + x, n_all + n
+        slices[value] = {"n": n, "metrics": {METRIC: {"value": x / n, "n": n, "successes": x}}}
+    return {
+        "day": day.isoformat(),
+        "n": n_all,
+        "metrics": {METRIC: {"value": x_all / n_all, "n": n_all, "successes": x_all}},
+        "slices": {"workflow": slices},
+    }
+
+
+def shifted(seed: int, before: dict, after: dict, rates_after: dict, rates=None) -> tuple[dict, list[dict]]:
+    """Thirty usual nights at the mix ``before``, then tonight at the mix ``after`` with ``rates_after``."""
+    rates = rates or {"a": 0.95, "b": 0.95, "c": 0.80}
+    rng = np.random.default_rng(seed)
+    days = [three_slices(rng, FIRST + timedelta(days=i), before, rates) for i in range(30)]
+    return three_slices(rng, FIRST + timedelta(days=30), after, rates_after), days
+
+
+def test_a_real_drop_while_a_worse_slice_grows_is_reported_as_a_drop_not_only_as_a_mix_change():
+    worse = {"a": 0.92, "b": 0.92, "c": 0.77}  # every slice 3 points down
+    tonight, days = shifted(21, {"a": 0.45, "b": 0.45, "c": 0.10}, {"a": 0.32, "b": 0.32, "c": 0.36}, worse)
+    tests = drop_tests(tonight, days)
+    raw = next(t for t in tests.alerts if t.slice == ALL_TRAFFIC)
+    assert raw.note.startswith("traffic mix changed (workflow=c grew from 10.0 % to 36.0 %) and the rate at")
+    usual = next(t for t in tests.alerts if t.slice == USUAL_MIX)
+    assert 0.02 < usual.worse_by < 0.045  # at the usual mix: the 3 points every slice lost
+
+
+def test_a_drop_hidden_by_a_shrinking_worse_slice_alerts_at_the_usual_mix():
+    worse = {"a": 0.91, "b": 0.91, "c": 0.76}  # every slice 4 points down …
+    before, after = {"a": 0.30, "b": 0.30, "c": 0.40}, {"a": 0.45, "b": 0.45, "c": 0.10}  # … c shrinks
+    tonight, days = shifted(22, before, after, worse)
+    tests = drop_tests(tonight, days)
+    raw = next(t for t in tests.tests if t.slice == ALL_TRAFFIC and t.nights == 1)
+    assert raw.worse_by < 0.01 and not raw.alert  # the raw rate hides it
+    usual = next(t for t in tests.alerts if t.slice == USUAL_MIX)
+    assert usual.worse_by > 0.03 and usual.note.startswith("at the reference nights' traffic mix")
+
+
+def test_a_slice_that_disappears_is_a_mix_change():
+    rates = {"a": 0.90, "b": 0.90, "c": 0.99}  # c, a quarter of the traffic, is the good one
+    tonight, days = shifted(23, {"a": 0.375, "b": 0.375, "c": 0.25}, {"a": 0.5, "b": 0.5}, rates, rates)
+    tests = drop_tests(tonight, days)
+    raw = next(t for t in tests.alerts if t.slice == ALL_TRAFFIC)
+    assert raw.note == "traffic mix changed: workflow=c fell from 25.0 % to 0.0 %"
+    assert not any(t.slice == USUAL_MIX for t in tests.alerts)  # at the usual mix nothing changed
