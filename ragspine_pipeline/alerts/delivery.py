@@ -5,7 +5,7 @@ is left for the flush after it ends (the caller says which runs are finished). A
 exception: it is posted as a reply in the thread of the regression it closes (``alerts.incidents``: the
 latest of the stream's open regressions that Slack took in this channel), after the run's other alerts —
 the run's recoveries of one thread in one reply; without such a thread it is part of the run's message.
-So is a later night of a production incident (``events.incident_news``): a reply in the incident's
+So is a later night of a production incident (``streams.incident_news``): a reply in the incident's
 thread, with the recoveries of that thread, or part of the run's message when no thread is known.
 Either way it names what recovered. An alert that waited longer than its time to live
 (``RAGSPINE_ALERT_TTL_HOURS``, default 24) is marked expired instead of posted.

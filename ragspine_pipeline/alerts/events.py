@@ -38,132 +38,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.alerts.model import MODEL_CONFIG, Alert, incident_alert
+from ragspine_pipeline.alerts.model import Alert
+from ragspine_pipeline.alerts.streams import StreamState, now
 from ragspine_pipeline.errors import InputError
 
 EVENTS = ("queued", "sending", "delivered", "failed", "expired")
-
-
-class Incident(BaseModel):
-    """One open incident of a stream of production drops: the failure keys of its metric that alerted
-    on the last night that said anything about it, and that night."""
-
-    model_config = MODEL_CONFIG
-
-    failures: list[str] = []
-    night: str | None = None
-
-
-class StreamState(BaseModel):
-    """The last announced condition of one stream; on a stream of production drops, its open incidents
-    by metric."""
-
-    model_config = MODEL_CONFIG
-
-    status: Literal["failing", "ok"]
-    failures: list[str] = []
-    index_version: str | None = None
-    alert_id: str | None = None
-    updated_at: str
-    incidents: dict[str, Incident] = {}
-
-
-def is_news(previous: StreamState | None, alert: Alert) -> bool:
-    """Whether ``alert`` says something its stream has not said yet.
-
-    A regression is news unless the stream is already failing on the same index version with no
-    failure that was not announced then; a recovery is news only right after a failure; a run
-    failure is its own stream, so it is always news once; so is a notice (one stream per thing it tells).
-    """
-    if alert.kind == "notice":
-        return previous is None
-    if alert.kind == "recovered":
-        return previous is not None and previous.status == "failing"
-    if previous is None or previous.status != "failing":
-        return True
-    if alert.index_version != previous.index_version:
-        return True
-    return bool(set(alert.failure_keys) - set(previous.failures))
-
-
-def observed(previous: StreamState | None, alert: Alert) -> tuple[list[Alert], StreamState]:
-    """What of ``alert`` is news for its stream — the alerts to queue, in order — and the stream's
-    state after it.
-
-    A night's production drops (an alert with drops, or any alert on a stream with open incidents) are
-    news per incident (:func:`incident_news`). Any other alert is news or not as a whole
-    (:func:`is_news`); its state moves either way: a shrinking set of failures is remembered, so a
-    failure that comes back later is news again.
-    """
-    if alert.drops or (previous is not None and previous.incidents):
-        return incident_news(previous, alert)
-    news = is_news(previous, alert)
-    if alert.kind == "notice":
-        return [alert] if news else [], previous or StreamState(
-            status="ok", alert_id=alert.id, updated_at=now()
-        )
-    if alert.kind == "recovered":
-        return [alert] if news else [], StreamState(
-            status="ok", alert_id=alert.id if news else None, updated_at=now()
-        )
-    return [alert] if news else [], StreamState(
-        status="failing",
-        failures=alert.failure_keys,
-        index_version=alert.index_version,
-        alert_id=alert.id if news or previous is None else previous.alert_id,
-        updated_at=now(),
-    )
-
-
-def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Alert], StreamState]:
-    """The incidents one night of production drops opens, continues and closes, as the alerts to
-    queue, and the stream's state after it.
-
-    An incident is the ongoing regression of one metric, from the night it first alerts to the night
-    none of its rates alerts any more, in all traffic or any slice, whichever window (one night or
-    pooled) alerted: a metric's drops in a new slice, or its pooled test after its one-night test,
-    continue its incident. Tonight's drops of metrics without an open incident open one each, together
-    in one alert (a top-level message, with ``night.id``); each open incident whose metric alerts again
-    gets one alert with tonight's drops (a reply in its thread: ``alerts.delivery``), at most one per
-    night — the same night evaluated again adds nothing; each open incident whose metric does not
-    alert tonight is closed by a recovery (a reply in its thread, naming what recovered).
-    """
-    drops_by_metric: dict[str, list[str]] = {}
-    for drop in night.drops:
-        drops_by_metric.setdefault(drop.metric, []).append(drop.key)
-    incidents = dict(previous.incidents) if previous is not None else {}
-    opened = [metric for metric in drops_by_metric if metric not in incidents]
-    continued = [
-        metric
-        for metric in drops_by_metric
-        if metric in incidents and (night.night is None or incidents[metric].night != night.night)
-    ]
-    closed = [metric for metric in incidents if metric not in drops_by_metric]
-    parts = ([("opens", opened)] if opened else []) + [("continues", [m]) for m in continued]
-    parts += [("closes", [m]) for m in closed]
-    queued = [
-        incident_alert(night, metrics, part, night.id if i == 0 else f"{night.id[:120]}.{i}")
-        for i, (part, metrics) in enumerate(parts)
-    ]
-    for metric in closed:
-        del incidents[metric]
-    for metric in opened + continued:
-        incidents[metric] = Incident(failures=sorted(set(drops_by_metric[metric])), night=night.night)
-    state = StreamState(
-        status="failing" if incidents else "ok",
-        failures=sorted(key for incident in incidents.values() for key in incident.failures),
-        alert_id=queued[0].id if queued else previous.alert_id if previous is not None else None,
-        updated_at=now(),
-        incidents=incidents,
-    )
-    return queued, state
 
 
 def queued_event(alert: Alert) -> dict:
@@ -395,7 +279,3 @@ def dumps(event: dict, ascii_only: bool = False) -> str:
     """One event as JSON text; ``ascii_only`` escapes every other character (a store whose encoding
     is not UTF-8 keeps it as is)."""
     return json.dumps(event, ensure_ascii=ascii_only, allow_nan=False)
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -3,9 +3,10 @@ were posted in, and what a recovery closes.
 
 An *incident* of a stream is the regressions announced on it since its last recovery (the outbox's own
 order: each ``queued`` event, oldest first). A recovery closes the incident open when it was queued.
-A stream of production drops has one incident per metric instead (``events.incident_news``): its
+A stream of production drops has one incident per metric instead (``streams.incident_news``): its
 alerts name the incidents they open, continue or close (``Alert.incidents``), and each incident is
-followed on its own — a night that continues it replies in its thread, as its recovery does.
+followed on its own — a night that spreads it or reminds of it replies in its thread, as its recovery
+does, and as an acceptance of its rates' new level does (the last one closes it).
 Everything here reads the outbox's events (``alerts.events``) — the ``ts`` Slack answered for each
 message is on its ``delivered`` event — so it works the same on both outboxes, and on alerts delivered
 before threads existed.
@@ -32,7 +33,7 @@ def open_regressions(
             break
         if entry.alert.stream != stream or not _of(entry.alert, incident):
             continue
-        if entry.alert.kind == "recovered":
+        if entry.alert.kind == "recovered" or (entry.alert.accepted and entry.alert.accepted.closes):
             regressions = []
         elif entry.alert.kind == "regression":
             regressions.append(entry)

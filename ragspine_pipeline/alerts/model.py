@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS, FABRICATION
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.pages import CASE_EXPLORER_PAGE, REPORT_PAGE
+from ragspine_pipeline.scoring.drop_results import FrozenLevel, ReturnTest
 
 if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import for every `alerts` command
     from ragspine_pipeline.scoring.significance import DropTest
@@ -30,8 +31,9 @@ if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import f
 # Frozen; unknown keys ignored so that an outbox written by a newer version still reads.
 MODEL_CONFIG = ConfigDict(frozen=True, extra="ignore")
 
-# A notice tells something no gate measured (an index version replaced before it was evaluated).
-AlertKind = Literal["regression", "recovered", "run_failure", "notice"]
+# A notice tells something no gate measured (an index version replaced before it was evaluated); an
+# acceptance, that a person accepted a production rate's new level (it closes the rate's incident).
+AlertKind = Literal["regression", "recovered", "run_failure", "notice", "accepted"]
 FindingKind = Literal["gate", "baseline", "channel", "slice"]
 # The baseline of the fabrication gate's count is recorded as its own entry; both are one metric.
 SAME_METRIC = {FABRICATION: COUNT_METRIC}
@@ -81,6 +83,11 @@ class Drop(BaseModel):
     p_value: float
     q_value: float  # adjusted over the night's tests
     note: str | None = None  # "traffic mix changed: …" when the mix-adjusted rate did not drop
+    # The trailing level on the arcsine scale, its variance and τ²: what an incident this drop opens is
+    # judged against (``frozen``). None in alerts written before incidents kept their levels.
+    level: float | None = None
+    level_variance: float | None = None
+    tau2: float | None = None
 
     @property
     def name(self) -> str:
@@ -95,6 +102,30 @@ class Drop(BaseModel):
     def of(cls, test: DropTest) -> Drop:
         """What an alert says about an alerting drop test."""
         return cls(**{name: getattr(test, name) for name in cls.model_fields})
+
+    def frozen(self, night: str) -> FrozenLevel | None:
+        """The level an incident this drop opens on ``night`` is judged against (None: not kept)."""
+        if self.level is None or self.level_variance is None:
+            return None
+        return FrozenLevel(
+            metric=self.metric, slice=self.slice, nights=self.nights, level=self.level,
+            level_variance=self.level_variance, tau2=self.tau2 or 0.0, trailing=self.trailing, since=night,
+            dropped_to=self.current,
+        )  # fmt: skip
+
+
+class Acceptance(BaseModel):
+    """A person accepted the level production rates stand at now as their new one: ``rates`` are
+    ``metric@slice`` or a whole ``metric`` (every rate of its incident). Recorded like a baseline change:
+    who, when, why."""
+
+    model_config = MODEL_CONFIG
+
+    rates: list[str]
+    by: str
+    reason: str
+    at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    closes: bool = False  # of one incident's part: it accepted the incident's last rates (it closes)
 
 
 class MetricRow(BaseModel):
@@ -161,9 +192,12 @@ class Alert(BaseModel):
     # What a recovery closes: filled when it is posted (``incidents.closing``), never in the outbox.
     recovered: list[Recovery] = Field(default_factory=list)
     # The night a production alert is about (``drop_alert``), and the incidents of its stream it opens,
-    # continues or closes: their metrics (``events.observed`` fills them; empty on other streams).
+    # continues or closes: their metrics (``streams.observed`` fills them; empty on other streams).
     night: str | None = None
     incidents: list[str] = Field(default_factory=list)
+    # A night's rates of open incidents against the levels they dropped from (``scoring.significance``).
+    returns: list[ReturnTest] = Field(default_factory=list)
+    accepted: Acceptance | None = None  # an acceptance: what was accepted, by whom and why
 
     @property
     def failure_keys(self) -> list[str]:
@@ -351,9 +385,11 @@ def drop_alert(
     webserver_base_url: str | None = None,
     runbook: str | None = None,
     measured: Mapping[str, float | None] | None = None,
+    returns: Sequence[ReturnTest] = (),
 ) -> Alert:
     """The night's significant production drops as one alert (a recovery when there are none);
-    ``measured`` (tonight's value of each tested rate, by ``DropTest.key``) says a recovery's values."""
+    ``measured`` (tonight's value of each tested rate, by ``DropTest.key``) says a recovery's values,
+    ``returns`` how the rates of open incidents stand against the levels they dropped from."""
     drops = list(drops)
     return Alert(
         kind="regression" if drops else "recovered",
@@ -366,6 +402,7 @@ def drop_alert(
         # Kept on a regression too: the outbox splits a night into incidents, some of which recover.
         measured=_known(measured),
         night=day,
+        returns=list(returns),
     )
 
 
@@ -378,20 +415,27 @@ def drop_title(day: str, drops: Sequence[Drop], still: bool = False) -> str:
     return f"Production metrics of {day}: {'still ' if still else ''}{count}"
 
 
-IncidentPart = Literal["opens", "continues", "closes"]
+# What a night says of one incident: it opens, spreads to more rates ("continues"), is still below the
+# level it dropped from (a weekly reminder), or closes.
+IncidentPart = Literal["opens", "continues", "still", "closes"]
 
 
-def incident_alert(night: Alert, metrics: Sequence[str], part: IncidentPart, alert_id: str) -> Alert:
+def incident_alert(
+    night: Alert, metrics: Sequence[str], part: IncidentPart, alert_id: str, since: str | None = None
+) -> Alert:
     """The part of ``night`` (a ``drop_alert``, as queued) about the incidents of ``metrics``: the drops
-    that open them, the drops that continue one (tonight's rates, for a reply in its thread), or the
-    recovery that closes one (tonight's values of its rates). Its title keeps what was put before the
-    night's own title (a service's name)."""
+    that open them, the drops that spread one to more rates (a reply in its thread), the reminder that
+    one is still below the level it dropped from since ``since`` (tonight's returns of its rates), or
+    the recovery that closes one (tonight's values of its rates). Its title keeps what was put before
+    the night's own title (a service's name)."""
     day = night.night or "tonight"
-    drops = [] if part == "closes" else [d for d in night.drops if d.metric in metrics]
+    drops = [] if part in ("closes", "still") else [d for d in night.drops if d.metric in metrics]
     own = drop_title(day, night.drops)
     prefix = night.title[: -len(own)] if night.title.endswith(own) else ""
     if part == "closes":
         title = f"Recovered: {', '.join(metrics)} in production metrics of {day}"
+    elif part == "still":
+        title = f"Production metrics of {day}: {', '.join(metrics)} still below its level of {since}"
     else:
         title = drop_title(day, drops, still=part == "continues")
     return night.model_copy(
@@ -400,10 +444,25 @@ def incident_alert(night: Alert, metrics: Sequence[str], part: IncidentPart, ale
             "kind": "recovered" if part == "closes" else "regression",
             "title": prefix + title,
             "drops": drops,
-            "runbook": None if part == "closes" else night.runbook,
+            "runbook": None if part in ("closes", "still") else night.runbook,
             "measured": {k: v for k, v in night.measured.items() if k.partition("@")[0] in metrics},
+            "returns": [r for r in night.returns if r.metric in metrics],
             "incidents": list(metrics),
         }
+    )
+
+
+def acceptance_alert(
+    rates: Sequence[str], by: str, reason: str, stream: str = "production", title_prefix: str = ""
+) -> Alert:
+    """A person's acceptance of production ``rates`` (``metric@slice``, or a whole ``metric``) at the level
+    they stand at now: it closes their incidents as accepted, not recovered (``streams.observed``)."""
+    acceptance = Acceptance(rates=list(rates), by=by, reason=reason)
+    return Alert(
+        kind="accepted",
+        stream=stream,
+        title=f"{title_prefix}Accepted as the new level: {', '.join(rates)} (by {by})",
+        accepted=acceptance,
     )
 
 

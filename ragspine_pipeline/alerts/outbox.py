@@ -53,14 +53,12 @@ from ragspine_pipeline.alerts.events import (
     Due,
     Entry,
     OutboxView,
-    StreamState,
     fold,
-    now,
-    observed,
     queued_event,
     stamped,
 )
 from ragspine_pipeline.alerts.model import Alert
+from ragspine_pipeline.alerts.streams import StreamState, now, observed
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import (
     append_durably,

@@ -13,7 +13,7 @@ under a transaction-level advisory lock, so two processes creating them at once 
   written in the transaction that queues the batch's first alert. A delivery pass claims a batch by
   locking its row.
 * ``ragspine_alert_state`` (``stream`` primary key, ``state`` json, ``updated_at``): each stream's last
-  announced condition (``events.StreamState``; NULL until the stream's first evaluation commits). A
+  announced condition (``streams.StreamState``; NULL until the stream's first evaluation commits). A
   state that cannot be read costs at most one repeated message.
 * ``ragspine_alert_corrupt`` (``event_id``, ``event``, ``error``, ``set_aside_at``): events the fold
   cannot read, moved out of the log with the reason, as ``outbox.corrupt.jsonl`` is for the file.
@@ -57,16 +57,15 @@ from ragspine_pipeline.alerts.events import (
     Due,
     Entry,
     OutboxView,
-    StreamState,
     batch_key,
     batches,
     dumps,
     fold,
-    observed,
     queued_event,
     stamped,
 )
 from ragspine_pipeline.alerts.model import Alert
+from ragspine_pipeline.alerts.streams import StreamState, observed
 from ragspine_pipeline.errors import InputError
 
 V = TypeVar("V", bound=OutboxView)

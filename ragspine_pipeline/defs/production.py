@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ragspine_pipeline.alerts.model import Drop, drop_alert
+from ragspine_pipeline.alerts.streams import incident_rows, observed
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
 from ragspine_pipeline.defs.io import to_frame, to_table
 from ragspine_pipeline.defs.judge import (
@@ -213,9 +214,31 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 key: judged.report[key] for key in ("prompt_version", "models", "failed", "metrics")
             }
         history = recent_production_days(eval_files, days=settings.history_nights, before=day)
-        plan, night = night_tests(result, history, settings, eval_files.production_sample_size)
+        stream = service.stream("production")
+        with user_errors():
+            before = alerts.stream_state(stream)  # its open incidents, judged against their own levels
+        plan, night = night_tests(
+            result,
+            history,
+            settings,
+            eval_files.production_sample_size,
+            incidents=before.open_levels() if before is not None else None,
+            accepted=before.accepted_since() if before is not None else None,
+        )
         if plan.warning is not None:
             context.log.warning(plan.warning)
+        alert = drop_alert(
+            day,
+            [Drop.of(t) for t in night.alerts],
+            stream=stream,
+            run_id=context.run.run_id,
+            webserver_base_url=alerts.webserver_base_url,
+            runbook=alerts.runbook("production"),
+            measured={t.key: t.current for t in night.tested if t.nights == 1},  # tonight's rates
+            returns=night.returns,
+        )
+        # The open incidents after tonight, as the outbox will record them (the report shows them).
+        result["incidents"] = incident_rows(observed(before, alert)[1], alert)
         with user_errors():
             summary_uri = production_summaries(eval_files).write_text(
                 summary_name(day), summary_document(result), "summary"
@@ -232,6 +255,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 "drop_tests": len(night.tested),
                 "alerting_drops": len(night.alerts),
                 "drops": dg.MetadataValue.md(drop_table(night)),
+                "open_incidents": dg.MetadataValue.md(incident_table(result["incidents"])),
                 "metrics": dg.MetadataValue.md(markdown_table(["metric", "value", "n", "95% CI"], rows)),
                 "admissibility_failures": dg.MetadataValue.json(result.get("admissibility_failures", {})),
                 "summary_path": dg.MetadataValue.path(summary_uri),
@@ -252,15 +276,6 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 if settings.min_relative_change is None
                 else settings.min_relative_change,
             },
-        )
-        alert = drop_alert(
-            day,
-            [Drop.of(t) for t in night.alerts],
-            stream=service.stream("production"),
-            run_id=context.run.run_id,
-            webserver_base_url=alerts.webserver_base_url,
-            runbook=alerts.runbook("production"),
-            measured={t.key: t.current for t in night.tested if t.nights == 1},  # tonight's rates
         )
         yield alerts.alert_check(alert, context.log, check_name="production_alert")
         yield judge_check(judged, metrics_key)
@@ -320,6 +335,22 @@ def drop_table(night: NightTests) -> str:
         + f"; {untested} rate(s) not tested (the summary JSON says why)."
     )
     return markdown_table(header, rows) + note
+
+
+def incident_table(rows: list[dict]) -> str:
+    """The open incidents' rates (``alerts.streams.incident_rows``) as a Markdown table."""
+    if not rows:
+        return "No open incident."
+
+    def rate(value: float | None) -> str:
+        return "" if value is None else f"{value:.4f}"
+
+    def row(r: dict) -> list:
+        return [r["rate"], r["opened"] or "", rate(r["level"]), rate(r["tonight"]), r["status"]]
+
+    shown = [row(r) for r in rows]
+    header = ["rate", "since", "level it dropped from", "tonight", "status"]
+    return markdown_table(header, shown)
 
 
 def metric_rows(result: dict) -> pd.DataFrame:

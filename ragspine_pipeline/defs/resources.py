@@ -25,6 +25,7 @@ from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import Alert, runbook_line, with_report_links
 from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl_hours_from_env
+from ragspine_pipeline.alerts.streams import StreamState
 from ragspine_pipeline.contracts.columns import load_evidence
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
@@ -161,6 +162,12 @@ class AlertsResource(dg.ConfigurableResource):
     def outbox_name(self) -> str:
         """The outbox as it may be shown (never a password)."""
         return str(self.outbox().path)
+
+    def stream_state(self, stream: str) -> StreamState | None:
+        """What ``stream`` last announced (its open incidents, on a stream of production drops), read
+        only; None before its first alert."""
+        with self.outbox() as outbox:
+            return outbox.states().get(stream)
 
     def runbook(self, stream: str) -> str | None:
         return runbook_line(stream, self.runbooks, self.runbook_url)

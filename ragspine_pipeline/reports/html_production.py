@@ -40,8 +40,39 @@ def production_section(production: Sequence[Mapping]) -> str:
     subs = [f"n = {count(d.get('n'))}" for d in days]
     parts = [_production_rates(days, labels, subs), _latency(days, labels, subs)]
     if days:
-        parts += [_drop_tests(days[-1]), _production_slices(days[-1])]
+        parts += [_drop_tests(days[-1]), _incidents(days[-1]), _production_slices(days[-1])]
     return section("production", "Production (sampled traffic)", *parts)
+
+
+def _incidents(day: Mapping) -> str:
+    """The open incidents after the latest night: each rate, since when, the level it dropped from (an
+    incident stays open until its rates are back there, or a person accepts the new level) and the
+    latest night's value; then the accepted levels. "" for a summary written without them."""
+    rows = [mapping(r) for r in day.get("incidents") or []]
+    if "incidents" not in day:
+        return ""
+    if not rows:
+        return note(f"No open incident after {day.get('day') or 'the latest night'}.", "production-incidents")
+    shown = [
+        (
+            "",
+            [
+                esc(str(r.get("rate"))),
+                esc(str(r.get("opened") or "?")),
+                esc(str(r.get("status") or "")),
+                pct(finite(r.get("level"))),
+                pct(finite(r.get("tonight"))),
+            ],
+        )
+        for r in rows
+    ]
+    header = ["rate", "since", "status", "level it dropped from", day.get("day") or "latest night"]
+    return figure(
+        "production-incidents",
+        "Open incidents: each stays open until its rates are back at the level they dropped from, or a "
+        "person accepts the new level (ragspine-eval incidents accept)",
+        table(header, shown, figures_from=3),
+    )
 
 
 def _drop_tests(day: Mapping) -> str:

@@ -93,7 +93,8 @@ def slice_markdown(
     if trend.runs or trend.left_out:
         parts.append(_trend(trend))
     if production:
-        parts += [_production_days(production), _production(production[-1])]
+        shown = (_production_days(production), _incidents(production[-1]), _production(production[-1]))
+        parts += [part for part in shown if part]
     return "\n".join(parts)
 
 
@@ -341,6 +342,21 @@ def _fabrication(metric: object) -> str:
 
 def _ms(value: object) -> str:
     return f"{value:.0f}" if isinstance(value, int | float) else "n/a"
+
+
+def _incidents(day: dict) -> str:
+    """The open incidents after the latest night (one row per rate), and the accepted levels."""
+    if "incidents" not in day:
+        return ""
+    rows = [f"### Open incidents after {_escape(day['day'])}\n"]
+    if not day["incidents"]:
+        return rows[0] + "None.\n"
+    rows += ["| rate | since | status | level it dropped from | latest night |", "|---|---|---|---|---|"]
+    for r in day["incidents"]:
+        cells = [_escape(r["rate"]), _escape(r.get("opened") or "?"), _escape(r.get("status") or "")]
+        cells += [_num(r.get("level")), _num(r.get("tonight"))]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
 
 
 def _production(day: dict) -> str:
