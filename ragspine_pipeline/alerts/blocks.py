@@ -26,12 +26,13 @@ from collections.abc import Sequence
 from ragspine_pipeline.alerts.model import Alert, Drop, MetricRow, Recovery
 from ragspine_pipeline.decision.baseline import COUNT_METRICS
 from ragspine_pipeline.decision.causes import cause_sentence, worst_case_line
+from ragspine_pipeline.scoring.drop_results import ReturnTest
 
 TABLE_ROWS = 12
 TEXT_ROWS = 3
 SLICES_SHOWN = 6
 MAX_BLOCKS = 50
-SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2, "notice": 3}
+SEVERITY = {"run_failure": 0, "regression": 1, "recovered": 2, "accepted": 3, "notice": 4}
 STEPS_SHOWN = 12  # a failed run's succeeded steps named
 STREAMS = ("release", "extraction", "production")  # within a kind, the release leads
 
@@ -98,6 +99,11 @@ def fallback_text(alert: Alert) -> str:
         if alert.drops:
             shown = "; ".join(_drop_text(d) for d in alert.drops[:TEXT_ROWS])
             parts.append(shown + _more(len(alert.drops), TEXT_ROWS, "drop") + ".")
+        elif alert.returns:
+            shown = "; ".join(_return_text(r) for r in alert.returns[:TEXT_ROWS])
+            parts.append(shown + _more(len(alert.returns), TEXT_ROWS, "rate") + ".")
+    elif alert.kind == "accepted" and alert.accepted is not None:
+        parts.append(f"{alert.accepted.reason}.")
     elif alert.kind == "recovered":
         if alert.run_id:
             parts = [f"{alert.title} (run {alert.run_id})"]
@@ -127,6 +133,8 @@ def _body(alert: Alert) -> list[dict]:
             out.append(_section(_escape(_succeeded_text(alert))))
     elif alert.kind == "notice":
         out = [_fields(_where(alert)), _section(NOTICE_WHY)]
+    elif alert.kind == "accepted":
+        out = [_section(_accepted_text(alert))]
     elif alert.kind == "recovered":
         out = [_fields(_where(alert)), _section(_recovered_text(alert))]
     else:
@@ -134,6 +142,19 @@ def _body(alert: Alert) -> list[dict]:
     if alert.runbook and alert.kind != "recovered":
         out.append(_section(f"*Runbook*: {_escape(_clip(alert.runbook, 2800))}"))
     return out
+
+
+def _accepted_text(alert: Alert) -> str:
+    """Who accepted which rates' new level, when and why, and what that changes."""
+    accepted = alert.accepted
+    if accepted is None:
+        return _escape(alert.title)
+    why = _escape(_clip(accepted.reason, 500))
+    return (
+        f"*Accepted by* {_escape(accepted.by)} on {_escape(accepted.at[:10])}: {why}\n"
+        + ("The incident is closed. " if accepted.closes else "")
+        + "From now on these rates are compared with the nights since they dropped."
+    )
 
 
 # Why an index version goes unevaluated (defs.automation.rebuild_tick): said under a superseded notice.
@@ -193,6 +214,8 @@ def _regression_blocks(alert: Alert) -> list[dict]:
         out.append(_section(f"*Failed slices* (need ≥ {slices[0].reference:g}): {shown}{more}"))
     if alert.drops:
         out.append(_section("*Significant drops*\n" + _drop_table(alert.drops)))
+    elif alert.returns:
+        out.append(_section("*Still below the level it dropped from*\n" + _return_table(alert.returns)))
     return out
 
 
@@ -234,6 +257,24 @@ def _drop_table(drops: list[Drop]) -> str:
         + "".join(f"\n{_escape(note)}" for note in notes)
         + _more(len(drops), TABLE_ROWS, "drop", prose=True)
     )
+
+
+def _return_table(returns: list[ReturnTest]) -> str:
+    table = [("rate @ slice", "now", "level it dropped from", "since", "worse by")]
+    for r in returns[:TABLE_ROWS]:
+        now = (
+            "no traffic"
+            if r.current is None
+            else f"{r.current:.4f}" + (f" over {r.nights} nights" if r.nights > 1 else "")
+        )
+        worse = "" if r.worse_by is None else f"{100 * r.worse_by:.1f} pts"
+        table.append((f"{r.metric} @ {r.slice}", now, f"{r.trailing:.4f}", r.since, worse))
+    return _code(table) + _more(len(returns), TABLE_ROWS, "rate", prose=True)
+
+
+def _return_text(r: ReturnTest) -> str:
+    now = "no traffic" if r.current is None else f"{r.current:.4f}"
+    return f"{r.metric} @ {r.slice} {now} against {r.trailing:.4f} before {r.since}"
 
 
 def _code(table: list[tuple[str, ...]]) -> str:

@@ -12,13 +12,13 @@ from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
 
 
-def _outbox(args: argparse.Namespace) -> AlertOutbox:
+def outbox_of(args: argparse.Namespace) -> AlertOutbox:
     return open_outbox(args.outbox or os.environ.get("RAGSPINE_ALERTS_OUTBOX") or DEFAULT_OUTBOX)
 
 
 def run_list(args: argparse.Namespace) -> int:
     """A read command: it writes nothing (no lock file, no corrupt line moved, no state rewritten)."""
-    with _outbox(args) as outbox:
+    with outbox_of(args) as outbox:
         view = outbox.read(read_only=True)
     unreadable = getattr(view, "corrupt", 0)
     if args.format == "json":
@@ -74,7 +74,7 @@ def run_flush(args: argparse.Namespace) -> int:
     from ragspine_pipeline.alerts.delivery import flush
     from ragspine_pipeline.alerts.slack import ttl_hours_from_env
 
-    outbox = _outbox(args)
+    outbox = outbox_of(args)
     if args.ttl_hours is not None and not args.ttl_hours > 0:
         raise UsageError("--ttl-hours must be positive")
     try:

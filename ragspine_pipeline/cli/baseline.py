@@ -64,15 +64,13 @@ def run_set(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-def actor() -> str:
-    """Who is changing the baseline: the first of :data:`ACTOR_VARIABLES` set to a one-line name."""
+def actor(doing: str = "changing the baseline", kept: str = "in its history") -> str:
+    """Who is ``doing`` it: the first of :data:`ACTOR_VARIABLES` set to a one-line name."""
     for variable in ACTOR_VARIABLES:
         name = os.environ.get(variable, "").strip()
         if name and len(name.splitlines()) == 1:
             return name
-    raise UsageError(
-        "who is changing the baseline? set RAGSPINE_ACTOR (or USER): the name is kept in its history"
-    )
+    raise UsageError(f"who is {doing}? set RAGSPINE_ACTOR (or USER): the name is kept {kept}")
 
 
 def _metric(raw: str, scope: Scope) -> str:

@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_judge(commands)
     _add_demo(commands)
     _add_alerts(commands)
+    _add_incidents(commands)
     _add_schema(commands)
     _add_check_traces(commands)
     _add_init(commands)
@@ -613,3 +614,39 @@ def _add_alerts(commands: Any) -> None:
         "(default: $RAGSPINE_ALERT_TTL_HOURS, else 24)",
     )
     flushing.set_defaults(run="ragspine_pipeline.cli.alerts:run_flush")
+
+
+def _add_incidents(commands: Any) -> None:
+    incidents = commands.add_parser(
+        "incidents",
+        help="open production incidents, and accepting a rate's new level",
+        description="A production incident stays open until its rates are back at the level they dropped "
+        "from, or a person accepts their new level. Exit 0; 2 when the outbox or a rate is unusable.",
+    )
+    incidents_commands = incidents.add_subparsers(dest="incidents_command", required=True)
+    outbox_help = (
+        "the outbox: a JSONL file or postgresql://user@host:port/db (default: $RAGSPINE_ALERTS_OUTBOX, "
+        "else var/alerts/outbox.jsonl)"
+    )
+    listing = incidents_commands.add_parser(
+        "list", help="every open incident's rates: since when, the level each dropped from, the accepted ones"
+    )
+    listing.add_argument("--outbox", help=outbox_help)
+    listing.add_argument("--format", choices=["text", "json"], default="text")
+    listing.set_defaults(run="ragspine_pipeline.cli.incidents:run_list")
+    accept = incidents_commands.add_parser(
+        "accept",
+        help="accept the level rates stand at now as their new one: closes their incident as accepted",
+        description="Each RATE is metric@slice (retrieved_citation_rate@all traffic) or a metric (every "
+        "rate of its incident). The acceptance is recorded with who (RAGSPINE_ACTOR, else USER), when and "
+        "why, replied in the incident's Slack thread, and from then on the rate is compared only with the "
+        "nights since it dropped.",
+    )
+    accept.add_argument("rates", nargs="+", metavar="RATE", help="metric@slice, or metric")
+    accept.add_argument("--reason", required=True, help="why the new level is right (one line, kept)")
+    accept.add_argument(
+        "--stream",
+        help="the service's production stream (<service>/production); needed when several have incidents",
+    )
+    accept.add_argument("--outbox", help=outbox_help)
+    accept.set_defaults(run="ragspine_pipeline.cli.incidents:run_accept")

@@ -7,6 +7,7 @@ nightly asset does."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
@@ -160,3 +161,21 @@ def test_a_person_accepts_the_new_level_which_closes_the_incident_as_accepted(tm
     # and no recovery either.
     nightly(outbox, days, WARMUP + 10, WARMUP + 35, said)
     assert len(said.posts) == 1 and said.recoveries == []
+
+
+def test_the_reminder_and_the_acceptance_say_where_the_rate_stands_and_who_accepted_it(tmp_path):
+    from ragspine_pipeline.alerts.blocks import fallback_text, message
+
+    days = lasting_drop(4, nights=12)
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    nightly(outbox, days, WARMUP, WARMUP + 9, Said())
+    queued = [e.alert for e in outbox.read().entries]
+    reminder = next(a for a in queued if "still below" in a.title)
+    text = json.dumps(message([reminder])[1])
+    assert "Still below the level it dropped from" in text and "retrieved_citation_rate @ all traffic" in text
+    assert re.search(r"@ all traffic 0\.8\d+ against 0\.(89|90)\d+ before 2026-02-0", fallback_text(reminder))
+    outbox.observe(acceptance_alert([KEY], by="bob <!channel>", reason="a *smaller* index, on purpose"))
+    accepted = outbox.read().entries[-1].alert
+    text = json.dumps(message([accepted])[1])
+    assert "Accepted by" in text and "&lt;!channel&gt;" in text and "<!channel>" not in text
+    assert "compared with the nights since they dropped" in text
