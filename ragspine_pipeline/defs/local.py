@@ -254,9 +254,10 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> ReleaseDecision | None
     for gate in decision.failed_gates:
         print(f"  failed gate  {gate.metric} = {gate.value:.4f}, needs {gate.op} {gate.threshold}")
     for unmeasured in decision.unmeasured_gates:
+        why = f": {unmeasured.reason}" if unmeasured.reason else ""
         print(
             f"  unmeasured   {unmeasured.metric} ({unmeasured.severity}), needs {unmeasured.op} "
-            f"{unmeasured.threshold}"
+            f"{unmeasured.threshold}{why}"
         )
     for gate in decision.warned_gates:
         print(f"  soft gate    {gate.metric} = {gate.value:.4f}, wants {gate.op} {gate.threshold}")

@@ -209,6 +209,7 @@ def release_gates_check(
                 asset_key=asset,
                 passed=False,
                 severity=_severity(unmeasured.severity),
+                description=f"not measured: {unmeasured.reason}" if unmeasured.reason else "not measured",
                 metadata={"value": "not measured", "threshold": unmeasured.threshold, "op": unmeasured.op},
             )
         for name in check_names:  # a default gate of another dialect than this run's data
