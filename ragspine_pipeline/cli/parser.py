@@ -142,6 +142,14 @@ def _add_score(commands: Any) -> None:
     )
     score.add_argument("--run-id", help="identifier recorded in the decision (default: generated)")
     score.add_argument(
+        "--release",
+        help="the release these traces are of (version, image tag or commit; default: the one their "
+        "replay record names, TRACE.replay.json). Paired baseline test: every run of the release that "
+        "founded the reference pool joins it, blocked or not, so a pool that drew lucky runs comes back "
+        "to where its release really is (each blocked run that joins is recorded in the baseline's "
+        "pool_history); with no release known, no run is known to be of that release",
+    )
+    score.add_argument(
         "--index-version",
         help="the index the traces must come from: traces naming another index, or several, block "
         "(mixed_index_versions); without it, several index versions in the traces still block",

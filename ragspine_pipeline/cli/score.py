@@ -49,7 +49,7 @@ from ragspine_pipeline.reports.metric_table import metric_table
 from ragspine_pipeline.reports.ragspine_format import FORMATS as RAGSPINE_FORMATS
 from ragspine_pipeline.reports.ragspine_format import write_ragspine_json, write_ragspine_text
 from ragspine_pipeline.scoring.qa_gates import has_qa_cases
-from ragspine_pipeline.sources.replay_record import record_warnings
+from ragspine_pipeline.sources.replay_record import record_release, record_warnings
 from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 
 
@@ -198,11 +198,13 @@ def _judge_against_baseline(
     ratchet it in the same update: ``(the judged evaluation, whether the baseline moved)``. A concurrent
     run's promotion is never compared against a stale copy, and never lowered."""
     judged, promoted = evaluation, False
+    # The paired pool's founding release has every run pooled (decision.paired): whose run this is.
+    release = args.release or record_release(args.trace[0])
 
     def judge(entry: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
         nonlocal judged, promoted
         judged = with_baseline(evaluation, entry, config)
-        new = promoted_entry(judged, entry, config, run_id) if args.promote else None
+        new = promoted_entry(judged, entry, config, run_id, release) if args.promote else None
         promoted = new is not None
         return new
 
@@ -211,6 +213,11 @@ def _judge_against_baseline(
 
 
 def _promotion_note(baseline: str, mode: str, evaluation: Evaluation, promoted: bool) -> str:
+    if not evaluation.passed and promoted:  # decision.paired, rule 2: pooled, not promoted
+        return (
+            f"not promoting {baseline}: the release is blocked; as a run of the release that founded its "
+            "reference pool, its case outcomes joined the pool (recorded in pool_history)"
+        )
     if not evaluation.passed:
         return f"not promoting {baseline}: the release is blocked, the baseline is unchanged"
     if not promoted:

@@ -35,11 +35,14 @@ Contract:
   the per-case outcomes of the last run promoted (what the case explorer shows flips against). An entry
   with ``cases`` and no ``pool`` (written before pools) is read as a pool of that one run
   (:meth:`BaselineEntry.reference`). ``pool`` and ``pooled_runs`` come together; ``0 ≤ passes ≤ runs ≤
-  pooled_runs`` and ``runs ≥ 1``.
+  pooled_runs`` and ``runs ≥ 1``; ``pool_release`` (the release that founded the pool) and
+  ``pool_history`` (the blocked runs of it that joined) may follow them (``decision.paired_pool``).
 * :func:`paired_promoted` is the paired test's promotion: it starts, fills or restarts the pool as
   ``decision.paired.next_pool`` says, or leaves the entry as it is. Starting or restarting the pool also
   tightens the metrics (:func:`ratcheted`); a run joining the pool changes only the pool and the last
-  run (``cases``, ``run``, ``updated_at``).
+  run (``cases``, ``run``, ``updated_at``). The one run that changes the file although blocked: a run of
+  the pool's founding release that the paired test alone blocked joins the pool, recorded in
+  ``pool_history``; nothing else of the entry changes (it promoted nothing).
 * Metric names resolve like ``--gates`` (``under``, ``over``, ``recall``, ``recall@5``, old names), so a
   short or old name is checked like its metric; an old name whose metric depends on the run
   (``faithfulness``: the layered claim metric with an evidence registry, RAGSpine's narrative gate
@@ -73,6 +76,7 @@ from ragspine_pipeline.decision.baseline_history import (
 )
 from ragspine_pipeline.decision.gates import LOWER_IS_BETTER, GateSpecError, canonical_metric, canonical_names
 from ragspine_pipeline.decision.paired import PairedSettings, Pool, next_pool
+from ragspine_pipeline.decision.paired_pool import pool_from_entry, pool_json
 from ragspine_pipeline.decision.ragspine_baseline import (
     EXTRA_KEY,
     flattened,
@@ -103,6 +107,8 @@ ENTRY_KEYS = (
     "cases",
     "pool",
     "pooled_runs",
+    "pool_release",
+    "pool_history",
     "history",
     EXTRA_KEY,
 )
@@ -289,7 +295,7 @@ def _parse_entry(path: str | Path, mode: str, value: Any, scope: Scope) -> Basel
         run=_text(fail, "run", value.get("run")),
         cases=_cases(fail, value.get("cases")),
         history=parse_history(value.get("history"), fail, resolve),
-        pool=_pool(fail, value.get("pool"), value.get("pooled_runs")),
+        pool=pool_from_entry(fail, value),
     )
 
 
@@ -299,38 +305,6 @@ def _cases(fail: Callable[[str], InputError], value: Any) -> dict[str, bool] | N
     if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
         raise fail(f"'cases' must be an object of case id: true|false, got {describe(value)}")
     return dict(value)
-
-
-def _pool(fail: Callable[[str], InputError], value: Any, pooled: Any) -> Pool | None:
-    """``pool`` and ``pooled_runs``: both or neither; per case ``[passes, runs]`` with
-    ``0 ≤ passes ≤ runs ≤ pooled_runs`` and ``runs ≥ 1``."""
-    if value is None and pooled is None:
-        return None
-    if value is None or pooled is None:
-        raise fail("'pool' and 'pooled_runs' go together: give both or neither")
-    runs = _count(fail, "pooled_runs", pooled)
-    if not runs:
-        raise fail(f"'pooled_runs' must be a positive integer, got {describe(pooled)}")
-    if not isinstance(value, dict):
-        raise fail(f"'pool' must be an object of case id: [passes, runs], got {describe(value)}")
-    cases: dict[str, tuple[int, int]] = {}
-    for qid, counts in value.items():
-        if not _is_counts(counts, runs):
-            raise fail(
-                f"'pool': case '{qid}' must be [passes, runs] with 0 <= passes <= runs <= {runs} and "
-                f"runs >= 1, got {describe(counts)}"
-            )
-        cases[qid] = (counts[0], counts[1])
-    return Pool(cases, runs)
-
-
-def _is_counts(value: Any, pooled: int) -> bool:
-    if not isinstance(value, list) or len(value) != 2:
-        return False
-    if any(isinstance(n, bool) or not isinstance(n, int) for n in value):
-        return False
-    passes, runs = value
-    return 0 <= passes <= runs and 1 <= runs <= pooled
 
 
 def _metric_value(fail: Callable[[str], InputError], name: str, value: Any) -> float:
@@ -444,19 +418,26 @@ def paired_promoted(
     n_cases: int | None = None,
     run: str | None = None,
     now: datetime | None = None,
+    release: str | None = None,
 ) -> BaselineEntry | None:
-    """The entry a shipping run leaves under the paired test (None: leave it as it is).
+    """The entry a run leaves under the paired test (None: leave it as it is).
 
     ``cases``: the run's ``{case id: passed}``; ``paired``: its comparison with ``old``'s reference
     (``PairedComparison.to_dict``; None when there was none). The pool becomes what
     ``decision.paired.next_pool`` says: started or restarted from this run (the metrics tightened as by
     :func:`ratcheted`), joined by this run (only the pool, ``cases``, ``run`` and ``updated_at`` change),
-    or kept (None: a full pool is frozen; a blocked run never moves it).
+    or kept (None: a full pool is frozen; a blocked run never moves it). ``release``: the run's release;
+    a run of the pool's founding release always joins, and when ``paired`` says it was blocked (the
+    caller passes a blocked run only when the paired test alone blocked it) only the pool changes, its
+    join recorded at ``now``.
     """
     reference = None if old is None else old.reference()
-    pool = next_pool(reference, cases, paired, settings)
+    at = _timestamp(now)
+    pool = next_pool(reference, cases, paired, settings, release=release, run=run, at=at)
     if pool is None:
         return None
+    if old is not None and paired is not None and paired.get("blocks"):
+        return replace(old, pool=pool)  # blocked: the pool learns, nothing is promoted
     if old is None or pool.runs == 1:
         return ratcheted(
             old,
@@ -468,9 +449,7 @@ def paired_promoted(
             cases=cases,
             pool=pool,
         )
-    return replace(
-        old, updated_at=_timestamp(now), run=old.run if run is None else run, cases=dict(cases), pool=pool
-    )
+    return replace(old, updated_at=at, run=old.run if run is None else run, cases=dict(cases), pool=pool)
 
 
 def promote(
@@ -639,8 +618,7 @@ def _entry_json(entry: BaselineEntry, name: Callable[[str], str] | None = None) 
     if entry.cases is not None:
         out["cases"] = {qid: entry.cases[qid] for qid in sorted(entry.cases)}
     if entry.pool is not None:
-        out["pool"] = {qid: list(entry.pool.cases[qid]) for qid in sorted(entry.pool.cases)}
-        out["pooled_runs"] = entry.pool.runs
+        out.update(pool_json(entry.pool))
     if entry.history:
         out["history"] = history_json(entry.history, name)
     return out

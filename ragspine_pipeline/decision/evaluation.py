@@ -477,14 +477,29 @@ def _paired(
 
 
 def promoted_entry(
-    evaluation: Evaluation, old: BaselineEntry | None, config: EvalConfig, run_id: str
+    evaluation: Evaluation,
+    old: BaselineEntry | None,
+    config: EvalConfig,
+    run_id: str,
+    release: str | None = None,
 ) -> BaselineEntry | None:
-    """The entry a shipping run leaves in the baseline (None: leave it as it is; a blocked run never
-    promotes): :func:`ratchet_entry` of its figures and its comparison with ``old``."""
-    if not evaluation.passed:
+    """The entry a run leaves in the baseline (None: leave it as it is): :func:`ratchet_entry` of its
+    figures and its comparison with ``old``. A blocked run never promotes; under the paired test, a run
+    the paired test alone blocked still reaches it, as a run of the pool's founding release
+    (``release``) joins the pool whatever the test said (``decision.paired``, rule 2)."""
+    paired = config.baseline_test == "paired"
+    if not evaluation.passed and not (paired and _blocked_by_paired_test_alone(evaluation)):
         return None
-    figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
-    return ratchet_entry(figures, evaluation.comparison, old, config, run_id)
+    figures = evaluation.baseline_figures(paired=paired)
+    return ratchet_entry(figures, evaluation.comparison, old, config, run_id, release)
+
+
+def _blocked_by_paired_test_alone(evaluation: Evaluation) -> bool:
+    """Blocked, and it would ship but for the paired regression (no gate, slice or index problem)."""
+    release = evaluation.release
+    others = [r for r in release.regressions if r.metric != PAIRED_REGRESSION]
+    unblocked = release.model_copy(update={"regressions": others})
+    return len(others) < len(release.regressions) and not unblocked.blocks()
 
 
 def ratchet_entry(
@@ -493,6 +508,7 @@ def ratchet_entry(
     old: BaselineEntry | None,
     config: EvalConfig,
     run_id: str,
+    release: str | None = None,
 ) -> BaselineEntry | None:
     """The entry a shipping run with these ``figures`` leaves in the baseline (None: leave it as it is).
 
@@ -500,7 +516,8 @@ def ratchet_entry(
     ``paired``: ``baseline.paired_promoted``: the first shipping runs fill the reference pool (up to
     ``paired.pool_runs``), a full pool is frozen, and only a clearly significant improvement restarts it
     from that run (the metrics tightened the same way) — so the baseline never follows a lucky run and
-    never moves down.
+    never moves down; every run of the pool's founding release (``release``) joins it, blocked or not,
+    so the pool does not hold only the runs that survived it (``decision.paired``).
     """
     if config.baseline_test == "paired":
         return paired_promoted(
@@ -512,6 +529,7 @@ def ratchet_entry(
             fabrication_count=figures.fabrication_count,
             n_cases=figures.n_cases,
             run=run_id,
+            release=release,
         )
     return ratcheted(
         old, figures.metrics, fabrication_count=figures.fabrication_count, n_cases=figures.n_cases, run=run_id

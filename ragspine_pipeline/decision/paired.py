@@ -1,14 +1,16 @@
-"""A baseline comparison for stochastic systems under test: this run's cases against a pool of recent
-shipping runs.
+"""A baseline comparison for stochastic systems under test: this run's cases against a pool of runs of
+the service, founded by one release.
 
 When the system under test samples (an LLM at temperature > 0), the golden pass rate of identical runs
 varies, and the strict rule — strictly below the baseline fails, the baseline takes the better of old and
 current — blocks honest runs after a lucky one. The paired rule compares case by case instead, and its
-reference is not one run but a **pool** of several recent shipping runs: one lucky run cannot set it.
+reference is not one run but a **pool** of several runs: one lucky run cannot set it.
 
 **The reference.** Per golden case the baseline keeps how many of the pooled runs passed it and in how
-many it was evaluated (``passes_i`` of ``K_i``), and how many runs the pool holds (:class:`Pool`). A
-baseline written before pools existed (one run's ``{case id: passed}``) is a pool of one run.
+many it was evaluated (``passes_i`` of ``K_i``), how many runs the pool holds, the release that founded
+it and the blocked runs of that release that joined it (``decision.paired_pool.Pool``). A baseline
+written before pools existed (one run's ``{case id: passed}``) is a pool of one run; one written before
+releases were kept is a pool whose founding release is not known.
 
 **The test.** With no change to the system, this run and the ``K_i`` pooled runs of case ``i`` are
 exchangeable: given ``m_i``, the passes among those ``K_i + 1`` runs, this run's outcome ``x_i`` is
@@ -28,18 +30,42 @@ the one-sided exact McNemar test of the cases that flipped.
 * **Improves** when ``p_better < ratchet_alpha`` (default 0.001, much stricter than ``alpha``) and this
   run's pass rate is above the pool's.
 
-**The pool, when a run ships** (:func:`next_pool`; a blocked run never changes it):
+**The pool, run by run** (:func:`next_pool`; ``release`` is the run's release, when the shell knows it):
 
-* no pool yet: the pool starts from this run;
-* a clear improvement (``improves``): the pool restarts from this run alone, and fills again;
-* fewer than ``pool_runs`` runs pooled (default 5): this run joins the pool (per case, ``passes += x_i``
-  and ``runs += 1``; a new case starts at ``[x_i, 1]``);
-* otherwise the pool is full and stays as it is.
+1. no pool yet: the pool starts from this run, founded by its release;
+2. a run of the pool's founding release joins the pool **whatever the test said** — shipping or
+   blocked, full pool or not, better or not (it never restarts it). A blocked one is recorded in the
+   pool's history (:class:`~ragspine_pipeline.decision.paired_pool.PoolJoin`);
+3. any other blocked run never changes the pool;
+4. a clear improvement (``improves``): the pool restarts from this run alone, founded by its release;
+5. fewer than ``pool_runs`` runs pooled (default 5): this run joins (per case ``passes += x_i``,
+   ``runs += 1``; a new case starts at ``[x_i, 1]``);
+6. otherwise the pool stays as it is: other releases no longer join it.
 
-Why frozen and not rolling: a pool that always took the latest shipping runs would let a slow decline —
-each step too small to block — pull the reference down run by run, so the baseline would move down. A
-pool that kept only the better runs would be a lucky reference again. A full pool therefore moves only up,
-and only on a clearly significant improvement.
+Why frozen to other releases: a pool that kept taking the latest shipping runs would let a slow
+decline — each release too small to block — pull the reference down release by release, so the
+baseline would move down. A pool that kept only the better runs would be a lucky reference again.
+
+**Why the founding release's blocked runs join (rule 2), and why that does not lower the bar.** Before
+rule 2, only runs that passed the test against the pool could join it. The pool then estimated not the
+service but the service *conditioned on having beaten the pool*: with a lucky first run, the next honest
+runs were blocked, only the lucky ones joined, and the pool froze above the truth — at 200 cases 5 % of
+30-run sequences of an unchanged service had 3 blocks or more, and the worst 19 of 30, where independent
+runs at the same per-run rate would give 1.7 % (bench/RESULTS.md). That is a selection bias, and it is
+corrected by taking the runs that selection dropped — only those known to be draws of the very system
+the pool measures: the runs of the release that founded it. Each is, by construction, not a regression
+*of that release*; excluding the blocked ones is what biased the pool, and taking all of them makes the
+pool an unselected sample of that release, whose pass rate converges on the release's true rate as runs
+come in (the exchangeability the test assumes holds for them exactly). A candidate — a run of any other
+release — joins only as before; blocked, it never touches the pool, so a regression of a new release is
+never absorbed. The decision is never softened either: a blocked run of the founding release is still
+blocked and reported; only the reference learns from it. What a founding release's run *can* carry is a
+change outside the release (a model provider updating the model behind the same name): that is why each
+such blocked join is recorded (run, release, time, the pool's pass rate before and after, ``p_worse``:
+``pool_history`` in the baseline entry) and every later comparison names the founding release and how
+many blocked runs joined (:meth:`PairedComparison.summary`). Without a release (the shell was given
+none) no run is known to be of the founding release and the pool behaves as rules 3–6 say: re-evaluate
+the founding release under its release to check a pool that blocks unchanged releases.
 
 For people, the result still lists the cases that regressed (the pool passed them at least half the time,
 this run failed them) and improved (the pool passed them less than half the time, this run passed them).
@@ -55,9 +81,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+
+from ragspine_pipeline.decision.paired_pool import Pool, PoolJoin
 
 
 class PairedSettings(BaseModel):
@@ -73,35 +102,12 @@ class PairedSettings(BaseModel):
         default=0.001, gt=0, lt=1, description="level of the test that moves the baseline up"
     )
     pool_runs: StrictInt = Field(
-        default=5, ge=1, le=100, description="shipping runs pooled into the reference before it is frozen"
+        default=5,
+        ge=1,
+        le=100,
+        description="shipping runs pooled into the reference before other releases no longer join it "
+        "(runs of its founding release always do)",
     )
-
-
-@dataclass(frozen=True)
-class Pool:
-    """The paired test's reference: per case ``(passes, runs)`` over the pooled shipping runs, and how
-    many runs were pooled (a case added later was evaluated in fewer of them)."""
-
-    cases: dict[str, tuple[int, int]]
-    runs: int
-
-    @classmethod
-    def of_run(cls, outcomes: Mapping[str, bool]) -> Pool:
-        """A pool of one run (``{case id: passed}``): also how a baseline without a pool is read."""
-        return cls({qid: (int(bool(ok)), 1) for qid, ok in outcomes.items()}, 1)
-
-    def joined(self, outcomes: Mapping[str, bool]) -> Pool:
-        """This pool with one more run: its cases' counts grow, its new cases start at ``(x, 1)``."""
-        cases = dict(self.cases)
-        for qid, ok in outcomes.items():
-            passes, runs = cases.get(qid, (0, 0))
-            cases[qid] = (passes + int(bool(ok)), runs + 1)
-        return Pool(cases, self.runs + 1)
-
-    def share(self, qid: str) -> float:
-        """The share of the pooled runs that passed case ``qid``."""
-        passes, runs = self.cases[qid]
-        return passes / runs
 
 
 @dataclass(frozen=True)
@@ -119,9 +125,11 @@ class PairedComparison:
     ratchet_alpha: float
     only_in_baseline: int = 0
     only_in_run: int = 0
-    reference_runs: int = 1  # shipping runs pooled into the reference
+    reference_runs: int = 1  # runs pooled into the reference
     reference_rate: float = 0.0  # mean over the common cases of the pool's pass share
     current_rate: float = 0.0  # this run's pass rate over the common cases
+    reference_release: str | None = None  # the release that founded the pool (None: not known)
+    reference_blocked_joins: int = 0  # blocked runs of that release pooled (``Pool.joins``)
     blocks: bool = field(init=False)
     improves: bool = field(init=False)
 
@@ -132,8 +140,14 @@ class PairedComparison:
 
     def summary(self) -> str:
         """One line for people: ``pass rate 81.5 % vs 84.2 % over 5 reference runs on 200 cases (net
-        −2.7 points, p = 0.07 for a drop, 0.95 for a gain); 9 regressed, 4 improved``."""
+        −2.7 points, p = 0.07 for a drop, 0.95 for a gain); 9 regressed, 4 improved``; with a founding
+        release, ``over 12 reference runs (founded by release R1, 2 of its runs pooled although
+        blocked)``."""
         runs = f"{self.reference_runs} reference run{'s' if self.reference_runs != 1 else ''}"
+        if self.reference_release is not None:
+            joins = self.reference_blocked_joins
+            blocked = f", {joins} of its runs pooled although blocked" if joins else ""
+            runs += f" (founded by release {self.reference_release}{blocked})"
         return (
             f"pass rate {100 * self.current_rate:.1f} % vs {100 * self.reference_rate:.1f} % over {runs} "
             f"on {self.n} cases (net {-100 * self.drop:+.1f} points, p = {self.p_worse:.3g} for a drop, "
@@ -174,6 +188,8 @@ def paired_test(
         reference_runs=pool.runs,
         reference_rate=reference / n if n else 0.0,
         current_rate=float(passed.mean()) if n else 0.0,
+        reference_release=pool.release,
+        reference_blocked_joins=len(pool.joins),
     )
 
 
@@ -203,19 +219,33 @@ def next_pool(
     outcomes: Mapping[str, bool],
     comparison: Mapping | None,
     settings: PairedSettings | None = None,
+    *,
+    release: str | None = None,
+    run: str | None = None,
+    at: str | None = None,
 ) -> Pool | None:
-    """The pool a shipping run leaves (None: the pool stays as it is). ``comparison``: the run's
-    :meth:`PairedComparison.to_dict` against ``pool`` (None when there was no pool to compare with).
+    """The pool this run leaves (None: the pool stays as it is), by rules 1–6 of the module docstring.
 
-    No pool yet, or a clear improvement (``improves``): the pool starts again from this run alone. A
-    pool of fewer than ``pool_runs`` runs takes this run in. A full pool stays frozen, so a slow decline
-    cannot drag the reference down; a blocked run never changes the pool.
+    ``comparison``: the run's :meth:`PairedComparison.to_dict` against ``pool`` (None when there was no
+    pool to compare with); ``release``: the run's release (None: not known, so never the founding one);
+    ``run`` and ``at`` (UTC ``YYYY-MM-DDTHH:MM:SSZ``, default now) name the run in the record of a
+    blocked run of the founding release that joins. The caller passes a blocked run only when the
+    paired test alone blocked it (a run blocked by a gate or an index check is no measurement of the
+    release to pool).
     """
     settings = settings or PairedSettings()
-    if comparison is not None and comparison.get("blocks"):
+    blocked = comparison is not None and bool(comparison.get("blocks"))
+    if pool is not None and release is not None and release == pool.release:
+        joined = pool.joined(outcomes)  # a draw of the very release the pool measures: never selected
+        if not blocked:
+            return joined
+        when = at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        p_worse = float(comparison["p_worse"]) if comparison is not None else 1.0
+        return joined.with_join(PoolJoin(run, release, when, pool.rate, joined.rate, p_worse))
+    if blocked:
         return None
     if pool is None or (comparison is not None and comparison.get("improves")):
-        return Pool.of_run(outcomes)
+        return Pool.of_run(outcomes, release)
     if pool.runs < settings.pool_runs:
         return pool.joined(outcomes)
     return None

@@ -40,7 +40,17 @@ RAGSPINE_METRICS = (
 )
 RAGSPINE_KEYS = ("metrics", "fabrication_count", "n_cases")
 EXTRA_KEY = "ragspine_pipeline"
-EXTRA_KEYS = ("metrics", "updated_at", "run", "cases", "pool", "pooled_runs", "history")
+EXTRA_KEYS = (
+    "metrics",
+    "updated_at",
+    "run",
+    "cases",
+    "pool",
+    "pooled_runs",
+    "pool_release",
+    "pool_history",
+    "history",
+)
 
 
 def is_ragspine_shaped(raw: Mapping[str, Any]) -> bool:

@@ -58,13 +58,32 @@ def record_warnings(traces: str | Path) -> list[str]:
         return []
     unknown = "whether its answers were reused from earlier replays is not known"
     try:
-        with open(traces, "rb") as written:
-            digest = hashlib.file_digest(written, "sha256").hexdigest()
-        content = json.loads(record.read_text(encoding="utf-8"))
-        matches = content["traces_sha256"] == digest
+        content, matches = _read(traces)
         warnings = [*reuse_warnings(content["reused"]), *failure_warnings(content["failed"])]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return [f"{record} is not a readable replay record of {traces}: {unknown}"]
     if not matches:
         return [f"{record} was written for other traces than {traces} holds now: {unknown}"]
     return warnings
+
+
+def record_release(traces: str | Path) -> str | None:
+    """The release the replay record of ``traces`` names (``replay --release`` or the SUT file's
+    ``release:``); None when there is no record, it cannot be read, it is of other traces (what
+    :func:`record_warnings` names) or it names no release."""
+    if not Path(traces).is_file() or not record_path(traces).is_file():
+        return None
+    try:
+        content, matches = _read(traces)
+        release = content.get("release")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return release if matches and isinstance(release, str) and release.strip() else None
+
+
+def _read(traces: str | Path) -> tuple[dict, bool]:
+    """The record of ``traces`` and whether it was written for the traces the file holds now."""
+    with open(traces, "rb") as written:
+        digest = hashlib.file_digest(written, "sha256").hexdigest()
+    content = json.loads(record_path(traces).read_text(encoding="utf-8"))
+    return content, content["traces_sha256"] == digest

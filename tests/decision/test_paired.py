@@ -239,3 +239,161 @@ def test_a_malformed_pool_is_refused_naming_the_file(tmp_path, extra, message):
     with pytest.raises(InputError, match=r"b\.json") as raised:
         load_baseline(path, ["precision"])
     assert message in str(raised.value)
+
+
+# -- the founding release: every run of it joins, blocked or not (issue 45) -----------------------------
+
+AT = "2026-11-29T08:00:00Z"
+QIDS = [f"q{i:03d}" for i in range(200)]
+TRUE = np.array([1.0] * 126 + [0.5] * 74)  # a true pass rate of 0.815
+LUCKY = dict(zip(QIDS, [True] * 180 + [False] * 20, strict=True))  # 0.900: the finding's first run
+
+
+def honest_sequence(release: str | None, runs: int = 30, seed: int = 3) -> tuple[list[bool], Pool]:
+    """A lucky first run, then ``runs`` honest runs of the same service; ``release``: of every run."""
+    rng = np.random.default_rng(seed)
+    pool = next_pool(None, LUCKY, None, release=release)
+    blocks = []
+    for run in range(runs):
+        outcomes = dict(zip(QIDS, (rng.random(200) < TRUE).tolist(), strict=True))
+        comparison = paired_test(pool, outcomes).to_dict()
+        blocks.append(comparison["blocks"])
+        pool = next_pool(pool, outcomes, comparison, release=release, run=f"run-{run}", at=AT) or pool
+    return blocks, pool
+
+
+def test_a_pool_founded_by_a_lucky_run_comes_back_to_its_release_and_stops_blocking_it():
+    # As in the finding: the survivor-fed pool froze above the truth and blocked the same service for good.
+    unknown, frozen = honest_sequence(release=None)
+    assert sum(unknown) >= 10 and sum(unknown[10:]) >= 5 and frozen.rate > 0.84
+    blocks, pool = honest_sequence(release="r1")
+    assert sum(blocks) <= 2 and sum(blocks[-20:]) <= 1
+    assert pool.runs == 31 and pool.release == "r1" and pool.rate == pytest.approx(0.815, abs=0.01)
+    # Every blocked run of r1 joined and is on the record; a shipping one joined without a record.
+    assert len(pool.joins) == sum(blocks) and all(join.release == "r1" for join in pool.joins)
+
+
+def test_a_blocked_run_of_the_founding_release_joins_with_who_when_and_why_recorded():
+    pool = Pool.of_run(LUCKY, "r1")
+    worse = flipped(LUCKY, to_fail=20)
+    comparison = paired_test(pool, worse).to_dict()
+    assert comparison["blocks"] and comparison["reference_release"] == "r1"
+    joined = next_pool(pool, worse, comparison, release="r1", run="run-7", at=AT)
+    assert joined.runs == 2 and joined.cases["q000"] == (1, 2) and joined.cases["q199"] == (0, 2)
+    [join] = joined.joins
+    assert (join.run, join.release, join.at, join.p_worse) == ("run-7", "r1", AT, comparison["p_worse"])
+    assert (join.before, join.after) == pytest.approx((0.9, 0.85))
+    assert join.sentence() == (
+        f"run run-7 of release r1 (blocked, p = {join.p_worse:.3g}) joined the reference pool at {AT}: "
+        "its pass rate 90.0 % → 85.0 %"
+    )
+    later = paired_test(joined, LUCKY)
+    assert "over 2 reference runs (founded by release r1, 1 of its runs pooled although blocked)" in (
+        later.summary()
+    )
+
+
+def test_a_real_drop_of_another_release_is_blocked_and_never_joins_however_often_it_is_run():
+    settings = PairedSettings(pool_runs=5)
+    pool = Pool.of_run(BASE, "r1").joined(BASE)  # not full: a shipping run of any release would join
+    dropped = flipped(BASE, to_fail=25, to_pass=5)
+    for run in range(5):
+        comparison = paired_test(pool, dropped, settings).to_dict()
+        assert comparison["blocks"]
+        assert next_pool(pool, dropped, comparison, settings, release="r2", run=f"r2-{run}") is None
+        assert next_pool(pool, dropped, comparison, settings, release=None) is None
+
+
+def test_a_run_of_the_founding_release_never_restarts_the_pool_and_joins_a_full_one():
+    settings = PairedSettings(pool_runs=2)
+    pool = Pool.of_run(BASE, "r1").joined(BASE)
+    better = flipped(BASE, to_pass=20)
+    assert paired_test(pool, better, settings).improves
+    own = next_pool(pool, better, paired_test(pool, better, settings).to_dict(), settings, release="r1")
+    assert (
+        own.runs == 3 and own.release == "r1" and not own.joins
+    )  # joined: a release is not better than itself
+    other = next_pool(pool, better, paired_test(pool, better, settings).to_dict(), settings, release="r2")
+    assert other == Pool.of_run(better, "r2")  # another release, clearly better: it founds the new pool
+    same = flipped(BASE, to_fail=1, to_pass=1)
+    assert shipped(pool, same, settings) is None  # full: other runs no longer join
+    assert (
+        next_pool(pool, same, paired_test(pool, same, settings).to_dict(), settings, release="r1").runs == 3
+    )
+
+
+def test_the_founding_release_and_its_joins_are_written_and_read_back(tmp_path):
+    path = tmp_path / "b.json"
+    settings = PairedSettings(pool_runs=5)
+
+    def run(outcomes: dict, name: str, release: str | None) -> BaselineEntry | None:
+        def change(old: BaselineEntry | None) -> BaselineEntry | None:
+            reference = None if old is None else old.reference()
+            paired = None if reference is None else paired_test(reference, outcomes, settings).to_dict()
+            return paired_promoted(
+                old,
+                {"precision": 0.9},
+                cases=outcomes,
+                paired=paired,
+                settings=settings,
+                run=name,
+                now=NOW,
+                release=release,
+            )
+
+        return locked_update(path, "golden", None, change)
+
+    run(LUCKY, "r1-a", "r1")
+    before = json.loads(path.read_text())["golden"]
+    assert before["pool_release"] == "r1" and "pool_history" not in before
+    run(flipped(LUCKY, to_fail=20), "r1-b", "r1")  # blocked by the paired test: pooled, not promoted
+    after = json.loads(path.read_text())["golden"]
+    assert after["pooled_runs"] == 2 and after["pool"]["q000"] == [1, 2] and after["pool"]["q179"] == [2, 2]
+    assert {key: after[key] for key in ("metrics", "cases", "run", "updated_at")} == {
+        key: before[key] for key in ("metrics", "cases", "run", "updated_at")
+    }
+    [join] = after["pool_history"]
+    assert join["run"] == "r1-b" and join["release"] == "r1" and join["at"] == "2026-11-27T08:00:00Z"
+    assert (join["from"], join["to"]) == pytest.approx((0.9, 0.85)) and 0 < join["p_worse"] < 0.02
+    entry = load_baseline(path, ["precision"])["golden"]
+    assert entry.pool.release == "r1" and entry.pool.joins[0].run == "r1-b"
+    unchanged = path.read_bytes()
+    run(flipped(LUCKY, to_fail=20), "r2-a", "r2")  # the same drop of another release: nothing written
+    assert path.read_bytes() == unchanged
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"pool_release": "r1"}, "'pool_release' and 'pool_history' need 'pool'"),
+        ({"pool": {"q1": [1, 1]}, "pooled_runs": 1, "pool_release": ""}, "'pool_release' must be"),
+        ({"pool": {"q1": [1, 1]}, "pooled_runs": 1, "pool_history": {}}, "'pool_history' must be a list"),
+        ({"pool": {"q1": [1, 1]}, "pooled_runs": 1, "pool_history": [{"run": "x"}]}, "join 1: missing key"),
+        (
+            {
+                "pool": {"q1": [1, 1]},
+                "pooled_runs": 1,
+                "pool_history": [
+                    {"run": "x", "release": "r1", "at": "now", "from": 0.9, "to": 0.8, "p_worse": 0.01}
+                ],
+            },
+            "join 1: 'at' must be a UTC time",
+        ),
+        (
+            {
+                "pool": {"q1": [1, 1]},
+                "pooled_runs": 1,
+                "pool_history": [
+                    {"run": "x", "release": "r1", "at": AT, "from": 1.5, "to": 0.8, "p_worse": 0.01}
+                ],
+            },
+            "join 1: 'from' must be a number in [0, 1]",
+        ),
+    ],
+)
+def test_a_malformed_founding_release_or_history_is_refused_naming_the_file(tmp_path, extra, message):
+    path = tmp_path / "b.json"
+    write(path, extra)
+    with pytest.raises(InputError, match=r"b\.json") as raised:
+        load_baseline(path, ["precision"])
+    assert message in str(raised.value)
