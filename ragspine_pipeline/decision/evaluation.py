@@ -39,7 +39,13 @@ from ragspine_pipeline.decision.flakiness import flakiness
 from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.golden import GoldenLock
 from ragspine_pipeline.decision.paired import paired_test
-from ragspine_pipeline.decision.release import ReleaseDecision, decide, failed_slices, index_integrity
+from ragspine_pipeline.decision.release import (
+    PAIRED_REGRESSION,
+    ReleaseDecision,
+    decide,
+    failed_slices,
+    index_integrity,
+)
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, names
 from ragspine_pipeline.scoring.grounded import (
@@ -62,7 +68,6 @@ CANARIES = names("canary")  # see :func:`canaries`
 # Every name a golden run can report, gate or baseline (``ragspine_pipeline.metrics``).
 KNOWN_METRICS = names(*GOLDEN_FAMILIES)
 PASSING_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
-PAIRED_REGRESSION = "case_pass_rate (paired)"
 
 
 @dataclass(frozen=True)
@@ -488,18 +493,10 @@ def promoted_entry(
     the paired test alone blocked still reaches it, as a run of the pool's founding release
     (``release``) joins the pool whatever the test said (``decision.paired``, rule 2)."""
     paired = config.baseline_test == "paired"
-    if not evaluation.passed and not (paired and _blocked_by_paired_test_alone(evaluation)):
+    if not evaluation.passed and not (paired and evaluation.release.blocked_by_paired_test_alone()):
         return None
     figures = evaluation.baseline_figures(paired=paired)
     return ratchet_entry(figures, evaluation.comparison, old, config, run_id, release)
-
-
-def _blocked_by_paired_test_alone(evaluation: Evaluation) -> bool:
-    """Blocked, and it would ship but for the paired regression (no gate, slice or index problem)."""
-    release = evaluation.release
-    others = [r for r in release.regressions if r.metric != PAIRED_REGRESSION]
-    unblocked = release.model_copy(update={"regressions": others})
-    return len(others) < len(release.regressions) and not unblocked.blocks()
 
 
 def ratchet_entry(

@@ -143,7 +143,11 @@ class GateRow(BaseModel):
         )
 
 
-RUN_FIGURES = frozenset({"gates", "metrics", "not_applicable", "warnings", "baseline_figures"})
+# The regression the paired baseline test reports (``decision.evaluation.compare_with_baseline``).
+PAIRED_REGRESSION = "case_pass_rate (paired)"
+RUN_FIGURES = frozenset(
+    {"gates", "metrics", "not_applicable", "warnings", "baseline_figures", "service_release"}
+)
 """What a shell adds to a decision (:meth:`ReleaseDecision.with_run_figures`): not in the report's
 ``release``, which sits beside the report's own gates and figures."""
 
@@ -179,6 +183,9 @@ class ReleaseDecision(BaseModel):
     metrics: dict[str, float | None] | None = None  # every metric, rounded; null: does not apply
     warnings: list[str] | None = None
     baseline_figures: dict[str, Any] | None = None  # what the baseline step ratchets with (asset only)
+    # The release of the service the run evaluated (its SUT settings' release), when known: a run of the
+    # paired pool's founding release joins the pool whatever the paired test said (``decision.paired``).
+    service_release: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -224,6 +231,7 @@ class ReleaseDecision(BaseModel):
         metrics: Mapping[str, float | None],
         warnings: Sequence[str],
         baseline_figures: Mapping[str, Any] | None = None,
+        service_release: str | None = None,
     ) -> ReleaseDecision:
         """The decision with the run's gate rows, metric values and warnings: what
         ``release_decision.json`` holds (and, with ``baseline_figures``, the asset)."""
@@ -233,8 +241,16 @@ class ReleaseDecision(BaseModel):
                 "metrics": dict(metrics),
                 "warnings": list(warnings),
                 "baseline_figures": None if baseline_figures is None else dict(baseline_figures),
+                "service_release": service_release,
             }
         )
+
+    def blocked_by_paired_test_alone(self) -> bool:
+        """Blocked, and it would ship but for the paired baseline test (no gate, slice or index problem):
+        a run of the paired pool's founding release still joins the pool (``decision.paired``)."""
+        others = [r for r in self.regressions if r.metric != PAIRED_REGRESSION]
+        unblocked = self.model_copy(update={"regressions": others})
+        return len(others) < len(self.regressions) and not unblocked.blocks()
 
     def blocks(self) -> bool:
         """Any failed hard gate (an unmeasured one included), failed slice, regression or index problem."""

@@ -136,7 +136,9 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             report = io.StringIO()
             write_json(evaluation, inputs, report)
             report_uri = eval_files.publish(run_id, "evaluation.json", report.getvalue(), "evaluation report")
-            decision = decision_value(evaluation, summary(evaluation, inputs), config)
+            decision = decision_value(
+                evaluation, summary(evaluation, inputs), config, golden_traces.attrs.get("release")
+            )
             decision_uri = eval_files.publish(
                 run_id, "release_decision.json", json_document(decision.record()), "release decision"
             )

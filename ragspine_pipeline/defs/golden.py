@@ -153,6 +153,7 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
             source=uris["traces.jsonl"],
             failed=dict(result.failed),
             reused=[asdict(reuse) for reuse in result.reused_from],
+            release=opened.release,
         )
         return dg.Output(
             frame,

@@ -26,7 +26,7 @@ from ragspine_pipeline.decision.evaluation import (
     ratchet_entry,
 )
 from ragspine_pipeline.decision.gates import Gate, default_gates
-from ragspine_pipeline.decision.release import FailedSlice, GateRow, ReleaseDecision
+from ragspine_pipeline.decision.release import PAIRED_REGRESSION, FailedSlice, GateRow, ReleaseDecision
 from ragspine_pipeline.defs.golden import GROUP
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
@@ -62,12 +62,14 @@ def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
     return config, config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates(grounded=True, qa=True)
 
 
-def decision_value(evaluation: Evaluation, report: dict, config: EvalConfig) -> ReleaseDecision:
+def decision_value(
+    evaluation: Evaluation, report: dict, config: EvalConfig, service_release: str | None = None
+) -> ReleaseDecision:
     """The ``release_decision`` of a run: the decision (as the report rounds it) with the gates, metrics
     and warnings of the run — what ``release_decision.json`` holds (:meth:`ReleaseDecision.record`) —
     and ``baseline_figures``, what the baseline step needs to compare and ratchet under the baseline's
-    lock (``decision.evaluation.BaselineFigures``). The asset stores
-    :meth:`ReleaseDecision.asset_value`, plain data."""
+    lock (``decision.evaluation.BaselineFigures``), with the release of the service it evaluated. The
+    asset stores :meth:`ReleaseDecision.asset_value`, plain data."""
     figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
     metrics = {name: None if v is None else round(v, 4) for name, v in evaluation.metrics.items()}
     release = ReleaseDecision.model_validate(report["release"]).with_run_figures(
@@ -75,6 +77,7 @@ def decision_value(evaluation: Evaluation, report: dict, config: EvalConfig) -> 
         metrics,
         report["warnings"],
         figures.to_dict(),
+        service_release,
     )
     return release
 
@@ -293,18 +296,25 @@ def release_assets(service: Service) -> list:
         """The baseline, tightened with a shipping run's metrics (it only ratchets up).
 
         It reads the decision and promotes only from `ship`: after a blocked release the step succeeds
-        without a materialisation and the baseline file is not touched. The ratchet is one
-        locked update of the baseline file (a local path under a lock, or S3 with conditional writes), and
-        inside it the run is compared again with the baseline as it is *now*: when a concurrent run promoted
-        a stricter value since this run decided, this run is worse than the baseline, nothing is written
-        and the step fails saying so. A shipping run that is not better anywhere leaves every value as it
-        was (`baseline_test: paired`: the first shipping runs fill the reference pool, then only a
-        significant improvement restarts it); no code path lowers one.
+        without a materialisation and the baseline file is not touched — except under `baseline_test:
+        paired` for a run the paired test alone blocked: a run of the release that founded the reference
+        pool (the SUT settings' `release`) joins the pool blocked or not, recorded in its history. The
+        ratchet is one locked update of the baseline file (a local path under a lock, or S3 with
+        conditional writes), and inside it the run is compared again with the baseline as it is *now*:
+        when a concurrent run promoted a stricter value since this run decided, this run is worse than the
+        baseline, nothing is written and the step fails saying so. A shipping run that is not better
+        anywhere leaves every value as it was (`baseline_test: paired`: the first shipping runs fill the
+        reference pool, then only a significant improvement restarts it); no code path lowers one.
         """
         eval_files = service.files
         path, mode = eval_files.baseline_path, eval_files.baseline_mode
         decision = ReleaseDecision.model_validate(release_decision)
-        if not decision.ships or decision.baseline_figures is None:
+        with user_errors():
+            config = service.config()
+        # A run of the paired pool's founding release joins its pool blocked or not (decision.paired):
+        # the ratchet decides, under the lock, whether this run's release is that one.
+        pooled = config.baseline_test == "paired" and decision.blocked_by_paired_test_alone()
+        if not (decision.ships or pooled) or decision.baseline_figures is None:
             context.log.info(f"release {decision.decision}: the baseline is not touched")
             return
         figures = BaselineFigures.from_dict(decision.baseline_figures)
@@ -313,18 +323,17 @@ def release_assets(service: Service) -> list:
         def judge(old: baselines.BaselineEntry | None) -> baselines.BaselineEntry | None:
             seen["before"] = old
             comparison = compare_with_baseline(figures, old, config)
-            if comparison.regressions:
-                worse = "; ".join(
-                    f"{r.metric} {r.current:.4f} vs {r.baseline:.4f}" for r in comparison.regressions
-                )
+            moved = [r for r in comparison.regressions if decision.ships or r.metric != PAIRED_REGRESSION]
+            if moved:
+                worse = "; ".join(f"{r.metric} {r.current:.4f} vs {r.baseline:.4f}" for r in moved)
                 raise InputError(
                     store.name,
                     f"mode '{mode}': the baseline moved since this run decided ({worse}): not promoted",
                 )
-            return ratchet_entry(figures, comparison, old, config, context.run.run_id)
+            run_id, release = context.run.run_id, decision.service_release
+            return ratchet_entry(figures, comparison, old, config, run_id, release)
 
         with user_errors():
-            config = service.config()
             store = open_versioned(path, "baseline", endpoint_url=s3_endpoint())
             entry = baselines.locked_update(store, mode, KNOWN_METRICS, judge, METRIC_SCOPE)
         before = seen.get("before")

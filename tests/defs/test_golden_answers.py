@@ -5,6 +5,7 @@ so, named in the metadata. The two golden assets only, materialised on a tempora
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import Counter
@@ -124,3 +125,61 @@ def test_a_re_execution_from_failure_resumes_its_run_and_a_new_run_does_not(tmp_
         ASKED.clear()
         with dg.execute_job(job, instance, tags=tags) as relaunched:
             assert relaunched.success and len(ASKED) == 20
+
+
+# -- the paired baseline in the code location --------------------------------------------------------
+
+PAIRED_CASES = 200
+
+
+def grade(case: dict) -> dict:
+    """A service that answers the first STATE["passing"] cases of the paired golden set right."""
+    i = int(case["qid"][1:])
+    cited = f"doc{i}#1" if i < STATE["passing"] else "other#1"
+    claim = f"It is fact number {i:03d}." if i < STATE["passing"] else "Something else."
+    return {"answer": {"claim": claim, "citations": [cited]}, "retrieved_ids": [cited]}
+
+
+@pytest.mark.system  # two runs of the golden path, evaluation and ratchet (~15 s)
+def test_a_run_of_the_founding_release_that_the_paired_test_alone_blocks_joins_the_pool(tmp_path):
+    """The code location passes the SUT settings' release to the ratchet, as `score --release` does: a
+    blocked honest re-run of the release that founded the reference pool joins it, on the record."""
+    from ragspine_pipeline.defs.evaluation import evaluation_asset
+    from ragspine_pipeline.defs.release import release_assets
+
+    rows = [
+        {"qid": f"q{i:03d}", "question": f"What is fact {i}?", "answerable": True,
+         "gold_claim_substr": [f"fact number {i:03d}"], "gold_citations": [f"doc{i}#1"]}
+        for i in range(PAIRED_CASES)
+    ]  # fmt: skip
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = tmp_path / "paired.yaml"
+    config.write_text("gates:\n  compliance: {min: 0.0}\nbaseline_test: paired\n")
+    settings = PythonSut(function=f"{__name__}:grade", concurrency=4, release="r1")
+    service = Service(
+        files=EvalFiles(
+            golden_path=str(gold),
+            baseline_path=str(tmp_path / "baseline.json"),
+            reports_dir=str(tmp_path / "reports"),
+            work_dir=str(tmp_path / "work"),
+        ),
+        sut=SutResource(kind="declared", settings_json=settings.model_dump_json()),
+        alerts=AlertsResource(outbox_path=str(tmp_path / "outbox.jsonl")),
+        trace_store=TraceStoreResource(uri=str(tmp_path / "traces")),
+        index_manifest=IndexManifestResource(uri=None),
+        gates_config=config,
+    )
+    checks, baseline = release_assets(service)
+    assets = [*golden_assets(service), evaluation_asset(service), baseline, checks]
+    with dg.instance_for_test() as instance:
+        for passing, run in ((180, "lucky"), (160, "honest")):  # the same release, a lucky run first
+            STATE["passing"] = passing
+            result = dg.materialize(
+                assets, instance=instance, tags={INDEX_VERSION_TAG: "ix-7"}, raise_on_error=False
+            )
+            assert result.success, run
+    entry = json.loads((tmp_path / "baseline.json").read_text())["golden"]
+    assert entry["pool_release"] == "r1" and entry["pooled_runs"] == 2
+    [join] = entry["pool_history"]  # the blocked honest run joined, recorded
+    assert (join["release"], join["from"], join["to"]) == ("r1", 0.9, 0.85)
