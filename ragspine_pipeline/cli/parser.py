@@ -25,6 +25,7 @@ from ragspine_pipeline.sources.strata import DEFAULT_FLOOR
 DEMO_ROOT = "var/demo"
 
 _POSITIVE = whole_number(1)
+_NON_NEGATIVE = whole_number(0)
 _COUNT = whole_number(0)
 
 
@@ -444,7 +445,16 @@ def _add_plan(commands: Any) -> None:
         "--tests",
         type=_POSITIVE,
         metavar="M",
-        help="tests a night, over the test's weight (default 10: six rates, three windows, all traffic)",
+        help="tests a night, over the test's weight (default 10: six rates, three windows, all traffic; "
+        "more with --slices)",
+    )
+    parser.add_argument(
+        "--slices",
+        type=_NON_NEGATIVE,
+        default=0,
+        metavar="K",
+        help="slices tested a night besides all traffic, every tag dimension's values together (default 0); "
+        "8 slices double the tests",
     )
     parser.add_argument(
         "--window", type=_POSITIVE, metavar="NIGHTS", help="trailing nights of the level (default 14)"

@@ -143,7 +143,7 @@ def _nightly_design(args: argparse.Namespace, config: EvalConfig | None) -> tupl
         fdr = defaults.fdr if args.fdr is None else args.fdr
         if not 0 < fdr < 1:
             raise UsageError("plan: --fdr must be between 0 and 1, exclusive")
-        tests = power.nightly_tests(defaults) if args.tests is None else args.tests
+        tests = power.nightly_tests(defaults, args.slices) if args.tests is None else args.tests
         alpha, level = (
             power.per_test_alpha(fdr, tests),
             f"α = fdr {fdr:g} / {tests:g} tests = {fdr / tests:.3g}",

@@ -504,14 +504,17 @@ def _tests_per_weight(nights: Sequence[dict], settings: DropSettings) -> float:
     return nightly_tests(settings)
 
 
-def nightly_tests(settings: DropSettings) -> float:
-    """A night's tests with no slices (every production rate in every window, all traffic) over the
-    all-traffic one-night test's weight: ``α = fdr / nightly_tests`` is that test's level."""
+def nightly_tests(settings: DropSettings, slices: int = 0) -> float:
+    """A night's tests — every production rate in every window, in all traffic and in ``slices`` slices
+    (the values of every tag dimension together) — over the all-traffic one-night test's weight:
+    ``α = fdr / nightly_tests`` is that test's level (with one real change the night's two-stage
+    procedure rejects at the flat procedure's first step, ``scoring.night_family``)."""
     from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC
     from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
     from ragspine_pipeline.scoring.night_family import test_weight
 
     per_rate = sum(test_weight(ALL_TRAFFIC, nights, settings) for nights in settings.windows)
+    per_rate += slices * sum(test_weight("slice", nights, settings) for nights in settings.windows)
     return len(WORSE_WHEN) * per_rate / test_weight(ALL_TRAFFIC, 1, settings)
 
 

@@ -131,3 +131,9 @@ def test_a_config_s_sample_target_prints_the_size_it_implies(tmp_path, capsys):
     assert "300 traces a night, the max" in unreachable
     config.write_text("k: 5\n")  # no target: the nightly line alone
     assert len(_plan_with_config(capsys, config, "--nightly")) == 1
+
+
+def test_slices_add_their_tests_to_the_night_s_level(capsys):
+    assert power.nightly_tests(DropSettings(), slices=8) == pytest.approx(22.0)  # 10 + 8 × 3 × 6 / 12
+    assert main(["plan", "--nightly", "--rate", "0.9", "--slices", "8"]) == 0
+    assert "/ 22 tests" in capsys.readouterr().out
