@@ -35,8 +35,8 @@ changed rate's incident (``retrieved_citation_rate``), the others are every mess
   and ≤ 1 recovery in ≥ 90 % of histories. Collateral: outage nights on which another rate alerted.
 * ``quiet-iid``, ``quiet-ar1``, ``quiet-t3``: no change, 30 judged nights per history (20 × 30 = 600 by
   default); night effects independent normal, AR(1) with φ 0.8 (stationary, the same marginal SD), or
-  Student t with 3 df scaled to the same SD, per slice and rate. Alerting nights per 30 (one history's
-  count): target ≤ 0.5.
+  Student t with 3 df scaled to the same SD, per slice and rate (``-shared``: one effect a night per
+  rate, shared by every slice). Alerting nights per 30 (one history's count): target ≤ 0.5.
 
 Intervals are 95 %: Wilson over histories for shares, Student t over histories for means of counts.
 """
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -57,7 +58,7 @@ from scipy.stats import t as student_t
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.stats import wilson
 
-HISTORIES = 20  # independent histories per scenario
+HISTORIES = 40  # independent histories per scenario (~17 min for all of them on 2 shared cores)
 WARMUP = 31  # history nights: the variance window (28) and the three-night window need them
 LASTING = 30  # nights a lasting drop lasts
 SETTLE = 7  # nights judged after a lasting drop ends
@@ -135,6 +136,10 @@ HISTORY_SCENARIOS = {
     "quiet-iid": HistoryScenario("quiet", {}, 30),
     "quiet-ar1": HistoryScenario("quiet", dict(effects="ar1", phi=0.8), 30),
     "quiet-t3": HistoryScenario("quiet", dict(effects="t3"), 30),
+    # The same with one effect a night shared by every slice (a night worse everywhere).
+    "quiet-iid-shared": HistoryScenario("quiet", dict(shared=True), 30),
+    "quiet-ar1-shared": HistoryScenario("quiet", dict(effects="ar1", phi=0.8, shared=True), 30),
+    "quiet-t3-shared": HistoryScenario("quiet", dict(effects="t3", shared=True), 30),
 }
 
 
@@ -261,7 +266,8 @@ def _quiet(nights: list[Night], traffic: Traffic, spec: HistoryScenario) -> dict
         **_messages(nights),
         "alert_nights": sum(bool(n.alerts) for n in nights),
         "tests_per_night": round(float(np.mean([n.tested for n in nights])), 1),
-        "alarms": [(n.day, n.alerts) for n in nights if n.alerts],
+        "alarms": [(n.day, [f"{k} ({n.windows[k]} n)" for k in n.alerts]) for n in nights if n.alerts],
+        "alerts_by_window": dict(Counter(w for n in nights for w in n.windows.values())),
     }
 
 
@@ -396,12 +402,15 @@ def _summarise_outage(rows: list[dict], nights: int) -> dict:
 
 def _summarise_quiet(rows: list[dict], judged: int) -> dict:
     per_30 = 30 / judged
+    windows = (Counter(r["alerts_by_window"]) for r in rows)
     return {
         "alerting_nights_per_30_95ci": mean_ci([r["alert_nights"] * per_30 for r in rows]),
         "alerting_nights": [sum(r["alert_nights"] for r in rows), judged * len(rows)],
         "posts_per_30_95ci": mean_ci([r["posts"] * per_30 for r in rows]),
         "replies_recoveries": [sum(r["replies"] for r in rows), sum(r["recoveries"] for r in rows)],
         "tests_per_night": round(float(np.mean([r["tests_per_night"] for r in rows])), 1),
+        # The alerting tests (one per rate and slice a night: its smallest q) by window, in nights.
+        "alerts_by_window": dict(sorted(sum(windows, Counter()).items())),
     }
 
 

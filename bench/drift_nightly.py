@@ -51,6 +51,7 @@ class Night:
     opened_about: list[list[str]] = field(default_factory=list)
     closed_about: list[list[str]] = field(default_factory=list)
     noted: dict[str, str | None] = field(default_factory=dict)  # every alerting test's note, by key
+    windows: dict[str, int] = field(default_factory=dict)  # every alerting test's window (nights), by key
     parts: list[Part] = field(default_factory=list)  # every message queued tonight
 
     def about(self, metric: str, kind: str) -> int:
@@ -93,6 +94,7 @@ class Nightly:
         result = Night(day, len(tests.tested), [t.key for t in tests.alerts], posted, alone)
         result.notes = [f"{t.key}: {t.note}" for t in tests.alerts if t.note]
         result.noted = {t.key: t.note for t in tests.alerts}
+        result.windows = {t.key: t.nights for t in tests.alerts}
         if queued is None:
             return result
         replied: set[str] = set()

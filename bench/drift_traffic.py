@@ -5,7 +5,6 @@ summaries (the summary-level path)."""
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -149,13 +148,17 @@ class Traffic:
         return lines
 
 
-@functools.lru_cache(maxsize=16384)
+_AR1: dict[tuple, list[np.ndarray]] = {}  # (seed, shape, phi) -> the series so far
+
+
 def _ar1(seed: int, shape: tuple[int, int], phi: float, night: int) -> np.ndarray:
-    """A stationary AR(1) series of standard normal effects (correlation ``phi`` from night to night)."""
-    innovation = np.random.default_rng([seed, night, 1_000_003]).standard_normal(shape)
-    if night == 0:
-        return innovation
-    return phi * _ar1(seed, shape, phi, night - 1) + np.sqrt(1 - phi * phi) * innovation
+    """Night ``night`` of a stationary AR(1) series of standard normal effects (correlation ``phi`` from
+    one night to the next), the same whichever night is asked first."""
+    series = _AR1.setdefault((seed, shape, phi), [])
+    while len(series) <= night:
+        innovation = np.random.default_rng([seed, len(series), 1_000_003]).standard_normal(shape)
+        series.append(phi * series[-1] + np.sqrt(1 - phi * phi) * innovation if series else innovation)
+    return series[night]
 
 
 def _trace(request_id: str, slice_name: str, p: dict, unsound: float, u: np.ndarray) -> str:
