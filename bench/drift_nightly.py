@@ -84,9 +84,19 @@ class Nightly:
         """What the nightly path does with a night's summary: its drop tests against the earlier nights,
         the production alert, the outbox's news; and what the outbox queued, as messages."""
         day = summary["day"]
-        tests = drop_tests(summary, self.history, self.settings)
+        # The open incidents' levels and the accepted ones, as the nightly asset reads them.
+        before = self.outbox.states().get("production")
+        tests = drop_tests(
+            summary,
+            self.history,
+            self.settings,
+            incidents=before.open_levels() if before is not None else None,
+            accepted=before.accepted_since() if before is not None else None,
+        )
         self.remember(summary)
-        alert = drop_alert(day, [Drop.of(t) for t in tests.alerts], run_id=f"night-{index}")
+        alert = drop_alert(
+            day, [Drop.of(t) for t in tests.alerts], run_id=f"night-{index}", returns=tests.returns
+        )
         size = self.outbox.path.stat().st_size if self.outbox.path.exists() else 0
         queued = self.outbox.observe(alert)
         alone = any(t.p_value <= self.settings.fdr and self.settings.large_enough(t) for t in tests.tested)
