@@ -75,12 +75,16 @@ def thread_root(regressions: Sequence[Entry], channel: str | None = None) -> str
 
 def closing(recovery: Alert, closed: Sequence[Alert]) -> Alert:
     """``recovery`` saying what it closes: one :class:`Recovery` per metric, channel, slice or rate that
-    the ``closed`` regressions (oldest first) announced — as the latest of them said it — with the
+    the ``closed`` regressions (oldest first) announced — as the latest of them said it — and every rate
+    of a production incident (its rates joined quietly: the recovery's return tests name them), with the
     recovering run's value where it has one. The same alert when nothing is known to be closed."""
     rows: dict[str, Recovery] = {}
     for alert in reversed(closed):
         for row in _announced(alert, recovery.incidents):
             rows.setdefault(f"{row.kind}:{row.name}", row)
+    for r in recovery.returns:
+        was = r.trailing if r.dropped_to is None else r.dropped_to
+        rows.setdefault(f"rate:{r.key}", Recovery(name=r.key, kind="rate", was=was, trailing=r.trailing))
     recovered = [row.model_copy(update={"now": recovery.measured.get(row.name)}) for row in rows.values()]
     return recovery.model_copy(update={"recovered": recovered}) if recovered else recovery
 

@@ -406,28 +406,26 @@ def drop_alert(
     )
 
 
-def drop_title(day: str, drops: Sequence[Drop], still: bool = False) -> str:
-    """The title of a night's drops (a recovery when there are none); ``still``: of an incident's
-    later night."""
+def drop_title(day: str, drops: Sequence[Drop]) -> str:
+    """The title of a night's drops (a recovery when there are none)."""
     if not drops:
         return f"Recovered: production metrics of {day}"
     count = f"{len(drops)} significant drop{'s' if len(drops) != 1 else ''}"
-    return f"Production metrics of {day}: {'still ' if still else ''}{count}"
+    return f"Production metrics of {day}: {count}"
 
 
-# What a night says of one incident: it opens, spreads to more rates ("continues"), is still below the
-# level it dropped from (a weekly reminder), or closes.
-IncidentPart = Literal["opens", "continues", "still", "closes"]
+# What a night says of one incident: it opens, is still below the level it dropped from (a weekly
+# reminder), or closes.
+IncidentPart = Literal["opens", "still", "closes"]
 
 
 def incident_alert(
     night: Alert, metrics: Sequence[str], part: IncidentPart, alert_id: str, since: str | None = None
 ) -> Alert:
     """The part of ``night`` (a ``drop_alert``, as queued) about the incidents of ``metrics``: the drops
-    that open them, the drops that spread one to more rates (a reply in its thread), the reminder that
-    one is still below the level it dropped from since ``since`` (tonight's returns of its rates), or
-    the recovery that closes one (tonight's values of its rates). Its title keeps what was put before
-    the night's own title (a service's name)."""
+    that open them, the reminder that one is still below the level it dropped from since ``since``
+    (tonight's returns of its rates), or the recovery that closes one (tonight's values of its rates).
+    Its title keeps what was put before the night's own title (a service's name)."""
     day = night.night or "tonight"
     drops = [] if part in ("closes", "still") else [d for d in night.drops if d.metric in metrics]
     own = drop_title(day, night.drops)
@@ -437,7 +435,7 @@ def incident_alert(
     elif part == "still":
         title = f"Production metrics of {day}: {', '.join(metrics)} still below its level of {since}"
     else:
-        title = drop_title(day, drops, still=part == "continues")
+        title = drop_title(day, drops)
     return night.model_copy(
         update={
             "id": alert_id,

@@ -7,14 +7,15 @@ level it dropped from (``FrozenLevel``: the trailing level of the test that aler
 the trailing nights move. Every later night, each rate of an open incident is tested against that level
 (``scoring.significance``: the night's ``returns``). The incident:
 
-* **spreads** when the metric alerts in a rate it did not hold yet (another slice, the rate at the usual
-  traffic mix): one reply in its thread naming the new drops;
-* **stays open, quietly**, while any of its rates is below its level — whatever tonight's tests against
-  the trailing nights say (they learn a lasting drop within weeks): at most one short "still below"
-  reply in its thread a week (``REMINDER_DAYS``);
-* **closes as recovered** when every one of its rates is back within the noise of its level over its
-  last nights (two by default, ``recovery_nights``; more for a rate whose drop two nights cannot tell
-  apart): a reply naming what recovered;
+* **spreads, quietly**, when the metric alerts in a rate it did not hold yet (another slice, the rate at
+  the usual traffic mix): the rate joins with its own level, and the next reminder lists it;
+* **stays open, quietly**, while it is not back — whatever tonight's tests against the trailing nights
+  say (they learn a lasting drop within weeks): at most one short "still below" reply in its thread a
+  week (``REMINDER_DAYS``), listing every rate against its level;
+* **closes as recovered** (:func:`recovered`) when its all-traffic rates (every rate, for an incident of
+  slices alone) are back within the noise of their levels over their last nights (two by default,
+  ``recovery_nights``; more for a rate whose drop two nights cannot tell apart) and none of its slices
+  is still clearly below its own: a reply naming what recovered;
 * **closes as accepted** when a person accepts the rates' new level (``ragspine-eval incidents
   accept``, recorded who, when and why): a reply saying so; from then on those rates are compared only
   with the nights since they dropped (``accepted``).
@@ -32,7 +33,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ragspine_pipeline.alerts.model import MODEL_CONFIG, Alert, Drop, IncidentPart, incident_alert
-from ragspine_pipeline.scoring.drop_results import FrozenLevel
+from ragspine_pipeline.scoring.drop_results import FrozenLevel, ReturnTest
 
 REMINDER_DAYS = 7  # at most one "still below" reply in an open incident's thread in this many days
 
@@ -140,7 +141,8 @@ def observed(previous: StreamState | None, alert: Alert) -> tuple[list[Alert], S
 def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Alert], StreamState]:
     """The incidents one night of production drops opens, spreads, reminds of and closes (module
     docstring), as the alerts to queue — the opening drops together in one top-level message
-    (``night.id``), each other part a reply in its incident's thread — and the stream's state after it."""
+    (``night.id``), a reminder or a recovery a reply in its incident's thread — and the stream's state
+    after it."""
     day = night.night
     drops: dict[str, list[Drop]] = {}
     for drop in night.drops:
@@ -168,16 +170,13 @@ def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Aler
             del incidents[metric]
             continue
         spread = [d for d in tonight if d.name not in incident.levels]
-        levels = {**incident.levels, **_levels(spread, day)}
+        levels = {**incident.levels, **_levels(spread, day)}  # more of its rates join, quietly
         said = incident.night
-        if spread:
-            parts.append(("continues", [metric], None))
-            said = day
-        elif levels and all(key in returns and returns[key].back for key in levels):
+        if not spread and recovered(incident.levels, returns):
             parts.append(("closes", [metric], None))
             del incidents[metric]
             continue
-        elif _days(said, day) >= REMINDER_DAYS:
+        if _days(said, day) >= REMINDER_DAYS:
             parts.append(("still", [metric], incident.opened))
             said = day
         failures = sorted({*incident.failures, *(d.key for d in tonight)})
@@ -275,6 +274,19 @@ def incident_rows(state: StreamState | None, night: Alert | None = None) -> list
         for key, accepted in sorted(state.accepted.items())
     ]  # fmt: skip
     return rows
+
+
+def recovered(levels: dict[str, FrozenLevel], returns: dict[str, ReturnTest]) -> bool:
+    """Is an incident with these rates back? Its all-traffic rates (or, without one, every rate) are
+    back at their levels tonight, and none of its slices is still clearly below its own: a slice is a
+    small sample, and confirming each back would take a week of nights; a slice still well down when
+    all traffic is back would still show."""
+    if not levels:
+        return False
+    overall = [key for key, level in levels.items() if level.overall] or list(levels)
+    rest = [key for key in levels if key not in overall]
+    confirmed = all(key in returns and returns[key].back for key in overall)
+    return confirmed and not any(key in returns and returns[key].clearly_below for key in rest)
 
 
 def _levels(drops: list[Drop], night: str | None) -> dict[str, FrozenLevel]:

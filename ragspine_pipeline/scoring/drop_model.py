@@ -26,6 +26,9 @@ from ragspine_pipeline.scoring.random_effects import (
 # at this two-sided level over the variance window.
 WEEKLY_ALPHA = 0.01
 MAX_RHO = 0.95  # the night effects' correlation allowed for is capped below 1 (a random walk)
+# An open incident's slice is still clearly down, when its all-traffic rate is back, beyond this z
+# over its last recovery_nights nights (one-sided 1 %).
+CLEARLY_BELOW = NormalDist().inv_cdf(0.99)
 
 
 @dataclass(frozen=True)
@@ -241,27 +244,44 @@ def test(s: Series, window: Window, fit: Fit, i: int, settings: DropSettings, rh
 
 def return_test(s: Series | None, frozen: FrozenLevel, day: date, settings: DropSettings) -> ReturnTest:
     """The last ``r`` nights of ``s`` pooled against the level the incident froze: back when ``z ≤
-    recovery_sd``, ```z = (level − y) / sqrt(v + τ²/r + var(level))`` on the arcsine scale (positive:
-    worse). ``r`` is ``recovery_nights``, or more — up to the nights the
-    opening test pooled — where so few nights could not tell the drop it opened with from the level
-    (:func:`recovery_pool`): a rate still down must not look back by chance."""
-    worse = WORSE_WHEN[frozen.metric]
+    recovery_sd``, ``z = (level − y) / sqrt(v + τ²/r + var(level))`` on the arcsine scale (positive:
+    worse). ``r`` is ``recovery_nights``, or more — up to the nights the opening test pooled — where so
+    few nights could not tell the drop it opened with from the level (:func:`recovery_pool`): a rate
+    still down must not look back by chance. Clearly below: over the last ``recovery_nights`` nights
+    alone, ``z > CLEARLY_BELOW``."""
     nights = recovery_pool(s, frozen, day, settings)
     common = dict(
-        metric=frozen.metric, slice=frozen.slice, nights=nights, since=frozen.since, trailing=frozen.trailing
-    )
+        metric=frozen.metric, slice=frozen.slice, nights=nights, since=frozen.since, trailing=frozen.trailing,
+        dropped_to=frozen.dropped_to,
+    )  # fmt: skip
+    judged = _against(s, frozen, day, nights)
+    if judged is None:
+        missing = nights if s is None else sum(day - timedelta(days=b) not in s.counts for b in range(nights))
+        return ReturnTest(**common, reason=f"{missing} of the last {nights} night(s) without it")
+    current, worse_by, z = judged
+    short = _against(s, frozen, day, settings.recovery_nights)
+    return ReturnTest(
+        **common, current=current, worse_by=worse_by, z=z, back=bool(z <= settings.recovery_sd),
+        clearly_below=None if short is None else bool(short[2] > CLEARLY_BELOW),
+    )  # fmt: skip
+
+
+def _against(
+    s: Series | None, frozen: FrozenLevel, day: date, nights: int
+) -> tuple[float, float, float] | None:
+    """``(rate, worse by, z)`` of the last ``nights`` nights of ``s`` pooled against ``frozen`` (None:
+    a night without it)."""
     recent = [day - timedelta(days=back) for back in range(nights)]
     if s is None or not all(d in s.counts for d in recent):
-        missing = len(recent) if s is None else sum(d not in s.counts for d in recent)
-        reason = f"{missing} of the last {nights} night(s) without it"
-        return ReturnTest(**common, reason=reason)
+        return None
+    worse = WORSE_WHEN[frozen.metric]
     x = sum(s.counts[d][0] for d in recent)
     n = sum(s.counts[d][1] for d in recent)
     current = own_direction(x / n if n else 0.0, worse)
     worse_by = frozen.trailing - current if worse == "lower" else current - frozen.trailing
     y, v = variance_stabilised(np.array([x]), np.array([n]))
     z = (frozen.level - float(y[0])) / math.sqrt(float(v[0]) + frozen.tau2 / nights + frozen.level_variance)
-    return ReturnTest(**common, current=current, worse_by=worse_by, z=z, back=bool(z <= settings.recovery_sd))
+    return current, worse_by, z
 
 
 def recovery_pool(s: Series | None, frozen: FrozenLevel, day: date, settings: DropSettings) -> int:

@@ -12,6 +12,12 @@ from pydantic import BaseModel, ConfigDict
 if TYPE_CHECKING:  # the type only: alerts read these results without numpy and the drop settings
     from ragspine_pipeline.scoring.drop_settings import DropSettings
 
+ALL_TRAFFIC = "all traffic"
+# The all-traffic rate standardised to the reference nights' traffic mix: a slice of its own in tests,
+# alerts and incidents ("retrieved_citation_rate@all traffic at the usual mix").
+USUAL_MIX = "all traffic at the usual mix"
+OVERALL = (ALL_TRAFFIC, USUAL_MIX)  # the rates of all traffic, not of one slice
+
 # Frozen; unknown keys ignored, so that an outbox written by a newer version still reads.
 PLAIN = ConfigDict(frozen=True, extra="ignore")
 
@@ -119,10 +125,17 @@ class FrozenLevel(BaseModel):
     def key(self) -> str:
         return f"{self.metric}@{self.slice}"
 
+    @property
+    def overall(self) -> bool:
+        """Of all traffic (raw or at the usual mix), not of one slice."""
+        return self.slice in OVERALL
+
 
 class ReturnTest(BaseModel):
     """An open incident's rate over its last ``nights`` nights against its :class:`FrozenLevel`: ``back``
-    when it is within the noise of that level (``z ≤ recovery_sd``), None when it could not be judged."""
+    when it is within the noise of that level (``z ≤ recovery_sd``), None when it could not be judged;
+    ``clearly_below`` when its last ``recovery_nights`` nights alone stand more than ``CLEARLY_BELOW``
+    standard deviations under it (a slice still down when its all-traffic rate is back)."""
 
     model_config = PLAIN
 
@@ -131,15 +144,22 @@ class ReturnTest(BaseModel):
     nights: int  # the last nights pooled
     since: str
     trailing: float  # the frozen level, own direction
+    dropped_to: float | None = None  # the rate when it dropped (the opening test's), own direction
     current: float | None = None
     worse_by: float | None = None
     z: float | None = None
     back: bool | None = None
+    clearly_below: bool | None = None
     reason: str = "tested"
 
     @property
     def key(self) -> str:
         return f"{self.metric}@{self.slice}"
+
+    @property
+    def overall(self) -> bool:
+        """Of all traffic (raw or at the usual mix), not of one slice."""
+        return self.slice in OVERALL
 
     def to_dict(self) -> dict:
         out = self.model_dump()

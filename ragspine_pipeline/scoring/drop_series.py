@@ -10,13 +10,9 @@ from datetime import date
 
 import numpy as np
 
+from ragspine_pipeline.scoring.drop_results import ALL_TRAFFIC, USUAL_MIX
 from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
 from ragspine_pipeline.scoring.mix import Mix, standardised, strata
-
-ALL_TRAFFIC = "all traffic"
-# The all-traffic rate standardised to the reference nights' traffic mix: a slice of its own in tests,
-# alerts and incidents ("retrieved_citation_rate@all traffic at the usual mix").
-USUAL_MIX = "all traffic at the usual mix"
 
 Counts = tuple[float, float, int]  # (successes counted so that lower is worse, effective n, raw n)
 
