@@ -19,7 +19,7 @@ A night is made in one of two ways and judged in one (``drift_nightly.Nightly.ju
   effects, in the same JSON shape (~0.05 s a night, nearly all of it the drop tests).
 
 Judging is the real path: ``drop_tests`` against the earlier nights' summaries (settings from the
-packaged gates config), the production alert (``alerts.model.drop_alert``) and ``Outbox.observe``; the
+packaged gates config), the production alert (``alerts.nightly.drop_alert``) and ``Outbox.observe``; the
 parts the outbox queues are counted as Slack shows them: *posts* (top-level regression messages, an
 incident opens), *replies* in an open incident's thread, *recoveries* (an incident closes). Nothing is
 mocked; only the traffic (or, at summary level, its sampling) is simulated.

@@ -16,7 +16,8 @@ from pathlib import Path
 from drift_synth import synthesised_summary
 from drift_traffic import SEED, VERSION_KEYS
 
-from ragspine_pipeline.alerts.model import Drop, drop_alert
+from ragspine_pipeline.alerts.model import Drop
+from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.contracts.columns import load_evidence, load_traces
 from ragspine_pipeline.files import write_jsonl

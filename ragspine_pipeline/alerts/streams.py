@@ -32,7 +32,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from ragspine_pipeline.alerts.model import MODEL_CONFIG, Alert, Drop, IncidentPart, incident_alert
+from ragspine_pipeline.alerts.model import MODEL_CONFIG, Alert, Drop
+from ragspine_pipeline.alerts.nightly import IncidentPart, incident_alert
 from ragspine_pipeline.scoring.drop_results import FrozenLevel, ReturnTest
 
 REMINDER_DAYS = 7  # at most one "still below" reply in an open incident's thread in this many days

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ragspine_pipeline.alerts.model import acceptance_alert
+from ragspine_pipeline.alerts.nightly import acceptance_alert
 from ragspine_pipeline.alerts.streams import StreamState, incident_rows
 from ragspine_pipeline.cli.alerts import outbox_of
 from ragspine_pipeline.cli.args import EXIT_PASS, UsageError

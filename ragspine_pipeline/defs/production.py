@@ -21,7 +21,8 @@ import dagster as dg
 import pandas as pd
 import pyarrow as pa
 
-from ragspine_pipeline.alerts.model import Drop, drop_alert
+from ragspine_pipeline.alerts.model import Drop
+from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.streams import incident_rows, observed
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
 from ragspine_pipeline.defs.io import to_frame, to_table

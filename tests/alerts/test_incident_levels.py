@@ -14,7 +14,8 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
-from ragspine_pipeline.alerts.model import Drop, acceptance_alert, drop_alert
+from ragspine_pipeline.alerts.model import Drop
+from ragspine_pipeline.alerts.nightly import acceptance_alert, drop_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.alerts.streams import incident_rows
 from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, drop_tests

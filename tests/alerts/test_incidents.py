@@ -7,7 +7,8 @@ from __future__ import annotations
 from ragspine_pipeline.alerts.delivery import flush
 from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.incidents import incident_thread
-from ragspine_pipeline.alerts.model import Alert, Drop, drop_alert
+from ragspine_pipeline.alerts.model import Alert, Drop
+from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.scoring.significance import DropTest, ReturnTest
 from tests.alerts.test_delivery import settings
 

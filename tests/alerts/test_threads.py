@@ -17,11 +17,11 @@ from ragspine_pipeline.alerts.model import (
     Alert,
     Drop,
     Finding,
-    drop_alert,
     gate_alert,
     release_alert,
     with_report_links,
 )
+from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.slack import SlackSender
 from ragspine_pipeline.decision.causes import release_causes
 from tests.alerts.test_delivery import settings

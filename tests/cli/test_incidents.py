@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from ragspine_pipeline.alerts.model import Drop, drop_alert
+from ragspine_pipeline.alerts.model import Drop
+from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.cli import main
 

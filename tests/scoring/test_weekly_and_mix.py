@@ -197,7 +197,7 @@ def three_slices(
     """One night of 3,000 traces over the slices of ``shares`` (a slice absent from it has no traffic)."""
     slices, x_all, n_all = {}, 0, 0
     for value, share in shares.items():
-        n = int(round(3000 * share))
+        n = round(3000 * share)
         if n == 0:
             continue
         x = int(rng.binomial(n, rates[value]))
