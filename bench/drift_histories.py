@@ -33,10 +33,14 @@ changed rate's incident (``retrieved_citation_rate``), the others are every mess
 * ``outage-1n``, ``-2n``, ``-3n``: the rate at half in every slice for 1, 2 or 3 nights; every message
   of every rate from the first outage night through 7 nights later (8 nights judged). Target: ≤ 1 post
   and ≤ 1 recovery in ≥ 90 % of histories. Collateral: outage nights on which another rate alerted.
-* ``quiet-iid``, ``quiet-ar1``, ``quiet-t3``: no change, 30 judged nights per history (20 × 30 = 600 by
-  default); night effects independent normal, AR(1) with φ 0.8 (stationary, the same marginal SD), or
+* ``quiet-iid``, ``quiet-ar1``, ``quiet-t3``: no change, 30 judged nights per history (40 × 30 = 1,200
+  by default); night effects independent normal, AR(1) with φ 0.8 (stationary, the same marginal SD), or
   Student t with 3 df scaled to the same SD, per slice and rate (``-shared``: one effect a night per
   rate, shared by every slice). Alerting nights per 30 (one history's count): target ≤ 0.5.
+
+A drop reported in a test's note need not be in a message: a rate already held by an open incident joins
+it quietly, so ``queued_as_drop`` (a message the outbox queued carries the drop as a drop) can be lower
+than ``all_traffic_as_drop`` (an alerting test says so).
 
 Intervals are 95 %: Wilson over histories for shares, Student t over histories for means of counts.
 """
