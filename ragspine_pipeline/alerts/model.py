@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS, FABRICATION
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.pages import CASE_EXPLORER_PAGE, REPORT_PAGE
-from ragspine_pipeline.scoring.drop_results import FrozenLevel, ReturnTest
+from ragspine_pipeline.scoring.drop_results import MIX_ALONE, FrozenLevel, ReturnTest
 
 if TYPE_CHECKING:  # only the type: scipy, behind it, takes a second to import for every `alerts` command
     from ragspine_pipeline.scoring.significance import DropTest
@@ -97,6 +97,11 @@ class Drop(BaseModel):
     @property
     def key(self) -> str:
         return f"drop:{self.name}"
+
+    @property
+    def mix_alone(self) -> bool:
+        """Explained by a change of the traffic mix alone: its rate at the usual mix did not drop."""
+        return self.note is not None and self.note.startswith(MIX_ALONE)
 
     @classmethod
     def of(cls, test: DropTest) -> Drop:

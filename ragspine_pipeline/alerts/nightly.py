@@ -49,24 +49,27 @@ def drop_title(day: str, drops: Sequence[Drop]) -> str:
     return f"Production metrics of {day}: {count}"
 
 
-# What a night says of one incident: it opens, is still below the level it dropped from (a weekly
-# reminder), or closes.
-IncidentPart = Literal["opens", "still", "closes"]
+# What a night says of one incident: it opens, really drops after it was announced as a change of the
+# traffic mix alone, is still below the level it dropped from (a weekly reminder), or closes.
+IncidentPart = Literal["opens", "drops", "still", "closes"]
 
 
 def incident_alert(
     night: Alert, metrics: Sequence[str], part: IncidentPart, alert_id: str, since: str | None = None
 ) -> Alert:
     """The part of ``night`` (a ``drop_alert``, as queued) about the incidents of ``metrics``: the drops
-    that open them, the reminder that one is still below the level it dropped from since ``since``
-    (tonight's returns of its rates), or the recovery that closes one (tonight's values of its rates).
-    Its title keeps what was put before the night's own title (a service's name)."""
+    that open them, one's drops of tonight when it was announced as a change of the traffic mix alone,
+    the reminder that one is still below the level it dropped from since ``since`` (tonight's returns of
+    its rates), or the recovery that closes one (tonight's values of its rates). Its title keeps what was
+    put before the night's own title (a service's name)."""
     day = night.night or "tonight"
     drops = [] if part in ("closes", "still") else [d for d in night.drops if d.metric in metrics]
     own = drop_title(day, night.drops)
     prefix = night.title[: -len(own)] if night.title.endswith(own) else ""
     if part == "closes":
         title = f"Recovered: {', '.join(metrics)} in production metrics of {day}"
+    elif part == "drops":
+        title = f"Production metrics of {day}: {', '.join(metrics)} dropped, not only the traffic mix moved"
     elif part == "still":
         title = f"Production metrics of {day}: {', '.join(metrics)} still below its level of {since}"
     else:

@@ -8,7 +8,10 @@ the trailing nights move. Every later night, each rate of an open incident is te
 (``scoring.significance``: the night's ``returns``). The incident:
 
 * **spreads, quietly**, when the metric alerts in a rate it did not hold yet (another slice, the rate at
-  the usual traffic mix): the rate joins with its own level, and the next reminder lists it;
+  the usual traffic mix): the rate joins with its own level, and the next reminder lists it — except
+  that an incident announced as a change of the traffic mix alone (``Drop.mix_alone``) says so in a
+  reply the first night one of its rates really drops (``drops``: the rate at the usual mix fell, or a
+  slice did), since nothing it said yet was a drop;
 * **stays open, quietly**, while it is not back — whatever tonight's tests against the trailing nights
   say (they learn a lasting drop within weeks): at most one short "still below" reply in its thread a
   week (``REMINDER_DAYS``), listing every rate against its level;
@@ -51,6 +54,7 @@ class Incident(BaseModel):
     opened: str | None = None
     levels: dict[str, FrozenLevel] = {}  # metric@slice -> the level it dropped from
     judged: str | None = None  # the last night its rates were judged (the same night again adds nothing)
+    mix_alone: bool = False  # announced as a change of the traffic mix alone: no drop said yet
 
 
 class Accepted(BaseModel):
@@ -161,6 +165,7 @@ def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Aler
             opened=day,
             levels=_levels(drops[metric], day),
             judged=day,
+            mix_alone=all(d.mix_alone for d in drops[metric]),
         )
     for metric, incident in list(incidents.items()):
         if metric in opened or (day is not None and incident.judged == day):
@@ -172,17 +177,20 @@ def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Aler
             continue
         spread = [d for d in tonight if d.name not in incident.levels]
         levels = {**incident.levels, **_levels(spread, day)}  # more of its rates join, quietly
-        said = incident.night
-        if not spread and recovered(incident.levels, returns):
+        said, mix_alone = incident.night, incident.mix_alone
+        if mix_alone and any(not d.mix_alone for d in tonight):  # a mix change is now a real drop too
+            parts.append(("drops", [metric], None))
+            said, mix_alone = day, False
+        elif not spread and recovered(incident.levels, returns):
             parts.append(("closes", [metric], None))
             del incidents[metric]
             continue
-        if _days(said, day) >= REMINDER_DAYS:
+        elif _days(said, day) >= REMINDER_DAYS:
             parts.append(("still", [metric], incident.opened))
             said = day
         failures = sorted({*incident.failures, *(d.key for d in tonight)})
         incidents[metric] = incident.model_copy(
-            update={"failures": failures, "night": said, "levels": levels, "judged": day}
+            update={"failures": failures, "night": said, "levels": levels, "judged": day, "mix_alone": mix_alone}
         )
     queued = [
         incident_alert(night, metrics, part, night.id if i == 0 else f"{night.id[:120]}.{i}", since)

@@ -17,6 +17,10 @@ ALL_TRAFFIC = "all traffic"
 # alerts and incidents ("retrieved_citation_rate@all traffic at the usual mix").
 USUAL_MIX = "all traffic at the usual mix"
 OVERALL = (ALL_TRAFFIC, USUAL_MIX)  # the rates of all traffic, not of one slice
+# How the note of an all-traffic drop the traffic mix explains begins ("traffic mix changed: s0 grew from
+# 12.5 % to 36.0 %"); a drop behind a mix change says "traffic mix changed (…) and the rate at the usual
+# mix fell 2.9 points".
+MIX_ALONE = "traffic mix changed: "
 
 # Frozen; unknown keys ignored, so that an outbox written by a newer version still reads.
 PLAIN = ConfigDict(frozen=True, extra="ignore")

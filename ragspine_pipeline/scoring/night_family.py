@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ragspine_pipeline.scoring.drop_results import DropTest
+from ragspine_pipeline.scoring.drop_results import MIX_ALONE, DropTest
 from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC, USUAL_MIX
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.mix import Mix
@@ -126,7 +126,7 @@ def _twin_note(test: DropTest, twin: DropTest, mix: Mix | None) -> str | None:
         return f"traffic mix changed ({shift}) and the rate at the usual mix fell {fell} points"
     if twin.worse_by is None or test.worse_by - twin.worse_by < test.worse_by / 2:
         return None
-    return f"traffic mix changed: {shift}"
+    return f"{MIX_ALONE}{shift}"
 
 
 def _mix_note(test: DropTest, level: float, settings: DropSettings) -> str | None:
@@ -141,7 +141,7 @@ def _mix_note(test: DropTest, level: float, settings: DropSettings) -> str | Non
     )
     if alerts or test.worse_by - adjusted.worse_by < test.worse_by / 2:
         return None
-    return f"traffic mix changed: {adjusted.shift}"
+    return f"{MIX_ALONE}{adjusted.shift}"
 
 
 def too_small(test: DropTest, settings: DropSettings) -> str:

@@ -145,3 +145,27 @@ def test_a_later_message_whose_incident_has_no_known_post_is_a_top_level_post(ou
     flush(outbox, settings(slack))
     [posted] = slack.messages
     assert posted.thread_ts is None and posted.text.startswith(f"Recovered: {X}")
+
+
+def test_a_mix_change_that_becomes_a_real_drop_says_so_once_in_its_thread(outbox, slack):
+    """Announced as a change of the traffic mix alone, an incident whose rate at the usual mix then falls
+    replies once that it dropped (not a quiet join), and says nothing more the next night."""
+    from ragspine_pipeline.scoring.drop_results import USUAL_MIX
+
+    shift = "workflow=expenses grew from 12.5 % to 36.0 %"
+    fell = f"traffic mix changed ({shift}) and the rate at the usual mix fell 3.0 points"
+    notes = [{ALL: f"traffic mix changed: {shift}"}, {ALL: fell, USUAL_MIX: None}, {ALL: fell, USUAL_MIX: None}]
+    queued = []
+    for day, noted in enumerate(notes, start=1):
+        drops = [Drop.of(drop_test(X, where, 3, alert=True)).model_copy(update={"note": note})
+                 for where, note in noted.items()]  # fmt: skip
+        alert = drop_alert(f"2026-11-{day:02d}", drops, stream=STREAM, returns=returns(outbox, True))
+        queued.append(outbox.observe(alert))
+        flush(outbox, settings(slack))
+    assert [q is not None for q in queued] == [True, True, False]
+    opened, dropped = slack.messages
+    assert opened.thread_ts is None and "traffic mix changed: workflow=expenses" in opened.text
+    assert dropped.thread_ts == opened.ts
+    assert dropped.text.startswith(f"Production metrics of 2026-11-02: {X} dropped, not only the traffic mix moved")
+    assert "the rate at the usual mix fell 3.0 points" in dropped.text
+    assert not outbox.states()[STREAM].incidents[X].mix_alone
