@@ -190,7 +190,13 @@ def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Aler
             said = day
         failures = sorted({*incident.failures, *(d.key for d in tonight)})
         incidents[metric] = incident.model_copy(
-            update={"failures": failures, "night": said, "levels": levels, "judged": day, "mix_alone": mix_alone}
+            update={
+                "failures": failures,
+                "night": said,
+                "levels": levels,
+                "judged": day,
+                "mix_alone": mix_alone,
+            }
         )
     queued = [
         incident_alert(night, metrics, part, night.id if i == 0 else f"{night.id[:120]}.{i}", since)

@@ -154,7 +154,11 @@ def test_a_mix_change_that_becomes_a_real_drop_says_so_once_in_its_thread(outbox
 
     shift = "workflow=expenses grew from 12.5 % to 36.0 %"
     fell = f"traffic mix changed ({shift}) and the rate at the usual mix fell 3.0 points"
-    notes = [{ALL: f"traffic mix changed: {shift}"}, {ALL: fell, USUAL_MIX: None}, {ALL: fell, USUAL_MIX: None}]
+    notes = [
+        {ALL: f"traffic mix changed: {shift}"},
+        {ALL: fell, USUAL_MIX: None},
+        {ALL: fell, USUAL_MIX: None},
+    ]
     queued = []
     for day, noted in enumerate(notes, start=1):
         drops = [Drop.of(drop_test(X, where, 3, alert=True)).model_copy(update={"note": note})
@@ -166,6 +170,8 @@ def test_a_mix_change_that_becomes_a_real_drop_says_so_once_in_its_thread(outbox
     opened, dropped = slack.messages
     assert opened.thread_ts is None and "traffic mix changed: workflow=expenses" in opened.text
     assert dropped.thread_ts == opened.ts
-    assert dropped.text.startswith(f"Production metrics of 2026-11-02: {X} dropped, not only the traffic mix moved")
+    assert dropped.text.startswith(
+        f"Production metrics of 2026-11-02: {X} dropped, not only the traffic mix moved"
+    )
     assert "the rate at the usual mix fell 3.0 points" in dropped.text
     assert not outbox.states()[STREAM].incidents[X].mix_alone
