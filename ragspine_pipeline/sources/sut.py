@@ -42,7 +42,7 @@ from urllib3.util import Retry
 
 from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.jsonl import iter_records
-from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, Trace
+from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 
@@ -432,8 +432,13 @@ def _cause(exc: requests.RequestException, retries: int, timeout: float) -> str:
 
 
 def _with_qid(trace: dict, qid: str, where: str) -> dict:
-    """``trace`` carrying ``qid``: set when the trace has none, an error when it names another case."""
-    given = next((trace[alias] for alias in TRACE_QID_ALIASES if trace.get(alias) is not None), None)
+    """``trace`` carrying ``qid``: set when the reply has none, an error when it names another case.
+
+    Only a reply's own ``qid`` (or what a ``response:`` mapping maps to ``qid``) is read as the case it
+    answers: a service's ``id`` or ``request_id`` names its request, not the golden case, so unlike a
+    stored trace's aliases it is kept as it is and never taken for the case id (the ``qid`` set here
+    comes first for every reader)."""
+    given = trace.get("qid")
     if given is None:
         return {**trace, "qid": qid}
     if str(given) != qid:

@@ -51,9 +51,20 @@ def test_http_answer_without_an_id_gets_the_asked_qid(http_server):
 
 
 def test_http_answer_for_another_case_is_an_error(http_server):
-    http_server.script(Reply(200, {"request_id": "q2", "answer": "x"}))
+    http_server.script(Reply(200, {"qid": "q2", "answer": "x"}))
     with pytest.raises(SourceError, match="asked qid=q1, answered for id=q2"):
         client(http_server).answer("q1", "?")
+
+
+def test_a_replys_request_id_is_not_the_case_id_unless_mapped(http_server):
+    """A service's ``request_id`` / ``id`` names its request: kept, never read as the golden case's id;
+    a ``response:`` mapping may say it is (and then it must match)."""
+    reply = {"request_id": "45b27393c18c", "id": 7, "answer": "x"}
+    http_server.script(Reply(200, reply), Reply(200, reply))
+    assert client(http_server).answer("num-003", "?") == {**reply, "qid": "num-003"}
+    mapped = client(http_server, response={"qid": "request_id", "answer": "answer"})
+    with pytest.raises(SourceError, match="asked qid=num-003, answered for id=45b27393c18c"):
+        mapped.answer("num-003", "?")
 
 
 def test_http_503_then_200_is_retried(http_server):
