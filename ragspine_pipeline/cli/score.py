@@ -121,6 +121,8 @@ def run_score(args: argparse.Namespace) -> int:
             write(evaluation, inputs, out)
     if args.explorer:
         _write_explorer(args.explorer, evaluation, gold, traces, entry)
+    if args.out is not None:  # the report went to a file: the verdict still reaches the terminal
+        print(f"decision: {evaluation.release.verdict()}")
     return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
 
 

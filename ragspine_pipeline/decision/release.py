@@ -262,6 +262,41 @@ class ReleaseDecision(BaseModel):
             or self.integrity
         )
 
+    def reasons(self) -> list[str]:
+        """One line for each reason of a block, then each soft gate that failed (they never block), as
+        a person reads them: ``failed gate  precision = 0.8000, needs >= 0.95``."""
+        lines = [f"blocked      {problem['reason']}: {problem['detail']}" for problem in self.integrity]
+        lines += [
+            f"failed gate  {g.metric} = {g.value:.4f}, needs {g.op} {g.threshold}" for g in self.failed_gates
+        ]
+        for gate in self.unmeasured_gates:
+            why = f": {gate.reason}" if gate.reason else ""
+            lines.append(
+                f"unmeasured   {gate.metric} ({gate.severity}), needs {gate.op} {gate.threshold}{why}"
+            )
+        lines += [
+            f"failed slice {s.dimension}={s.value}: releasable {s.releasable_rate:.3f} of {s.n}, "
+            f"needs >= {s.min_rate}"
+            for s in self.failed_slices
+        ]
+        lines += [
+            f"regression   {r.metric}: {r.current:.4f}, worse than baseline {r.baseline:.4f}"
+            for r in self.regressions
+        ]
+        lines += [
+            f"soft gate    {g.metric} = {g.value:.4f}, wants {g.op} {g.threshold}" for g in self.warned_gates
+        ]
+        return lines
+
+    def verdict(self) -> str:
+        """The decision in one line: ``ship``, or ``block`` with its first reason (and how many more)."""
+        if self.ships:
+            return "ship"
+        reasons = [line for line in self.reasons() if not line.startswith("soft gate")]
+        first = " ".join(reasons[0].split()) if reasons else "blocked"
+        more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        return f"block: {first}{more}"
+
     def as_dict(self) -> dict:
         """The decision alone, as JSON data (the report's ``release``)."""
         return self.model_dump(mode="json", by_alias=True, exclude=set(RUN_FIGURES))

@@ -249,25 +249,8 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> ReleaseDecision | None
         f"release decision: {decision.decision.upper()}  (index {decision.index_version}, "
         f"golden {decision.golden_version}, run {run_id})"
     )
-    for problem in decision.integrity:
-        print(f"  blocked      {problem['reason']}: {problem['detail']}")
-    for gate in decision.failed_gates:
-        print(f"  failed gate  {gate.metric} = {gate.value:.4f}, needs {gate.op} {gate.threshold}")
-    for unmeasured in decision.unmeasured_gates:
-        why = f": {unmeasured.reason}" if unmeasured.reason else ""
-        print(
-            f"  unmeasured   {unmeasured.metric} ({unmeasured.severity}), needs {unmeasured.op} "
-            f"{unmeasured.threshold}{why}"
-        )
-    for gate in decision.warned_gates:
-        print(f"  soft gate    {gate.metric} = {gate.value:.4f}, wants {gate.op} {gate.threshold}")
-    for s in decision.failed_slices:
-        print(
-            f"  failed slice {s.dimension}={s.value}: releasable {s.releasable_rate:.3f} "
-            f"of {s.n}, needs >= {s.min_rate}"
-        )
-    for r in decision.regressions:
-        print(f"  regression   {r.metric}: {r.current:.4f}, worse than baseline {r.baseline:.4f}")
+    for line in decision.reasons():
+        print(f"  {line}")
     latest = eval_files.reports().join("latest")
     print(f"reports: {latest}/ (release_decision.json, slice_report.md/.html, metric_table.parquet)")
     return decision

@@ -113,7 +113,7 @@ def test_the_text_goes_to_out_and_ends_with_the_baseline_verdict(tmp_path, capsy
         str(out_file),
     )
     lines = out_file.read_text(encoding="utf-8").splitlines()
-    assert code == 0 and out == ""
+    assert code == 0 and out == "decision: ship\n"
     assert lines[0] == "=== QA 评测报告（mode=tool，4 cases）==="
     assert lines[-1] == "门禁 PASS：全部命门指标不低于基线。"
     code, out, _ = run(capsys, *args, "--trace", traces(tmp_path, right=2), "--format", "ragspine-text")

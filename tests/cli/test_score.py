@@ -80,8 +80,16 @@ def test_markdown_report(capsys):
 def test_out_file(tmp_path, capsys):
     target = tmp_path / "report.json"
     code, out, _ = run(capsys, "--gold", GOLD, "--trace", TRACES, "--out", str(target))
-    assert code == 0 and out == ""
+    assert code == 0 and out == "decision: ship\n"  # the report in the file, the verdict on the terminal
     assert json.loads(target.read_text())["pass"] is True
+
+
+def test_out_file_of_a_block_prints_its_first_reason(tmp_path, capsys):
+    target = tmp_path / "report.md"
+    argv = ["--gates", "chr=0.99,precision=0.99", "--format", "markdown", "--out", str(target)]
+    code, out, _ = run(capsys, "--gold", GOLD, "--trace", TRACES, *argv)
+    assert code == 1 and out.startswith("decision: block: failed gate ") and out.endswith("(and 1 more)\n")
+    assert out.count("\n") == 1 and "## " in target.read_text()
 
 
 def test_missing_and_unmatched_and_duplicates_warn(tmp_path, capsys):
