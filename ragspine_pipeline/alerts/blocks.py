@@ -230,7 +230,7 @@ def _metric_table(rows: list[MetricRow]) -> str:
             (
                 row.name,
                 _number(row.name, row.value) + (f" ({row.counts[0]}/{row.counts[1]})" if row.counts else ""),
-                _bar(row.name, row.gate),
+                _bar(row.name, row.gate) if row.held is None else f"{_bar(row.name, row.held)} holds",
                 _bar(row.name, row.baseline),
             )
         )
@@ -290,6 +290,8 @@ def _row_text(row: MetricRow) -> str:
     bars = []
     if row.gate:
         bars.append(f"needs {_bar(row.name, row.gate)}")
+    if row.held:
+        bars.append(f"gate {_bar(row.name, row.held)} holds")
     if row.baseline:
         bars.append(f"baseline {_bar(row.name, row.baseline)}")
     return f"{row.name} {_number(row.name, row.value)} ({'; '.join(bars)})"

@@ -142,6 +142,7 @@ class MetricRow(BaseModel):
     kind: Literal["metric", "channel"]
     value: float
     gate: tuple[str, float] | None = None  # (op, threshold) of a failed gate
+    held: tuple[str, float] | None = None  # (op, threshold) of its gate when that held
     baseline: tuple[str, float] | None = None  # (op, baseline) when worse than its baseline
     shortfall: float  # the larger of the two, in the metric's own direction
     counts: tuple[int, int] | None = None  # (correct, total) behind a channel's accuracy
@@ -183,6 +184,9 @@ class Alert(BaseModel):
     report_url: str | None = None  # the run's HTML report, where reports are served
     explorer_url: str | None = None  # the run's case explorer, where reports are served
     findings: list[Finding] = Field(default_factory=list)
+    # The gates of a release run that held, by metric: (op, threshold), shown beside a metric that failed
+    # only its baseline (a metric with no gate at all has none).
+    held_gates: dict[str, tuple[str, float]] = Field(default_factory=dict)
     drops: list[Drop] = Field(default_factory=list)
     causes: dict | None = None  # a release decision's causes (first failed stages, rules, worst cases)
     problems: list[str] = Field(default_factory=list)  # why the run cannot be judged (mixed index versions)
@@ -233,6 +237,9 @@ class Alert(BaseModel):
                 row["gate"], row["value"] = (f.op, f.reference), f.value
             else:
                 row["baseline"] = (f.op, f.reference)
+        for name, row in rows.items():
+            if "gate" not in row and name in self.held_gates:
+                row["held"] = self.held_gates[name]
         # A count's shortfall (fabricated answers) is not on a rate's scale: counts follow the rates.
         ordered = sorted(
             rows.values(),
@@ -332,12 +339,15 @@ def release_alert(
     regression, and a regression already announced is not announced again.
     """
     decision = ReleaseDecision.model_validate(decision)
-    index = decision.index_version or "unknown index"
+    index = decision.index_version  # a run of a service with no index manifest names none
     blocked = not decision.ships
     # The run's figures: every metric (rounded), and each gate's value as it was judged (unrounded).
     measured = {name: value for name, value in (decision.metrics or {}).items() if value is not None}
     measured |= {g.metric: g.value for g in decision.gates or [] if g.value is not None}
-    title = f"Release blocked: index {index}" if blocked else f"Recovered: release ships on index {index}"
+    if blocked:
+        title = f"Release blocked: index {index}" if index else "Release blocked"
+    else:
+        title = f"Recovered: release ships on index {index}" if index else "Recovered: release ships"
     return Alert(
         kind="regression" if blocked else "recovered",
         stream=stream,
@@ -347,6 +357,9 @@ def release_alert(
         run_id=decision.run_id,
         run_url=run_url(webserver_base_url, decision.run_id),
         findings=release_findings(decision) if blocked else [],
+        held_gates={g.metric: (g.op, g.threshold) for g in decision.gates or [] if g.passed}
+        if blocked
+        else {},
         causes=decision.causes if blocked else None,
         problems=[str(p.get("detail")) for p in decision.integrity] if blocked else [],
         runbook=runbook if blocked else None,

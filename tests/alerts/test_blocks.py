@@ -277,3 +277,29 @@ def test_a_channel_below_its_threshold_shows_its_correct_and_total_cells():
     assert row.counts == (31, 40)
     table = next(text for text in texts(blocks(alert)) if text.startswith("*Channels below"))
     assert re.search(r"color_mapping\s+0\.7750 \(31/40\)", table), table
+
+
+def test_a_decision_without_an_index_version_says_nothing_of_an_index():
+    """A service without an index manifest names no index: the title says nothing of one (never
+    "index unknown index")."""
+    blocked = blocked_alert({**BLOCKED, "index_version": None})
+    recovered = release_alert({**BLOCKED, "index_version": None, "decision": "ship"}, "release:golden")
+    assert blocked.title == "Release blocked" and recovered.title == "Recovered: release ships"
+    assert "unknown" not in fallback_text(blocked) + fallback_text(recovered)
+
+
+def test_a_metric_that_failed_only_its_baseline_shows_the_gate_that_held():
+    """The gate column carries the gate a metric passed (its cell is "—" only where no gate exists)."""
+    gates = [
+        {"metric": "precision", "op": ">=", "threshold": 0.95, "value": 0.96, "pass": True},
+        {"metric": "under_refusal", "op": "<=", "threshold": 0.1, "value": 0.4, "pass": False},
+    ]
+    only_baselines = {"failed_gates": [], "failed_slices": [], "regressions": BLOCKED["regressions"][:1]}
+    alert = blocked_alert({**BLOCKED, **only_baselines, "gates": gates})
+    precision = next(r for r in alert.metric_rows() if r.name == "precision")
+    assert precision.held == (">=", 0.95) and precision.gate is None
+    table = next(t for t in texts(blocks(alert)) if "```" in t)
+    row = next(line for line in table.split("\n") if line.startswith("precision"))
+    assert "&gt;= 0.9500 holds" in row and row.endswith("&gt;= 1.0000```")  # gate, then baseline
+    assert "precision 0.8000 (gate &gt;= 0.9500 holds; baseline &gt;= 1.0000)" in fallback_text(alert)
+    assert set(alert.held_gates) == {"precision"}  # only the gates that held
