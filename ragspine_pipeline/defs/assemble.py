@@ -22,20 +22,15 @@ def service_definitions(service: Service) -> dg.Definitions:
     """The assets, checks, jobs, schedule and sensors of ``service`` (no resources: each step reads
     the service's own settings)."""
     checks, baseline = release_assets(service)
-    extraction_scores, extraction_channels, extraction_alert, extraction_baseline = extraction_assets(service)
+    # A service without extraction channels has none of their assets or checks.
+    scores, channels, alert, thresholds = extraction_assets(service) if service.extracts else [None] * 4
     alert_checks, alert_sensors = alert_defs(service)
     jobs, schedules, sensors = automation_defs(service)
+    assets = [*golden_assets(service), evaluation_asset(service), baseline, scores, thresholds]
+    assets += [*production_assets(service), report_asset(service)]
     return dg.Definitions(
-        assets=[
-            *golden_assets(service),
-            evaluation_asset(service),
-            baseline,
-            extraction_scores,
-            extraction_baseline,
-            *production_assets(service),
-            report_asset(service),
-        ],
-        asset_checks=[checks, extraction_channels, extraction_alert, *alert_checks],
+        assets=[asset for asset in assets if asset is not None],
+        asset_checks=[check for check in (checks, channels, alert, *alert_checks) if check is not None],
         jobs=jobs,
         schedules=schedules,
         sensors=[*sensors, *alert_sensors],

@@ -55,7 +55,10 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
     reeval_on_index_rebuild = dg.define_asset_job(
         service.node("reeval_on_index_rebuild"),
         selection=dg.AssetSelection.assets(
-            key("golden_set"), key("golden_traces"), key("metric_table"), key("extraction_scores")
+            key("golden_set"),
+            key("golden_traces"),
+            key("metric_table"),
+            *([key("extraction_scores")] if service.extracts else []),
         ).downstream()
         - production,
         description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "

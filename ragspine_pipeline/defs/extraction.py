@@ -5,9 +5,9 @@ file that only ratchets up.
 endpoint) and the curated ground truth, and scores ``cell_value``, ``color_mapping`` and
 ``header_attribution``. ``extraction_channels`` fails (ERROR) for a channel strictly below its
 threshold; ``extraction_alert`` (WARN) announces a new regression or a recovery in Slack;
-``extraction_baseline`` raises the thresholds only after a run in which every channel held. Without
-configured facts and truth (no truth file: a deployment without extraction) the asset records that and
-every check passes.
+``extraction_baseline`` raises the thresholds only after a run in which every channel held. A service
+that names no facts and truth has none of these (``Service.extracts``); one whose truth file does not
+exist (yet) records that, and its checks pass.
 
 The channel checks do not block: ``slice_report`` reads the channels (a true edge in the asset graph)
 and must be written precisely when a channel falls. A failed channel is a red ERROR check on

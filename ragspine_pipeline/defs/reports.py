@@ -53,7 +53,7 @@ def report_asset(service: Service) -> dg.AssetsDefinition:
     @dg.asset(
         key=service.key("slice_report"),
         group_name=service.node("reports"),
-        deps=[metric_table, service.key("production_metrics"), extraction],
+        deps=[metric_table, service.key("production_metrics"), *([extraction] if service.extracts else [])],
         retry_policy=step_retries(),
     )
     def slice_report(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
@@ -64,7 +64,9 @@ def report_asset(service: Service) -> dg.AssetsDefinition:
         with user_errors():
             report = _latest_golden_report(instance, metric_table, eval_files)
             production = recent_production_days(eval_files)
-            channels = _latest_json(instance, extraction, "report_path", eval_files)
+            channels = (
+                _latest_json(instance, extraction, "report_path", eval_files) if service.extracts else None
+            )
             judge = _latest_json(instance, metric_table, "judge_report_path", eval_files)
         history = golden_history(instance, metric_table)
         channels = channels if channels and channels.get("configured") else None

@@ -85,6 +85,12 @@ class Service:
         return any(key.path[0] == self.name for key in run.asset_selection or ())
 
     @property
+    def extracts(self) -> bool:
+        """Whether the service has extraction channels: its facts and ground truth are named. Without
+        them it has no extraction assets, checks or alert at all (not checks that pass on nothing)."""
+        return bool(self.files.extraction_facts and self.files.extraction_truth)
+
+    @property
     def title(self) -> str:
         """What reports call the evaluation."""
         return f"{self.name} release evaluation" if self.name else "ragspine release evaluation"

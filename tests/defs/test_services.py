@@ -170,6 +170,24 @@ def test_an_instance_without_its_settings_fails_to_load_with_one_line(tmp_path, 
     )
 
 
+def test_a_service_without_extraction_has_no_extraction_assets_or_checks(tmp_path, monkeypatch):
+    """No facts and truth named: no extraction assets, channel checks or alert (not four green checks on
+    nothing), and every job of the service still resolves; the demo keeps its channels."""
+    folder = project(tmp_path / "evals-project")
+    sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
+    declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
+    declare(folder, "demo", {"demo": True})
+    defs = load(folder, monkeypatch)
+    keys = {"/".join(key.path) for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert not {k for k in keys if k.startswith("gamma/") and "extraction" in k}
+    assert {"demo/extraction_scores", "demo/extraction_baseline"} <= keys
+    checks = {f"{c.asset_key.path[0]}:{c.name}" for c in defs.resolve_asset_graph().asset_check_keys}
+    assert not {c for c in checks if c.startswith("gamma:") and ("channel" in c or "extraction" in c)}
+    assert "demo:extraction_alert" in checks
+    for job in ("gamma__full_eval", "gamma__reeval_on_index_rebuild", "gamma__nightly_eval"):
+        assert defs.resolve_job_def(job).name == job
+
+
 def dg_command(folder: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(folder), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
