@@ -60,6 +60,7 @@ def story(tmp_path_factory) -> tuple[DemoStory, dg.DagsterRun, dg.DagsterRun, st
     story = DemoStory(tmp_path_factory.mktemp("story"))
     shipped = story.make("run")
     assert shipped.returncode == 0, shipped.stdout + shipped.stderr
+    story.run_output = shipped.stdout
     baseline_after_ship = (story.demo / "baseline.json").read_text()
     blocked = story.make("demo-regression")
     assert blocked.returncode == 0, blocked.stdout + blocked.stderr  # `--expect block` held
@@ -85,6 +86,18 @@ def story(tmp_path_factory) -> tuple[DemoStory, dg.DagsterRun, dg.DagsterRun, st
             for run in (ship_run, block_run)
         }
     return story, ship_run, block_run, baseline_after_ship, baseline_after_block
+
+
+def test_make_run_says_what_it_is_doing_and_that_the_demos_bad_lines_are_deliberate(story):
+    """Progress before each run (no minute of silence), and the demo's malformed lines named as its own,
+    on purpose, in a run that ships."""
+    lines = story[0].run_output.splitlines()
+    scoring = [line for line in lines if line.startswith("scoring production day ")]
+    assert scoring and scoring[0].endswith(f"(1 of {len(scoring)} earlier days not scored yet)")
+    evaluating = next(i for i, line in enumerate(lines) if line.startswith("evaluating: golden replay"))
+    assert lines[evaluating + 1].startswith("release decision: SHIP")
+    notes = [line for line in lines if "malformed" in line]
+    assert notes and all("(the demo's, on purpose)" in line for line in notes)
 
 
 def test_make_demo_regression_is_a_successful_run_that_blocks_and_promotes_nothing(story):

@@ -22,6 +22,7 @@ import fcntl
 import os
 import socket
 import sys
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -53,6 +54,8 @@ ALERT_CHECKS = {
     "extraction_alert",
     "production_alert",  # evaluated inside the production_metrics step (a partitioned asset)
 }
+# The demo's malformed input lines are there to show quarantine at work (``print_run_notes``).
+DELIBERATE = " (the demo's, on purpose)"
 # The run's event log belongs in the UI (`make dev`); the terminal shows the decision, the failed steps,
 # quarantined input and alerts (print_decision, print_run_notes).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -166,21 +169,26 @@ def _alive(pid_tag: str) -> bool:
 
 
 def backfill_production(
-    defs: dg.Definitions, instance: dg.DagsterInstance, days: list[str]
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    days: list[str],
+    on_day: Callable[[str, int, int], None] | None = None,
 ) -> list[dg.ExecuteInProcessResult]:
     """Materialise the production assets for every day in ``days`` not yet on the instance.
 
     One `nightly_eval` run per partition (without its report step), as a Dagster backfill would
     launch them, each run's alerts delivered when it ends; the slice report's production trend then
-    covers the demo's whole week from the first ``make run``.
+    covers the demo's whole week from the first ``make run``. ``on_day(day, i, n)`` is told before each
+    day's run (the ``i``-th of the ``n`` to do).
     """
     done = instance.get_materialized_partitions(PRODUCTION_METRICS)
     job = defs.resolve_job_def("nightly_eval")
     selection = [PRODUCTION_TRACES, PRODUCTION_METRICS]
     results = []
-    for day in days:
-        if day in done:
-            continue
+    todo = [day for day in days if day not in done]
+    for i, day in enumerate(todo, start=1):
+        if on_day is not None:
+            on_day(day, i, len(todo))
         result = job.execute_in_process(
             instance=instance,
             partition_key=day,
@@ -258,19 +266,20 @@ def print_decision(eval_files: EvalFiles, run_id: str) -> ReleaseDecision | None
 
 def print_run_notes(result: dg.ExecuteInProcessResult) -> None:
     """What the run's own log would say and a terminal user needs: quarantined input lines, the
-    extraction channels (and any below its threshold), and the alerts the run queued."""
+    extraction channels (and any below its threshold), and the alerts the run queued. The embedded demo
+    writes a few malformed trace and fact lines on purpose (one day's traces, the parser's output), to
+    show them set aside and counted: its notes say so."""
     for event in result.get_asset_materialization_events():
         metadata = event.materialization.metadata
         quarantined = metadata.get("quarantined")
         if quarantined is not None and quarantined.value:
             where = metadata["quarantine_path"].value
-            print(f"  quarantined  {quarantined.value} malformed trace line(s): {where}")
+            print(f"  quarantined  {quarantined.value} malformed trace line(s){DELIBERATE}: {where}")
         if event.asset_key == EXTRACTION_SCORES and "aligned" in metadata:
             figures = ", ".join(f"{c} {metadata[f'{c}_accuracy'].value:.4f}" for c in CHANNELS)
             aside = metadata["invalid_facts"].value
-            print(
-                f"  extraction   {figures}" + (f"; {aside} malformed fact line(s) set aside" if aside else "")
-            )
+            aside = f"; {aside} malformed fact line(s) set aside{DELIBERATE}" if aside else ""
+            print(f"  extraction   {figures}{aside}")
     for evaluation in result.get_asset_check_evaluations():
         if evaluation.asset_key == EXTRACTION_SCORES and not evaluation.passed:
             values = {key: value.value for key, value in evaluation.metadata.items()}
@@ -298,6 +307,10 @@ def print_delivery(flushed: FlushResult, outbox: str) -> None:
             f"alerts: {flushed.pending} pending in {outbox} ({_delivery(flushed)}); "
             "see `ragspine-eval alerts list`"
         )
+
+
+def _scoring_day(day: str, i: int, n: int) -> None:
+    print(f"scoring production day {day} ({i} of {n} earlier days not scored yet)", flush=True)
 
 
 def _delivery(flushed: FlushResult) -> str:
@@ -344,10 +357,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         earlier = [(day - DAY * back).isoformat() for back in range(args.backfill_days, 0, -1)]
         earlier = [d for d in earlier if days.has_partition_key(d)]
-        for backfill in backfill_production(defs, instance, earlier):
+        for backfill in backfill_production(defs, instance, earlier, on_day=_scoring_day):
             print_run_notes(backfill)
             for failure in _failed_steps(backfill):
                 print(f"  step failed  {failure}", file=sys.stderr)
+        print(
+            f"evaluating: golden replay, decision, baseline, extraction, production day {day}, report",
+            flush=True,
+        )
         result = run_everything(defs, instance, day.isoformat())
         decision = print_decision(eval_files, result.run_id)
         print_run_notes(result)
