@@ -202,15 +202,7 @@ def incident_news(previous: StreamState | None, night: Alert) -> tuple[list[Aler
         incident_alert(night, metrics, part, night.id if i == 0 else f"{night.id[:120]}.{i}", since)
         for i, (part, metrics, since) in enumerate(parts)
     ]
-    state = StreamState(
-        status="failing" if incidents else "ok",
-        failures=sorted(key for incident in incidents.values() for key in incident.failures),
-        alert_id=queued[0].id if queued else previous.alert_id if previous is not None else None,
-        updated_at=now(),
-        incidents=incidents,
-        accepted=previous.accepted if previous is not None else {},
-    )
-    return queued, state
+    return queued, _state(previous, queued, incidents, previous.accepted if previous is not None else {})
 
 
 def acceptance_news(previous: StreamState | None, alert: Alert) -> tuple[list[Alert], StreamState]:
@@ -249,15 +241,7 @@ def acceptance_news(previous: StreamState | None, alert: Alert) -> tuple[list[Al
                 }
             )
         )
-    state = StreamState(
-        status="failing" if incidents else "ok",
-        failures=sorted(key for incident in incidents.values() for key in incident.failures),
-        alert_id=queued[0].id if queued else previous.alert_id if previous is not None else None,
-        updated_at=now(),
-        incidents=incidents,
-        accepted=accepted,
-    )
-    return queued, state
+    return queued, _state(previous, queued, incidents, accepted)
 
 
 def incident_rows(state: StreamState | None, night: Alert | None = None) -> list[dict]:
@@ -302,6 +286,23 @@ def recovered(levels: dict[str, FrozenLevel], returns: dict[str, ReturnTest]) ->
     rest = [key for key in levels if key not in overall]
     confirmed = all(key in returns and returns[key].back for key in overall)
     return confirmed and not any(key in returns and returns[key].clearly_below for key in rest)
+
+
+def _state(
+    previous: StreamState | None,
+    queued: list[Alert],
+    incidents: dict[str, Incident],
+    accepted: dict[str, Accepted],
+) -> StreamState:
+    """A production stream's state after a night or an acceptance queued ``queued``."""
+    return StreamState(
+        status="failing" if incidents else "ok",
+        failures=sorted(key for incident in incidents.values() for key in incident.failures),
+        alert_id=queued[0].id if queued else previous.alert_id if previous is not None else None,
+        updated_at=now(),
+        incidents=incidents,
+        accepted=accepted,
+    )
 
 
 def _levels(drops: list[Drop], night: str | None) -> dict[str, FrozenLevel]:

@@ -79,6 +79,8 @@ from ragspine_pipeline.decision.paired import PairedSettings, Pool, next_pool
 from ragspine_pipeline.decision.paired_pool import pool_from_entry, pool_json
 from ragspine_pipeline.decision.ragspine_baseline import (
     EXTRA_KEY,
+    EXTRA_KEYS,
+    RAGSPINE_KEYS,
     flattened,
     is_ragspine_shaped,
     ragspine_entry,
@@ -98,20 +100,8 @@ FABRICATION = COUNT_KEY  # the entry's key for it (also a registered alias of it
 # Every name of that metric: never drawn on a 0–100 % axis, never shown with a rate's decimals, listed
 # after the rates in an alert.
 COUNT_METRICS = frozenset({COUNT_METRIC, *_COUNT.other_names()})
-ENTRY_KEYS = (
-    "metrics",
-    "fabrication_count",
-    "n_cases",
-    "updated_at",
-    "run",
-    "cases",
-    "pool",
-    "pooled_runs",
-    "pool_release",
-    "pool_history",
-    "history",
-    EXTRA_KEY,
-)
+# An entry's keys: RAGSpine's own, then this pipeline's (flat, or under EXTRA_KEY in RAGSpine's format).
+ENTRY_KEYS = (*RAGSPINE_KEYS, *EXTRA_KEYS[1:], EXTRA_KEY)
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 

@@ -108,22 +108,13 @@ class DropTest:
         return out
 
 
-class FrozenLevel(BaseModel):
-    """The level an open incident of one rate is judged against: the trailing level of the test that
-    opened it (``DropTest.level``, arcsine scale, with its variance and the between-day variance τ²),
-    held fixed while the incident stays open, however the trailing nights move."""
+class _Rate(BaseModel):
+    """One production rate: a metric in a slice (``all traffic``, the usual mix or ``dimension=value``)."""
 
     model_config = PLAIN
 
     metric: str
     slice: str
-    nights: int  # nights the opening test pooled: the most a return test pools
-    level: float
-    level_variance: float
-    tau2: float
-    trailing: float  # the same level as a rate, in the metric's own direction (for people)
-    since: str  # the night the incident of this rate opened
-    dropped_to: float | None = None  # the rate the opening test saw, own direction (how far it dropped)
 
     @property
     def key(self) -> str:
@@ -135,16 +126,26 @@ class FrozenLevel(BaseModel):
         return self.slice in OVERALL
 
 
-class ReturnTest(BaseModel):
+class FrozenLevel(_Rate):
+    """The level an open incident of one rate is judged against: the trailing level of the test that
+    opened it (``DropTest.level``, arcsine scale, with its variance and the between-day variance τ²),
+    held fixed while the incident stays open, however the trailing nights move."""
+
+    nights: int  # nights the opening test pooled: the most a return test pools
+    level: float
+    level_variance: float
+    tau2: float
+    trailing: float  # the same level as a rate, in the metric's own direction (for people)
+    since: str  # the night the incident of this rate opened
+    dropped_to: float | None = None  # the rate the opening test saw, own direction (how far it dropped)
+
+
+class ReturnTest(_Rate):
     """An open incident's rate over its last ``nights`` nights against its :class:`FrozenLevel`: ``back``
     when it is within the noise of that level (``z ≤ recovery_sd``), None when it could not be judged;
     ``clearly_below`` when its last ``recovery_nights`` nights alone stand more than ``CLEARLY_BELOW``
     standard deviations under it (a slice still down when its all-traffic rate is back)."""
 
-    model_config = PLAIN
-
-    metric: str
-    slice: str
     nights: int  # the last nights pooled
     since: str
     trailing: float  # the frozen level, own direction
@@ -155,15 +156,6 @@ class ReturnTest(BaseModel):
     back: bool | None = None
     clearly_below: bool | None = None
     reason: str = "tested"
-
-    @property
-    def key(self) -> str:
-        return f"{self.metric}@{self.slice}"
-
-    @property
-    def overall(self) -> bool:
-        """Of all traffic (raw or at the usual mix), not of one slice."""
-        return self.slice in OVERALL
 
     def to_dict(self) -> dict:
         out = self.model_dump()
