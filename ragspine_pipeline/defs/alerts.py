@@ -32,6 +32,7 @@ from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_ale
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
+from ragspine_pipeline.defs.release import DECISION_TAG, NO_DECISION
 from ragspine_pipeline.defs.resources import AlertsResource
 from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.run_launcher import LOST_RUN
@@ -172,15 +173,18 @@ def finish_failed_run(
 ) -> tuple[Alert | None, FlushResult]:
     """What follows a failed run: free the pool slots it still holds, queue its crash (naming the steps
     that succeeded) and the index versions its index replaced unevaluated, then deliver the run's alerts
-    as one message. ``run_failure`` is the run's own failure event: what the alert says when no step
-    failed (the run worker died, the run exceeded its maximum runtime); ``stream`` makes a stream name
-    the service's (``Service.stream``).
+    as one message. A run that decided before it failed loses its ``ship``/``block`` tag: a failed run is
+    never counted as a decision. ``run_failure`` is the run's own failure event: what the alert says
+    when no step failed (the run worker died, the run exceeded its maximum runtime); ``stream`` makes a
+    stream name the service's (``Service.stream``).
 
     A run whose coordinator died mid-step keeps its pool slots until something frees them: the next
     evaluation of the service would wait for a slot nobody gives back; on Celery, its steps still queued
     or running are revoked first (:func:`revoke_celery_tasks`)."""
     revoke_celery_tasks(instance, run.run_id, log)
     free_slots(instance, run.run_id)
+    if run.tags.get(DECISION_TAG) in ("ship", "block"):  # decided, then failed: no decision stands
+        instance.add_run_tags(run.run_id, {DECISION_TAG: NO_DECISION})
     alert = step_failure_alert(
         run,
         step_failures,

@@ -40,6 +40,7 @@ from ragspine_pipeline.sources.versioned import open_versioned, s3_endpoint
 ASSET_KEY = dg.AssetKey("release_decision")  # the unnamed service's
 # The run's verdict, for automation that waits on runs: a blocked release is a successful run.
 DECISION_TAG = "ragspine/decision"
+NO_DECISION = "none: the run failed"  # the tag of a run that decided, then failed (defs.alerts)
 SHIPS_CHECK = "release_ships"
 SLICE_CHECK = "slice_gate"
 BASELINE_CHECK = "no_regression_vs_baseline"

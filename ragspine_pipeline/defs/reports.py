@@ -158,12 +158,19 @@ def golden_history(
 ) -> list[dict]:
     """Past golden runs of a `metric_table` asset, oldest first: run id, time, index version, golden-set
     version and baseline mode (None for a run recorded before `metric_table` carried them), decision
-    and metrics."""
+    and metrics. A run that failed after it decided is left out."""
     records = instance.fetch_materializations(metric_table, limit=limit).records
+    # A run that decided and then failed is not a decision (the decision's tag is withdrawn too).
+    failed = {
+        run.dagster_run.run_id
+        for run in instance.get_run_records(
+            dg.RunsFilter(run_ids=list({r.run_id for r in records}), statuses=[dg.DagsterRunStatus.FAILURE])
+        )
+    } if records else set()  # fmt: skip
     history = []
     for record in reversed(records):
         metadata = record.asset_materialization.metadata if record.asset_materialization else {}
-        if "metrics" not in metadata:
+        if "metrics" not in metadata or record.run_id in failed:
             continue
         history.append(
             {

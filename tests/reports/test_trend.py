@@ -99,3 +99,37 @@ def test_golden_history_reads_the_golden_version_and_mode_of_each_materialisatio
         ("ix-1", None, None),
         ("ix-2", "demo-2026.11", "golden"),
     ]
+
+
+def test_a_run_that_decided_and_then_failed_is_no_decision(tmp_path):
+    """The decision is made (metric_table, the tag) and a later step fails: the failure path withdraws
+    the tag, and the trend leaves the run out; a run that succeeded stays in."""
+    from ragspine_pipeline.defs.alerts import finish_failed_run
+    from ragspine_pipeline.defs.release import DECISION_TAG
+    from ragspine_pipeline.defs.resources import AlertsResource
+
+    @dg.asset
+    def metric_table(context) -> dg.Output[None]:
+        context.instance.add_run_tags(context.run.run_id, {DECISION_TAG: "ship"})
+        return dg.Output(None, metadata={"decision": "ship", "metrics": {"precision": 0.9}})
+
+    @dg.asset(deps=[metric_table], config_schema={"fail": bool})
+    def later_step(context) -> None:
+        if context.op_execution_context.op_config["fail"]:
+            raise RuntimeError("the trace store went away")
+
+    alerts = AlertsResource(outbox_path=str(tmp_path / "outbox.jsonl"), webserver_base_url=None)
+    with dg.instance_for_test() as instance:
+        runs = {}
+        for fail in (False, True):
+            config = {"ops": {"later_step": {"config": {"fail": fail}}}}
+            result = dg.materialize(
+                [metric_table, later_step], instance=instance, run_config=config, raise_on_error=False
+            )
+            runs[fail] = instance.get_run_by_id(result.run_id)
+        assert runs[True].status == dg.DagsterRunStatus.FAILURE
+        finish_failed_run(alerts, runs[True], [], instance)  # what the failure sensor does
+        assert instance.get_run_by_id(runs[True].run_id).tags[DECISION_TAG] == "none: the run failed"
+        assert instance.get_run_by_id(runs[False].run_id).tags[DECISION_TAG] == "ship"
+        history = golden_history(instance, dg.AssetKey("metric_table"))
+    assert [h["run_id"] for h in history] == [runs[False].run_id]
