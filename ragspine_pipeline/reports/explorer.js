@@ -139,6 +139,8 @@
     var facts = "label " + c.label + " · first failed stage " + (c.first_failed_stage || NOT_AVAILABLE) +
       " · baseline " + (c.baseline_verdict || "—");
     part("Verdict", element("p", "", c.verdict + " (" + facts + ")"));
+    part("Expected citations (one of)", idList(c.expected_ids || []));
+    part("Expected phrases (one of)", idList(c.expected_phrases || []));
     part("Cited ids", idList(c.cited_ids));
     part("Retrieved ids", idList(c.retrieved_ids));
     if (c.contexts) {

@@ -122,10 +122,11 @@ def explorer_document(
     metrics, per_case = _metrics_by_case(table)
     answers = _aligned_traces(gold, traces)
     redact = _redactor()
-    gold_rows = zip(*(gold.column(c).to_pylist() for c in ("qid", "question", "tags")), strict=True)
+    wanted = ("qid", "question", "tags", "gold_citations", "gold_claim_substr")
+    gold_rows = zip(*(gold.column(c).to_pylist() for c in wanted), strict=True)
     trace_rows = zip(*(answers[c] for c in ("claim", "citations", "retrieved_ids", "contexts")), strict=True)
     cases = []
-    for (qid, question, tags), (answer, cited, retrieved, contexts) in zip(
+    for (qid, question, tags, expected_ids, phrases), (answer, cited, retrieved, contexts) in zip(
         gold_rows, trace_rows, strict=True
     ):
         row, passed = rows[qid], verdicts[qid]
@@ -135,6 +136,9 @@ def explorer_document(
                 "qid": qid,
                 "question": redact(question),
                 "answer": redact(answer),
+                # What the golden case expects: the ids a hit cites one of, the phrases the answer contains.
+                "expected_ids": list(expected_ids or ()),
+                "expected_phrases": [redact(phrase) for phrase in phrases or ()],
                 "cited_ids": cited,
                 "retrieved_ids": retrieved,
                 "contexts": None

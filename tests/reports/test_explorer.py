@@ -122,6 +122,9 @@ def test_one_entry_per_case_in_qid_order_with_what_the_service_answered(demo):
     trace = next(json.loads(line) for line in demo.before.trace_path.open() if '"ACC-02"' in line)
     assert case["answer"] == trace["answer"]["claim"]
     assert case["cited_ids"] == trace["answer"]["citations"]
+    gold = next(row for row in demo.gold.to_pylist() if row["qid"] == "ACC-02")
+    assert case["expected_ids"] == gold["gold_citations"] and gold["gold_citations"]  # beside the answer
+    assert case["expected_phrases"] == gold["gold_claim_substr"]
     assert case["verdict"] == "pass" and case["tags"]["workflow"] == "access-requests"
     assert case["metrics"]["releasable"] == 1.0
     assert set(case["metrics"]) == set(document["metrics"])  # every metric, null where it does not apply
