@@ -259,14 +259,41 @@ attributes:
 """
 
 
+# Written by `dg scaffold defs` in a project `ragspine-eval init` made (its sut.yaml and golden set at the
+# root): the project's own files, each service's outputs apart.
+PROJECT_SCAFFOLD = """\
+# One more evaluated service (ragspine_pipeline.RagEvaluation) of this project: as written it reads the
+# project's golden set, gates, SUT and traces; point each at this service's own, then `dg check defs`.
+type: ragspine_pipeline.RagEvaluation
+attributes:
+  # Asset keys start with the name ({name}/golden_set), jobs too ({name}__nightly_eval).
+  name: {name}
+  golden_set: golden/gold.jsonl
+  gates: gates.yaml
+  sut: sut.yaml                     # how to ask the service (docs/your-service.md)
+  trace_store: traces               # production traces, dt=YYYY-MM-DD/*.jsonl[.gz] (or s3://bucket/prefix)
+  # index_manifest: s3://bucket/index/manifest.json   # the rebuild sensor watches its index_version
+  alerts:
+    outbox: var/{name}/alerts/outbox.jsonl
+    # slack_channel: "#{name}-eval"
+  baseline: var/{name}/baseline.json
+  reports: var/{name}/reports
+  work: var/{name}/work
+"""
+
+
 class RagEvaluationScaffolder(dg.Scaffolder):
-    """Writes a commented defs.yaml that evaluates the demo under the new service's name."""
+    """Writes a commented defs.yaml under the new service's name: in a project ``ragspine-eval init``
+    made, one that reads the project's own files; anywhere else one that evaluates the embedded demo."""
 
     def scaffold(self, request) -> None:
         folder = Path(request.target_path)
         folder.mkdir(parents=True, exist_ok=True)
         name = re.sub(r"\W", "_", folder.name)
-        (folder / "defs.yaml").write_text(SCAFFOLD.format(name=name), encoding="utf-8")
+        root = Path(request.project_root) if request.project_root is not None else None
+        initialised = root is not None and (root / "sut.yaml").is_file() and (root / "golden").is_dir()
+        text = (PROJECT_SCAFFOLD if initialised else SCAFFOLD).format(name=name)
+        (folder / "defs.yaml").write_text(text, encoding="utf-8")
 
 
 RagEvaluation = dg.scaffold_with(RagEvaluationScaffolder)(RagEvaluation)

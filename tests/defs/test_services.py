@@ -246,8 +246,15 @@ def test_a_project_from_init_loads_in_dagster_and_decides_against_the_service(tm
     with FakeRagService(answers(), token=TOKEN, path="/v1/answer") as service:
         folder = tmp_path / "support-bot"
         assert main(["init", str(folder), "--sut-url", service.url]) == 0
+        # A second service scaffolded in it reads the project's own files, its outputs apart (not the demo).
+        scaffold = ("scaffold", "defs", "ragspine_pipeline.RagEvaluation", "second_bot")
+        assert dg_command(folder, *scaffold).returncode == 0
+        second = (folder / "support_bot_evaluation" / "defs" / "second_bot" / "defs.yaml").read_text()
+        assert "golden_set: golden/gold.jsonl" in second and "sut: sut.yaml" in second
+        assert "var/demo" not in second and "baseline: var/second_bot/baseline.json" in second
         checked = dg_command(folder, "check", "defs")
         assert checked.returncode == 0, checked.stdout + checked.stderr
+        shutil.rmtree(folder / "support_bot_evaluation" / "defs" / "second_bot")  # one service below
         monkeypatch.setenv("SUPPORT_BOT_TOKEN", TOKEN)
         monkeypatch.chdir(folder)
         defs = load(folder, monkeypatch, "support_bot_evaluation")
