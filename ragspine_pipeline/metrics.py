@@ -68,6 +68,9 @@ class Metric:
     requires_registry: bool = False
     aliases: Mapping[str, frozenset[Scope]] = field(default_factory=dict)
     short_names: tuple[str, ...] = ()  # abbreviations, in every golden scope: ``under``, ``recall``
+    # The trace fields its value depends on: when no trace carries one, the value is a silent 0, said so
+    # (``absent_inputs``): a citation hit needs the cited ids among the retrieved ones.
+    trace_fields: tuple[str, ...] = ()
 
     def other_names(self) -> dict[str, frozenset[Scope]]:
         """Every alias with the scopes it stands for this metric in: short names and old names."""
@@ -95,9 +98,11 @@ _NARRATIVE = "some QA case is a narrative case (case_type: narrative)"
 METRICS: tuple[Metric, ...] = (
     # -- grounded QA: S shipped answers, R refusals, A answerable cases, U unanswerable ones -------------
     Metric("precision", "grounded", "|{x ∈ S ∩ A : C ∧ H}| / |S|", _SHIPPED,
-           "shipped_answerable_correct", "answered", default_gate=(">=", 0.80)),
+           "shipped_answerable_correct", "answered", default_gate=(">=", 0.80),
+           trace_fields=("citations", "retrieved_ids")),
     Metric("chr", "grounded", "|{x ∈ S ∩ A : H}| / |S|", _SHIPPED,
-           "shipped_answerable_hit", "answered", default_gate=(">=", 0.75)),
+           "shipped_answerable_hit", "answered", default_gate=(">=", 0.75),
+           trace_fields=("citations", "retrieved_ids")),
     Metric("under_refusal", "grounded", "|S ∩ U| / |U|", "some case is unanswerable (U non-empty)",
            "shipped_unanswerable", "unanswerable", direction="lower", default_gate=("<=", 0.05),
            short_names=("under",)),
@@ -105,12 +110,12 @@ METRICS: tuple[Metric, ...] = (
            "refused_answerable", "answerable", direction="lower", default_gate=("<=", 0.10),
            short_names=("over",)),
     Metric("recall@k", "grounded", "|{x ∈ A : gold_citations ⊆ top-k(retrieved ids)}| / |A|", _ANSWERABLE,
-           "answerable_recalled", "answerable", short_names=("recall",)),
+           "answerable_recalled", "answerable", short_names=("recall",), trace_fields=("retrieved_ids",)),
     Metric("compliance", "grounded",
            "matched traces whose answer carries a citation list or is a refusal / matched traces",
            "some gold case has a trace", "compliant", "matched", default_gate=(">=", 0.98)),
     Metric("chr_answerable", "grounded", "|{x ∈ A : shipped ∧ citations ∩ gold_citations ≠ ∅}| / |A|",
-           _ANSWERABLE, "answerable_cites_gold", "answerable"),
+           _ANSWERABLE, "answerable_cites_gold", "answerable", trace_fields=("citations",)),
     Metric("claim_containment", "grounded",
            "answerable cases with a gold claim, shipped, whose answer contains a ≥5-character phrase of "
            "the gold claim / answerable cases with a gold claim",
@@ -283,3 +288,21 @@ class MetricResult:
     @property
     def applies(self) -> bool:
         return self.value is not None
+
+
+def absent_inputs(
+    values: Mapping[str, float | None], carried: Mapping[str, int], traces: int
+) -> dict[str, str]:
+    """``{metric: why}`` for each metric of ``values`` at 0 whose value depends on a trace field no
+    trace carries (``carried``: traces carrying each canonical field, of ``traces``): "needs
+    retrieved_ids: 0 of 37 traces carry them" — a 0 the service did not earn. (A value above 0 does not
+    hang on the field: a case that expects no citation is a hit without retrieved ids.)"""
+    out = {}
+    for name, value in values.items():
+        metric = BY_NAME.get(name)
+        if value != 0 or metric is None or not traces:
+            continue
+        absent = [f for f in metric.trace_fields if not carried.get(f)]
+        if absent:
+            out[name] = f"needs {' and '.join(absent)}: 0 of {traces} traces carry them"
+    return out

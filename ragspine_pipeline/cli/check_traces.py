@@ -16,28 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ragspine_pipeline.cli.args import EXIT_PASS, EXIT_UNUSABLE
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
-from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
-from ragspine_pipeline.metrics import BY_NAME, METRICS
-
-
-def carried(table: pa.Table) -> dict[str, int]:
-    """Per canonical column, how many traces carry it (not null; a list or map with an item)."""
-    counts = {}
-    for field in TRACE_SCHEMA:
-        column = table.column(field.name)
-        present = pc.is_valid(column)
-        if pa.types.is_list(field.type) or pa.types.is_map(field.type):
-            lengths = [np.diff(np.asarray(chunk.offsets)) for chunk in column.chunks]  # map: no kernel
-            present = pc.and_(present, pa.chunked_array([pa.array(n > 0) for n in lengths], pa.bool_()))
-        counts[field.name] = int(pc.sum(present).as_py() or 0)
-    return counts
-
+from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA, carried
+from ragspine_pipeline.metrics import BY_NAME, METRICS, absent_inputs
 
 # What an answer is made of: a trace carrying none of these gives no metric anything to measure.
 CONTENT = ("claim", "citations", "retrieved_ids", "selected_context_ids", "claims", "outcome_refused")
@@ -85,9 +69,12 @@ def run_check_traces(args: argparse.Namespace) -> int:
     usable = [name for name, (value, _n) in results.items() if value is not None and _is_rate(name)]
     if usable:
         print("metrics measured:")
+    # A value that depends on a field no trace carries is a 0 (or 1) the service never earned: said so.
+    absent = absent_inputs({name: results[name][0] for name in usable}, carried(traces, empty=True), n)
     for name in usable:
         value, denominator = results[name]
-        print(f"  {name} = {value:.4g} over {denominator}")
+        why = f" ({absent[name]})" if name in absent else ""
+        print(f"  {name} = {value:.4g} over {denominator}{why}")
     # Unmeasured is not n/a: the cases want the metric, their traces lack its input.
     unusable = [name for name, (value, _n) in results.items() if value is None and name not in lacking]
     if not args.evidence:

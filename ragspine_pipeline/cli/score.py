@@ -105,7 +105,7 @@ def run_score(args: argparse.Namespace) -> int:
         if args.promote:
             warnings.append(_promotion_note(args.baseline, mode, evaluation, promoted))
     warnings += [warning for path in args.trace for warning in record_warnings(path)]  # reuses named
-    warnings += coverage_warnings(evaluation)
+    warnings += coverage_warnings(evaluation, traces)
     if evaluation.comparison is not None and evaluation.comparison.unmeasured:
         unmeasured = ", ".join(evaluation.comparison.unmeasured)
         warnings.append(f"baseline metrics not measured by this run: {unmeasured}")

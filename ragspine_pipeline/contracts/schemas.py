@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 STR_LIST = pa.list_(pa.string())
 TAGS = pa.map_(pa.string(), pa.string())
@@ -99,3 +101,18 @@ EVIDENCE_SCHEMA = pa.schema(
     ]
 )
 """Canonical evidence registry columns."""
+
+
+def carried(table: pa.Table, empty: bool = False) -> dict[str, int]:
+    """Per canonical trace column of ``table``, how many traces carry it: not null, and a list or map
+    with an item (``empty``: an empty one counts too — an answer that cites nothing carries its
+    citations)."""
+    counts = {}
+    for field in TRACE_SCHEMA:
+        column = table.column(field.name)
+        present = pc.is_valid(column)
+        if not empty and (pa.types.is_list(field.type) or pa.types.is_map(field.type)):
+            lengths = [np.diff(np.asarray(chunk.offsets)) for chunk in column.chunks]  # map: no kernel
+            present = pc.and_(present, pa.chunked_array([pa.array(n > 0) for n in lengths], pa.bool_()))
+        counts[field.name] = int(pc.sum(present).as_py() or 0)
+    return counts

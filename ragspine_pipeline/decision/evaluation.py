@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragspine_pipeline.contracts.schemas import carried
 from ragspine_pipeline.decision.baseline import (
     BaselineEntry,
     Comparison,
@@ -47,7 +48,7 @@ from ragspine_pipeline.decision.release import (
     index_integrity,
 )
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, names
+from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, absent_inputs, names
 from ragspine_pipeline.scoring.grounded import (
     MIN_SUBSTR_CHARS,
     GroundedScore,
@@ -533,12 +534,17 @@ def ratchet_entry(
     )
 
 
-def coverage_warnings(evaluation: Evaluation) -> list[str]:
+def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) -> list[str]:
     """What a reader of the report must know about the join of gold and traces (missing, unmatched and
-    duplicate traces), about gold cases that can never be found contained (snippets too short), and
-    about cases a metric could not measure because their traces lack its input."""
+    duplicate traces), about gold cases that can never be found contained (snippets too short), about
+    cases a metric could not measure because their traces lack its input, and (given the ``traces``)
+    about metrics whose value depends on a field no trace carries ("chr needs retrieved_ids: 0 of 37
+    traces carry them")."""
     counts = evaluation.grounded.counts
     warnings = []
+    if traces is not None:
+        absent = absent_inputs(evaluation.metrics, carried(traces, empty=True), traces.num_rows)
+        warnings += [f"{name} = {evaluation.metrics[name]:.4g} {why}" for name, why in absent.items()]
     short = evaluation.short_snippets
     if short:
         shown = ", ".join(short[:20]) + (f" and {len(short) - 20} more" if len(short) > 20 else "")

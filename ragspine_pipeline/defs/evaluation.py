@@ -113,7 +113,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             *golden_set.attrs.get("warnings", []),
             *failure_warnings(golden_traces.attrs.get("failed") or {}),
             *reuse_warnings(golden_traces.attrs.get("reused") or []),
-            *coverage_warnings(evaluation),
+            *coverage_warnings(evaluation, traces),
         ]
         for warning in warnings:
             context.log.warning(warning)

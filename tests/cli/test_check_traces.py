@@ -47,3 +47,24 @@ def test_a_file_no_metric_can_use_exits_2_with_one_line(tmp_path, capsys):
     )
     assert main(["check-traces", str(LAYERED / "traces.jsonl"), "--gold", str(WFGY / "gold.jsonl")]) == 2
     assert "no trace answers a case of the golden set" in capsys.readouterr().err
+
+
+def test_a_zero_that_a_missing_field_makes_says_so_in_check_traces_and_in_score(tmp_path, capsys):
+    """Traces with no retrieved ids: precision, chr and recall@k are 0 because a citation hit needs the
+    cited ids among the retrieved ones; both commands say which field no trace carries."""
+    rows = [json.loads(line) for line in (WFGY / "traces.jsonl").read_text().splitlines()]
+    traces = tmp_path / "no-retrieval.jsonl"
+    traces.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "retrieved_ids"}) + "\n" for r in rows)
+    )
+    gold = str(WFGY / "gold.jsonl")
+    assert main(["check-traces", str(traces), "--gold", gold]) == 0
+    out = capsys.readouterr().out
+    why = f"(needs retrieved_ids: 0 of {len(rows)} traces carry them)"
+    assert f"  chr = 0 over 15 {why}" in out and f"  recall@k = 0 over 16 {why}" in out
+    assert "  compliance = 1 over 20\n" in out  # a value its fields are there for says nothing more
+    assert main(["score", "--gold", gold, "--trace", str(traces), "--out", str(tmp_path / "r.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"warning: chr = 0 needs retrieved_ids: 0 of {len(rows)} traces carry them" in err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert any(w.startswith("chr = 0 needs retrieved_ids") for w in report["warnings"])
