@@ -19,13 +19,13 @@ changed rate's incident (``retrieved_citation_rate``), the others are every mess
 * ``creep-10pt``: 1 point lower a night down to −10, held until 30 nights from its start, then back;
   the same counts and target.
 * ``mix-drop-3pt``: every slice 3 points lower while the worse slice (s0, 0.75; the others 0.90) grows
-  from 12.5 % to 36 % of the traffic: is the all-traffic drop *reported as a drop* within 3 nights, an
-  alerting all-traffic test whose note is None or says ``DROP_PHRASE`` (not only "traffic mix
-  changed")? (Also: in a message the outbox queued; and by a slice.) Target ≥ 0.8.
-  ``mix-drop-3pt-control``: the same drop, no mix shift.
+  from 12.5 % to 36 % of the traffic, 7 nights judged: is the all-traffic drop *reported as a drop*
+  within 3 and within 7 nights — an alerting all-traffic test whose note is None or says
+  ``DROP_PHRASE`` (not only "traffic mix changed"), or the rate at the usual mix alerting? (Also: in a
+  message the outbox queued; by a slice; by either.) Target ≥ 0.8.
+  ``mix-drop-3pt-control``: the same drop, no mix shift (what the traffic can show at all).
 * ``mix-shrink-drop-4pt``: every slice 4 points lower while s0's share falls from 40 % to 10 % (the raw
-  all-traffic rate rises a little): reported within 3 nights, by all traffic as a drop or by a slice?
-  ``mix-shrink-drop-4pt-control``: the same drop, no mix shift.
+  all-traffic rate rises a little): the same counts. ``mix-shrink-drop-4pt-control``: no mix shift.
 * ``mix-only``: s0 grows from 12.5 % to 36 %, no slice changes; 30 nights judged: posts, replies,
   recoveries. Target: one incident, one post.
 * ``slice-vanishes``: a good slice (25 % of the traffic) vanishes; 7 nights judged: the share of
@@ -66,9 +66,11 @@ HISTORIES = 40  # independent histories per scenario (~17 min for all of them on
 WARMUP = 31  # history nights: the variance window (28) and the three-night window need them
 LASTING = 30  # nights a lasting drop lasts
 SETTLE = 7  # nights judged after a lasting drop ends
-WITHIN = 3  # a drop behind a mix shift is to be reported within this many nights
+WITHIN = 3  # a drop behind a mix shift: reported within this many nights (and within REPORT_NIGHTS)
+REPORT_NIGHTS = 7  # nights judged of a drop behind a mix shift (it lasts)
 AFTER_OUTAGE = 7  # an outage's messages are counted from its first night through this many nights later
 AT = f"{DROPPED}@all traffic"
+UM = f"{DROPPED}@all traffic at the usual mix"  # the rate at the usual mix: a drop of all traffic too
 MIX_PHRASE = "traffic mix changed"
 DROP_PHRASE = "the rate at the usual mix fell"  # a mix note that still reports a drop (issue 45, item 3)
 WORSE = 0.75  # the worse slice's retrieved-citation rate (the others 0.90)
@@ -97,7 +99,6 @@ class HistoryScenario:
     kind: str  # what is measured (MEASURES)
     traffic: dict  # Traffic fields besides the per-history seed and first day
     judged: int  # nights judged after the warm-up
-    slices_count: bool = False  # "report": a slice's alert of the rate reports the drop too
 
 
 STEP = dict(drop_from=WARMUP, drop_until=WARMUP + LASTING)
@@ -107,11 +108,11 @@ HISTORY_SCENARIOS = {
     # 1 point a night down to -10, held until 30 nights from its start, then back.
     "creep-10pt": HistoryScenario("lasting", dict(**STEP, drop_points=0.10, creep=0.01), LASTING + SETTLE),
     # Every slice -3 points while the worse slice grows from 12.5 % to 36 % of the traffic.
-    "mix-drop-3pt": HistoryScenario("report", _mix_shift(0.125, 0.36, 0.03), WITHIN),
-    "mix-drop-3pt-control": HistoryScenario("report", _mix_shift(0.125, None, 0.03), WITHIN),
+    "mix-drop-3pt": HistoryScenario("report", _mix_shift(0.125, 0.36, 0.03), REPORT_NIGHTS),
+    "mix-drop-3pt-control": HistoryScenario("report", _mix_shift(0.125, None, 0.03), REPORT_NIGHTS),
     # Every slice -4 points while the worse slice's share falls from 40 % to 10 %.
-    "mix-shrink-drop-4pt": HistoryScenario("report", _mix_shift(0.40, 0.10, 0.04), WITHIN, True),
-    "mix-shrink-drop-4pt-control": HistoryScenario("report", _mix_shift(0.40, None, 0.04), WITHIN, True),
+    "mix-shrink-drop-4pt": HistoryScenario("report", _mix_shift(0.40, 0.10, 0.04), REPORT_NIGHTS),
+    "mix-shrink-drop-4pt-control": HistoryScenario("report", _mix_shift(0.40, None, 0.04), REPORT_NIGHTS),
     # The worse slice grows from 12.5 % to 36 %; no slice changes.
     "mix-only": HistoryScenario("mix_only", _mix_shift(0.125, 0.36, 0.0), LASTING),
     # 4 slices of 250 a night, s3 (retrieved-citation rate 0.96, the others 0.80) vanishes: the others
@@ -220,12 +221,16 @@ def _as_drop(note: str | None) -> bool:
 
 
 def _report(nights: list[Night], traffic: Traffic, spec: HistoryScenario) -> dict:
-    at = [AT in n.noted for n in nights]
-    as_drop = [AT in n.noted and _as_drop(n.noted[AT]) for n in nights]
+    at = [AT in n.noted or UM in n.noted for n in nights]
+    as_drop = [(AT in n.noted and _as_drop(n.noted[AT])) or UM in n.noted for n in nights]
     queued = [
-        any(p.kind != "recovery" and AT in p.drops and _as_drop(p.drops[AT]) for p in n.parts) for n in nights
+        any(
+            p.kind != "recovery" and ((AT in p.drops and _as_drop(p.drops[AT])) or UM in p.drops)
+            for p in n.parts
+        )
+        for n in nights
     ]
-    slices = [any(k.startswith(f"{DROPPED}@") and k != AT for k in n.alerts) for n in nights]
+    slices = [any(k.startswith(f"{DROPPED}@") and k not in (AT, UM) for k in n.alerts) for n in nights]
     return {
         "all_traffic_alert_nights": sum(at),
         "as_drop_nights": sum(as_drop),
@@ -342,18 +347,22 @@ def _mean_known(values: list) -> float | None:
     return round(float(np.mean(known)), 2) if known else None
 
 
-def _summarise_report(rows: list[dict], slices_count: bool) -> dict:
-    out = {
-        "all_traffic_as_drop_within_3": _count(rows, lambda r: r["all_traffic_as_drop"] is not None),
-        "queued_as_drop_within_3": _count(rows, lambda r: r["queued_as_drop"] is not None),
-        "slice_alert_within_3": _count(rows, lambda r: r["slices"] is not None),
-        "all_traffic_alerting_nights": sum(r["all_traffic_alert_nights"] for r in rows),
-        "of_which_as_drop": sum(r["as_drop_nights"] for r in rows),
-    }
-    if slices_count:
-        out["reported_within_3_all_traffic_or_slices"] = _count(
-            rows, lambda r: r["all_traffic_as_drop"] is not None or r["slices"] is not None
-        )
+def _summarise_report(rows: list[dict]) -> dict:
+    def within(nights: int, *keys: str):
+        return _count(rows, lambda r: any(r[k] is not None and r[k] < nights for k in keys))
+
+    out = {}
+    for nights in (WITHIN, REPORT_NIGHTS):
+        out |= {
+            f"all_traffic_as_drop_within_{nights}": within(nights, "all_traffic_as_drop"),
+            f"queued_as_drop_within_{nights}": within(nights, "queued_as_drop"),
+            f"slice_alert_within_{nights}": within(nights, "slices"),
+            f"reported_within_{nights}_all_traffic_or_slices": within(
+                nights, "all_traffic_as_drop", "slices"
+            ),
+        }
+    out["all_traffic_alerting_nights"] = sum(r["all_traffic_alert_nights"] for r in rows)
+    out["of_which_as_drop"] = sum(r["as_drop_nights"] for r in rows)
     return out
 
 
@@ -425,7 +434,7 @@ def summarise(name: str, rows: list[dict], level: str) -> dict:
     if spec.kind == "lasting":
         figures = _summarise_lasting(rows)
     elif spec.kind == "report":
-        figures = _summarise_report(rows, spec.slices_count)
+        figures = _summarise_report(rows)
     elif spec.kind == "mix_only":
         figures = _summarise_mix_only(rows)
     elif spec.kind == "vanish":
