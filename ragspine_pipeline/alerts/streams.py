@@ -277,15 +277,16 @@ def incident_rows(state: StreamState | None, night: Alert | None = None) -> list
 
 def recovered(levels: dict[str, FrozenLevel], returns: dict[str, ReturnTest]) -> bool:
     """Is an incident with these rates back? Its all-traffic rates (or, without one, every rate) are
-    back at their levels tonight, and none of its slices is still clearly below its own: a slice is a
-    small sample, and confirming each back would take a week of nights; a slice still well down when
-    all traffic is back would still show."""
+    back at their levels tonight, and none of its slices is still clearly below its own (one-sided 1 %
+    for its slices together, ``ReturnTest.below_among``): a slice is a small sample, and confirming
+    each back would take a week of nights; a slice still well down when all traffic is back would
+    still show."""
     if not levels:
         return False
     overall = [key for key, level in levels.items() if level.overall] or list(levels)
     rest = [key for key in levels if key not in overall]
     confirmed = all(key in returns and returns[key].back for key in overall)
-    return confirmed and not any(key in returns and returns[key].clearly_below for key in rest)
+    return confirmed and not any(key in returns and returns[key].below_among(len(rest)) for key in rest)
 
 
 def _state(

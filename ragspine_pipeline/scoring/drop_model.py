@@ -263,6 +263,7 @@ def return_test(s: Series | None, frozen: FrozenLevel, day: date, settings: Drop
     return ReturnTest(
         **common, current=current, worse_by=worse_by, z=z, back=bool(z <= settings.recovery_sd),
         clearly_below=None if short is None else bool(short[2] > CLEARLY_BELOW),
+        recent_z=None if short is None else short[2],
     )  # fmt: skip
 
 

@@ -5,6 +5,7 @@ judged against (:class:`FrozenLevel`). Plain data; the tests themselves are ``sc
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
@@ -143,8 +144,9 @@ class FrozenLevel(_Rate):
 class ReturnTest(_Rate):
     """An open incident's rate over its last ``nights`` nights against its :class:`FrozenLevel`: ``back``
     when it is within the noise of that level (``z ≤ recovery_sd``), None when it could not be judged;
-    ``clearly_below`` when its last ``recovery_nights`` nights alone stand more than ``CLEARLY_BELOW``
-    standard deviations under it (a slice still down when its all-traffic rate is back)."""
+    ``clearly_below`` when its last ``recovery_nights`` nights alone (``recent_z``) stand more than
+    ``CLEARLY_BELOW`` standard deviations under it (a slice still down when its all-traffic rate is back;
+    among several slices, :meth:`below_among`)."""
 
     nights: int  # the last nights pooled
     since: str
@@ -155,11 +157,20 @@ class ReturnTest(_Rate):
     z: float | None = None
     back: bool | None = None
     clearly_below: bool | None = None
+    recent_z: float | None = None  # z over the last recovery_nights nights alone
     reason: str = "tested"
+
+    def below_among(self, rates: int) -> bool:
+        """Still clearly below, as one of ``rates`` slices judged together: one-sided 1 % for all of
+        them (Bonferroni), so that eight slices back at their levels hold an incident open by chance
+        on one night in a hundred, not one in twelve."""
+        if self.recent_z is None:
+            return bool(self.clearly_below)
+        return self.recent_z > NormalDist().inv_cdf(1 - 0.01 / max(rates, 1))
 
     def to_dict(self) -> dict:
         out = self.model_dump()
-        for name in ("trailing", "current", "worse_by", "z"):
+        for name in ("trailing", "current", "worse_by", "z", "recent_z"):
             out[name] = None if out[name] is None else round(out[name], 4)
         return out
 

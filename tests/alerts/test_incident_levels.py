@@ -180,3 +180,16 @@ def test_the_reminder_and_the_acceptance_say_where_the_rate_stands_and_who_accep
     text = json.dumps(message([accepted])[1])
     assert "Accepted by" in text and "&lt;!channel&gt;" in text and "<!channel>" not in text
     assert "compared with the nights since they dropped" in text
+
+
+def test_a_slice_holds_its_incident_open_only_when_clearly_below_among_the_incidents_slices():
+    """2.5 standard deviations under its level: clearly below for a lone slice (one-sided 1 %), not as
+    one of eight judged together (Bonferroni: 3.02), so eight slices back hold no incident open by chance
+    one night in twelve; 3.5 is below either way."""
+    from ragspine_pipeline.scoring.drop_results import ReturnTest
+
+    def slice_at(z: float) -> ReturnTest:
+        return ReturnTest(metric="m", slice="s=1", nights=2, since="2026-11-01", trailing=0.9, recent_z=z)
+
+    assert slice_at(2.5).below_among(1) and not slice_at(2.5).below_among(8)
+    assert slice_at(3.5).below_among(8)
