@@ -211,8 +211,9 @@ def summary_statistics(summaries: list[dict]) -> dict:
         entries = [s["metrics"][metric] for s in summaries]
         values = np.array([e["rate"] if "rate" in e else e["value"] for e in entries], dtype=float)
         by_slice: dict[str, list[float]] = {}
-        for s in summaries:
-            for value, entry in s["slices"]["slice"].items():
+        for s in summaries:  # the first dimension the summaries slice by ("slice", "workflow", …)
+            dimension = next(iter(s["slices"]), None)
+            for value, entry in (s["slices"][dimension] if dimension else {}).items():
                 e = entry["metrics"][metric]
                 by_slice.setdefault(value, []).append(e["rate"] if "rate" in e else e["value"])
         row = {
@@ -221,7 +222,9 @@ def summary_statistics(summaries: list[dict]) -> dict:
             "n": round(float(np.mean([e["n"] for e in entries])), 1),
             "slice_sd": round(
                 float(np.mean([np.nanstd(np.array(v, dtype=float), ddof=1) for v in by_slice.values()])), 4
-            ),
+            )
+            if by_slice
+            else None,
         }
         if "effective_n" in entries[0]:
             row["effective_n"] = round(float(np.mean([e["effective_n"] for e in entries])), 1)
