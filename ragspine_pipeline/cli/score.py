@@ -121,7 +121,7 @@ def run_score(args: argparse.Namespace) -> int:
             write(evaluation, inputs, out)
     if args.explorer:
         _write_explorer(args.explorer, evaluation, gold, traces, entry)
-    if args.out is not None:  # the report went to a file: the verdict still reaches the terminal
+    if args.out is not None and not _is_stdout(args.out):  # a file: the verdict still reaches the terminal
         print(f"decision: {evaluation.release.verdict()}")
     return EXIT_PASS if evaluation.passed else EXIT_GATE_FAILED
 
@@ -228,6 +228,16 @@ def _promotion_note(baseline: str, mode: str, evaluation: Evaluation, promoted: 
             "improvement (paired test), it is unchanged"
         )
     return f"promoted {baseline} (mode {mode}): every listed metric is now at least as strict"
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether ``path`` is standard output itself (``/dev/stdout``, a link to its pipe): the report went
+    there, and a verdict line after it would corrupt it."""
+    try:
+        target, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no such file, or a stdout with no descriptor
+        return False
+    return (target.st_dev, target.st_ino) == (out.st_dev, out.st_ino)
 
 
 @contextmanager
