@@ -290,6 +290,12 @@ class MetricResult:
         return self.value is not None
 
 
+def trace_fields(name: str) -> tuple[str, ...]:
+    """The trace fields metric ``name``'s value depends on (none for a name no metric has)."""
+    metric = BY_NAME.get(name)
+    return () if metric is None else metric.trace_fields
+
+
 def absent_inputs(
     values: Mapping[str, float | None], carried: Mapping[str, int], traces: int
 ) -> dict[str, str]:
@@ -299,10 +305,9 @@ def absent_inputs(
     hang on the field: a case that expects no citation is a hit without retrieved ids.)"""
     out = {}
     for name, value in values.items():
-        metric = BY_NAME.get(name)
-        if value != 0 or metric is None or not traces:
+        if value != 0 or not traces:
             continue
-        absent = [f for f in metric.trace_fields if not carried.get(f)]
+        absent = [f for f in trace_fields(name) if not carried.get(f)]
         if absent:
             out[name] = f"needs {' and '.join(absent)}: 0 of {traces} traces carry them"
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -103,12 +105,15 @@ EVIDENCE_SCHEMA = pa.schema(
 """Canonical evidence registry columns."""
 
 
-def carried(table: pa.Table, empty: bool = False) -> dict[str, int]:
-    """Per canonical trace column of ``table``, how many traces carry it: not null, and a list or map
-    with an item (``empty``: an empty one counts too — an answer that cites nothing carries its
-    citations)."""
+def carried(table: pa.Table, empty: bool = False, names: Iterable[str] | None = None) -> dict[str, int]:
+    """Per canonical trace column of ``table`` (or only ``names``), how many traces carry it: not null,
+    and a list or map with an item (``empty``: an empty one counts too — an answer that cites nothing
+    carries its citations)."""
     counts = {}
+    wanted = None if names is None else set(names)
     for field in TRACE_SCHEMA:
+        if wanted is not None and field.name not in wanted:
+            continue
         column = table.column(field.name)
         present = pc.is_valid(column)
         if not empty and (pa.types.is_list(field.type) or pa.types.is_map(field.type)):

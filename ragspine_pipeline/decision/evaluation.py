@@ -48,7 +48,7 @@ from ragspine_pipeline.decision.release import (
     index_integrity,
 )
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, absent_inputs, names
+from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, absent_inputs, names, trace_fields
 from ragspine_pipeline.scoring.grounded import (
     MIN_SUBSTR_CHARS,
     GroundedScore,
@@ -542,8 +542,10 @@ def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) ->
     traces carry them")."""
     counts = evaluation.grounded.counts
     warnings = []
-    if traces is not None:
-        absent = absent_inputs(evaluation.metrics, carried(traces, empty=True), traces.num_rows)
+    # Only the fields a metric at 0 depends on are counted (no pass over every column of the traces).
+    fields = {f for name, value in evaluation.metrics.items() if value == 0 for f in trace_fields(name)}
+    if traces is not None and fields:
+        absent = absent_inputs(evaluation.metrics, carried(traces, True, fields), traces.num_rows)
         warnings += [f"{name} = {evaluation.metrics[name]:.4g} {why}" for name, why in absent.items()]
     short = evaluation.short_snippets
     if short:
