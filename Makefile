@@ -41,8 +41,9 @@ INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 $(INSTANCE): dagster.yaml
 	@mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $@
 
-# The main job: write the embedded demo (idempotent), then materialise the whole graph in one run on
-# the local instance and print the release decision (reports in var/reports/latest/).
+# The main job: write the embedded demo (idempotent), score its production days (one run a day), then
+# everything else in one `full_eval` run on the local instance, and print the release decision (reports
+# in var/reports/latest/).
 run: $(STAMP) $(INSTANCE)
 	@$(BIN)/ragspine-eval demo init --root $(DEMO)
 	@$(BIN)/python -m ragspine_pipeline.defs.local run

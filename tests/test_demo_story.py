@@ -93,7 +93,9 @@ def test_make_run_says_what_it_is_doing_and_that_the_demos_bad_lines_are_deliber
     on purpose, in a run that ships."""
     lines = story[0].run_output.splitlines()
     scoring = [line for line in lines if line.startswith("scoring production day ")]
-    assert scoring and scoring[0].endswith(f"(1 of {len(scoring)} earlier days not scored yet)")
+    earlier = [line for line in scoring if line.endswith("earlier days not scored yet)")]
+    assert earlier and earlier[0].endswith(f"(1 of {len(earlier)} earlier days not scored yet)")
+    assert len(scoring) == len(earlier) + 1  # then the day the run evaluates, yesterday
     evaluating = next(i for i, line in enumerate(lines) if line.startswith("evaluating: golden replay"))
     assert lines[evaluating + 1].startswith("release decision: SHIP")
     notes = [line for line in lines if "malformed" in line]

@@ -65,13 +65,17 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         "score the re-extracted documents' channels.",
         run_tags=RETRY_TAGS,
     )
+    # Not partitioned, so it runs as launched (`dg launch --job …full_eval`, no partition to name): a
+    # production day is `nightly_eval`'s, one run per day, and the report here shows the latest days.
     full_eval = dg.define_asset_job(
         service.node("full_eval"),
-        selection=dg.AssetSelection.all()
-        if service.name is None
-        else dg.AssetSelection.key_prefixes(service.name),
-        description="Everything in one run: the golden replay, decision and baseline, the extraction "
-        "channels, one production day (the run's partition) and the report. What `make run` launches.",
+        selection=(
+            dg.AssetSelection.all() if service.name is None else dg.AssetSelection.key_prefixes(service.name)
+        )
+        - production,
+        description="Everything but a production day, in one run: the golden replay, decision and "
+        "baseline, the extraction channels and the report (with the latest production days). "
+        "`nightly_eval` scores a production day.",
         run_tags=RETRY_TAGS,
     )
     # Daily (02:00 UTC unless the service says) for the previous day (the daily partitions end at yesterday).

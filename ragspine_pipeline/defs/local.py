@@ -2,10 +2,11 @@
 ``make demo-regression`` call.
 
 ``python -m ragspine_pipeline.defs.local run`` scores the production days of the past week not yet on
-the instance (one small run per partition), then materialises the whole graph in one run (yesterday's
-production partition included) and prints the decision; ``reeval`` evaluates ``index_rebuild_sensor``
-once, as the daemon would, and executes exactly the run it requests (same run key and tags). After
-each run, its alerts are delivered as one message, as the run-status sensors do under the daemon.
+the instance (one small run per partition), then yesterday (or ``--partition``) the same way, then
+everything else in one ``full_eval`` run, and prints the decision; ``reeval`` evaluates
+``index_rebuild_sensor`` once, as the daemon would, and executes exactly the run it requests (same run
+key and tags). After each run, its alerts are delivered as one message, as the run-status sensors do
+under the daemon.
 Exit codes: 0 when the command did what it was asked, 1 when ``run`` ends blocked or a run crashed, 2 when
 ``--partition`` is not a production day of the deployment (before the trace store starts, or not yet over).
 
@@ -110,13 +111,11 @@ def initialize_pools(
             storage.set_concurrency_slots(pool, EVALUATION_SLOTS)
 
 
-def run_everything(
-    defs: dg.Definitions, instance: dg.DagsterInstance, partition: str
-) -> dg.ExecuteInProcessResult:
-    """Materialise every asset in one run (the `full_eval` job); the daily assets on ``partition``."""
+def run_everything(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """Materialise every asset but the production days in one run (the `full_eval` job)."""
     job = defs.resolve_job_def("full_eval")
     return job.execute_in_process(
-        instance=instance, partition_key=partition, run_config=QUIET, raise_on_error=False, tags=runner_tags()
+        instance=instance, run_config=QUIET, raise_on_error=False, tags=runner_tags()
     )
 
 
@@ -182,24 +181,28 @@ def backfill_production(
     day's run (the ``i``-th of the ``n`` to do).
     """
     done = instance.get_materialized_partitions(PRODUCTION_METRICS)
-    job = defs.resolve_job_def("nightly_eval")
-    selection = [PRODUCTION_TRACES, PRODUCTION_METRICS]
     results = []
     todo = [day for day in days if day not in done]
     for i, day in enumerate(todo, start=1):
         if on_day is not None:
             on_day(day, i, len(todo))
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=day,
-            asset_selection=selection,
-            run_config=QUIET,
-            raise_on_error=False,
-            tags=runner_tags(),
-        )
+        result = score_day(defs, instance, day)
         finish(defs, instance, result)
         results.append(result)
     return results
+
+
+def score_day(defs: dg.Definitions, instance: dg.DagsterInstance, day: str) -> dg.ExecuteInProcessResult:
+    """One `nightly_eval` run of the production day ``day`` without its report step (the run that
+    follows shows it)."""
+    return defs.resolve_job_def("nightly_eval").execute_in_process(
+        instance=instance,
+        partition_key=day,
+        asset_selection=[PRODUCTION_TRACES, PRODUCTION_METRICS],
+        run_config=QUIET,
+        raise_on_error=False,
+        tags=runner_tags(),
+    )
 
 
 def finish(
@@ -329,7 +332,7 @@ def _failed_steps(result: dg.ExecuteInProcessResult) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ragspine_pipeline.defs.local", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="materialise the whole graph in one run and print the decision")
+    run = sub.add_parser("run", help="score the production days, evaluate the release, print the decision")
     run.add_argument("--partition", help="production day (default: yesterday, UTC)")
     run.add_argument(
         "--backfill-days",
@@ -361,17 +364,19 @@ def main(argv: list[str] | None = None) -> int:
             print_run_notes(backfill)
             for failure in _failed_steps(backfill):
                 print(f"  step failed  {failure}", file=sys.stderr)
-        print(
-            f"evaluating: golden replay, decision, baseline, extraction, production day {day}, report",
-            flush=True,
-        )
-        result = run_everything(defs, instance, day.isoformat())
+        print(f"scoring production day {day}", flush=True)
+        night = score_day(defs, instance, day.isoformat())
+        print_run_notes(night)
+        print_delivery(finish(defs, instance, night), outbox)
+        print("evaluating: golden replay, decision, baseline, extraction, report", flush=True)
+        result = run_everything(defs, instance)
         decision = print_decision(eval_files, result.run_id)
         print_run_notes(result)
         print_delivery(finish(defs, instance, result), outbox)
-        for failure in _failed_steps(result):
+        for failure in _failed_steps(night) + _failed_steps(result):
             print(f"  step failed  {failure}", file=sys.stderr)
-        return 0 if decision is not None and decision.ships and result.success else 1
+        ships = decision is not None and decision.ships
+        return 0 if ships and night.success and result.success else 1
     message, result = reeval_as_sensor_requests(defs, instance)
     print(message)
     if result is None:

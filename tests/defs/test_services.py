@@ -261,7 +261,17 @@ def test_a_project_from_init_loads_in_dagster_and_decides_against_the_service(tm
         with dg.instance_for_test() as instance:
             job = defs.resolve_job_def("support_bot__reeval_on_index_rebuild")
             result = job.execute_in_process(instance=instance, raise_on_error=False)
-    assert result.success, [e.message for e in result.all_events if e.is_failure]
+            # Every job runs as `dg launch --job` launches it: full_eval names no partition, the nightly
+            # job one day of a trace store that is still empty.
+            full = defs.resolve_job_def("support_bot__full_eval").execute_in_process(
+                instance=instance, raise_on_error=False, tags={"dagster/retry_strategy": "FROM_FAILURE"}
+            )
+            nightly = defs.resolve_job_def("support_bot__nightly_eval")
+            day = nightly.partitions_def.get_last_partition_key()
+            night = nightly.execute_in_process(instance=instance, partition_key=day, raise_on_error=False)
+    for run in (result, full, night):
+        assert run.success, [e.message for e in run.all_events if e.is_failure]
     decision = json.loads((folder / "var" / "reports" / "latest" / "release_decision.json").read_text())
     assert decision["decision"] == "ship" and decision["metrics"]["under_refusal"] == 0.0
-    assert sum(service.asked.values()) == 5 and service.unauthorised == 0
+    # Each run asks the service anew (answers belong to the run that asked): 5 cases, two runs.
+    assert dict(service.asked) == {f"SUPPORT-BOT-00{i}": 2 for i in range(1, 6)} and service.unauthorised == 0
