@@ -29,11 +29,12 @@ CONTENT = ("claim", "citations", "retrieved_ids", "selected_context_ids", "claim
 
 def measured(
     args: argparse.Namespace, traces: pa.Table
-) -> tuple[dict[str, tuple[float | None, int | None]], int, dict[str, str]]:
-    """``({metric: (value, denominator)}, traces matched, {metric: what traces lack})``: what the file
-    gives (value None: not applicable, or unmeasured when the third names it), how many traces answer a
-    case (with ``--gold``; else every trace), and for each metric some traces could not be measured for,
-    what those traces lack (``QAGate.lacking``)."""
+) -> tuple[dict[str, tuple[float | None, int | None]], int, dict[str, str], dict[str, str]]:
+    """``({metric: (value, denominator)}, traces matched, {metric: what traces lack}, {metric: why})``:
+    what the file gives (value None: not applicable, or unmeasured when the third names it), how many
+    traces answer a case (with ``--gold``; else every trace), for each metric some traces could not be
+    measured for, what those traces lack (``QAGate.lacking``), and the metrics the gates config says
+    the traces cannot measure (``citations_are_retrieved``), with why."""
     from ragspine_pipeline.decision.config import EvalConfig, load_config
     from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, evaluate, metric_scope
 
@@ -47,13 +48,13 @@ def measured(
         results = {name: (r.value, r.denominator) for name, r in run.results.items()}
         gates = {} if run.qa is None else run.qa.gates
         lacking = {name: gate.lacking for name, gate in gates.items() if gate.lacking is not None}
-        return results, run.grounded.counts["matched"], lacking
+        return results, run.grounded.counts["matched"], lacking, run.grounded.not_measured
     from ragspine_pipeline.scoring.production import production_metrics
     from ragspine_pipeline.scoring.refusal import mark_refusals
 
     traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
     night = production_metrics(traces, evidence)
-    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows, {}
+    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows, {}, {}
 
 
 def run_check_traces(args: argparse.Namespace) -> int:
@@ -65,12 +66,14 @@ def run_check_traces(args: argparse.Namespace) -> int:
     for name, count in fields.items():
         share = f"{count / n:.0%}" if n else "-"
         print(f"  {name:<{width}}  {count:>8}  {share:>4}")
-    results, matched, lacking = measured(args, traces) if n else ({}, 0, {})
+    results, matched, lacking, declared = measured(args, traces) if n else ({}, 0, {}, {})
     usable = [name for name, (value, _n) in results.items() if value is not None and _is_rate(name)]
     if usable:
         print("metrics measured:")
-    # A value that depends on a field no trace carries is a 0 (or 1) the service never earned: said so.
-    absent = absent_inputs({name: results[name][0] for name in usable}, carried(traces, empty=True), n)
+    # A value that depends on a field no trace carries is a 0 (or 1) the service never earned: said so
+    # (retrieved_ids aside where the service's citations are its retrieved sources).
+    counted = carried(traces, empty=True) | ({"retrieved_ids": n} if declared else {})
+    absent = absent_inputs({name: results[name][0] for name in usable}, counted, n)
     for name in usable:
         value, denominator = results[name]
         why = f" ({absent[name]})" if name in absent else ""
@@ -84,6 +87,7 @@ def run_check_traces(args: argparse.Namespace) -> int:
         print("not applicable (n/a), and what each needs:")
         for name in unusable:
             needs = BY_NAME[name].applies if name in BY_NAME else "its inputs"
+            needs = declared.get(name, needs)
             if not args.evidence and BY_NAME.get(name) and BY_NAME[name].requires_registry:
                 needs = "an evidence registry (--evidence)"
             print(f"  {name}: {needs}")

@@ -143,6 +143,10 @@ class EvalConfig(BaseModel):
     # A gold snippet (gold_claim_substr) shorter than this never counts as found in an answer: such a
     # snippet matches too much by chance. A case whose snippets are all shorter is named in a warning.
     min_snippet_chars: StrictInt = Field(default=5, ge=1)
+    # The service's traces list only the sources its answer used (as its citations), not what retrieval
+    # returned: a citation counts as retrieved, and recall@k is not measured (a gate on it fails as
+    # unmeasured, saying why) rather than a 0 or a 1.0 the service never earned.
+    citations_are_retrieved: bool = False
 
     @field_validator("period_pattern")
     @classmethod

@@ -132,8 +132,9 @@ class Evaluation:
 
     @property
     def unmeasured(self) -> dict[str, str]:
-        """``{metric: why}`` of the metrics whose value is None because no trace carried their input."""
-        return {} if self.qa is None else self.qa.unmeasured_metrics()
+        """``{metric: why}`` of the metrics whose value is None because no trace carried their input,
+        or because the service says its traces cannot measure them (``citations_are_retrieved``)."""
+        return {**self.grounded.not_measured, **({} if self.qa is None else self.qa.unmeasured_metrics())}
 
     @property
     def not_applicable(self) -> list[str]:
@@ -339,7 +340,13 @@ def evaluate(
     requested for; traces naming another one, or more than one, block (``mixed_index_versions``).
     """
     traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
-    grounded = score_grounded(gold, traces, k=k or config.k, min_snippet_chars=config.min_snippet_chars)
+    grounded = score_grounded(
+        gold,
+        traces,
+        k=k or config.k,
+        min_snippet_chars=config.min_snippet_chars,
+        citations_are_retrieved=config.citations_are_retrieved,
+    )
     layered, all_slices = None, []
     if evidence is not None:
         layered = score_layered(gold, traces, evidence, config.required_versions)
@@ -358,7 +365,7 @@ def evaluate(
     gated = {gate.metric for gate in gates}
     gates = [*gates, *(Gate(check, 1.0, "min") for check in checks if check not in gated)]
     # A metric no trace carried the input of is no measurement: its gates fail as unmeasured, with why.
-    reasons = {} if qa is None else qa.unmeasured_metrics()
+    reasons = {**grounded.not_measured, **({} if qa is None else qa.unmeasured_metrics())}
     measured = {name: result for name, result in results.items() if name not in reasons}
     gate_results = evaluate_gates(gates, measured)
     release = decide(
@@ -543,9 +550,12 @@ def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) ->
     counts = evaluation.grounded.counts
     warnings = []
     # Only the fields a metric at 0 depends on are counted (no pass over every column of the traces).
+    # A service whose citations are the sources it retrieved does not owe retrieved_ids.
+    owed = {"retrieved_ids"} if evaluation.grounded.citations_are_retrieved else set()
     fields = {f for name, value in evaluation.metrics.items() if value == 0 for f in trace_fields(name)}
-    if traces is not None and fields:
-        absent = absent_inputs(evaluation.metrics, carried(traces, True, fields), traces.num_rows)
+    if traces is not None and fields - owed:
+        counted = {**carried(traces, True, fields - owed), **dict.fromkeys(owed, traces.num_rows)}
+        absent = absent_inputs(evaluation.metrics, counted, traces.num_rows)
         warnings += [f"{name} = {evaluation.metrics[name]:.4g} {why}" for name, why in absent.items()]
     short = evaluation.short_snippets
     if short:

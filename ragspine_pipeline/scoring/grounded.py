@@ -27,7 +27,7 @@ applicable, reported with its denominator 0) when that denominator is empty.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +68,13 @@ class GroundedScore:
     counts: dict[str, int]
     metrics: dict[str, float | None]
     cases: pa.Table
+    # The service's citations are the sources it retrieved and used (``score_grounded``).
+    citations_are_retrieved: bool = False
+
+    @property
+    def not_measured(self) -> dict[str, str]:
+        """``{metric: why}`` of the metrics the traces cannot measure by what the service says of them."""
+        return {"recall@k": CITATIONS_ARE_RETRIEVED} if self.citations_are_retrieved else {}
 
     def denominator(self, metric: str) -> int:
         return self.counts[METRICS[metric][1]]
@@ -75,7 +82,9 @@ class GroundedScore:
     def results(self) -> dict[str, MetricResult]:
         """Every grounded metric with the counts it is the ratio of."""
         return {
-            name: MetricResult(name, self.metrics[name], self.counts[num], self.counts[den])
+            name: MetricResult(name, None, 0, 0)
+            if name in self.not_measured
+            else MetricResult(name, self.metrics[name], self.counts[num], self.counts[den])
             for name, (num, den) in METRICS.items()
         }
 
@@ -129,11 +138,23 @@ def compliant(citations: pa.Array, refused: np.ndarray) -> np.ndarray:
     return np.asarray(citations.is_valid()) | refused
 
 
+# Why recall@k is not measured when a service's citations are all it says of retrieval.
+CITATIONS_ARE_RETRIEVED = (
+    "citations_are_retrieved: the traces list only the sources the answer used, not what retrieval returned"
+)
+
+
 def score_grounded(
-    gold: pa.Table, traces: pa.Table, k: int = 5, min_snippet_chars: int = MIN_SUBSTR_CHARS
+    gold: pa.Table,
+    traces: pa.Table,
+    k: int = 5,
+    min_snippet_chars: int = MIN_SUBSTR_CHARS,
+    citations_are_retrieved: bool = False,
 ) -> GroundedScore:
     """Score canonical trace columns against canonical gold columns (``contracts.columns``); a gold
-    snippet shorter than ``min_snippet_chars`` never counts as contained (:func:`short_snippet_cases`)."""
+    snippet shorter than ``min_snippet_chars`` never counts as contained (:func:`short_snippet_cases`).
+    ``citations_are_retrieved``: the service reports only the sources it used, as its citations; a
+    citation then counts as retrieved (the hit H is the gold test alone) and recall@k is not measured."""
     if k < 1:
         raise ValueError("k must be at least 1")
     # What a trace says on its own is worked out once per trace, in file order, while the join hashes
@@ -142,11 +163,18 @@ def score_grounded(
         joined = pool.submit(join_traces, gold, traces)
         answers = _Answers.of(traces)
         trace_rows, counts = joined.result()
+    if citations_are_retrieved:
+        answers = replace(answers, cited_retrieved=np.ones_like(answers.cited_retrieved))
     counts = {**counts, "cases": gold.num_rows, "traces": traces.num_rows}
     cases, case_counts = _score_cases(gold, answers, trace_rows, k, min_snippet_chars)
     counts.update(case_counts)
     metrics = {name: ratio(counts[num], counts[den]) for name, (num, den) in METRICS.items()}
-    return GroundedScore(k=k, counts=counts, metrics=metrics, cases=cases)
+    if citations_are_retrieved:
+        metrics["recall@k"] = None
+        cases = cases.set_column(
+            cases.schema.get_field_index("recall_hit"), "recall_hit", pa.nulls(cases.num_rows, pa.bool_())
+        )
+    return GroundedScore(k, counts, metrics, cases, citations_are_retrieved)
 
 
 @dataclass(frozen=True)

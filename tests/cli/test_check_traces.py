@@ -68,3 +68,52 @@ def test_a_zero_that_a_missing_field_makes_says_so_in_check_traces_and_in_score(
     assert f"warning: chr = 0 needs retrieved_ids: 0 of {len(rows)} traces carry them" in err
     report = json.loads((tmp_path / "r.json").read_text())
     assert any(w.startswith("chr = 0 needs retrieved_ids") for w in report["warnings"])
+
+
+def test_a_service_whose_citations_are_its_retrieved_sources_says_so_and_recall_is_not_measured(
+    tmp_path, capsys
+):
+    """The same traces, the gates config saying `citations_are_retrieved: true` (the service returns only
+    the sources it used): chr and precision are measured on the citations alone, as if the retrieved
+    ids were given, with no "needs retrieved_ids"; recall@k is not measured, saying why, and a gate on
+    it fails as unmeasured (not a 0, not a 1.0)."""
+    rows = [json.loads(line) for line in (WFGY / "traces.jsonl").read_text().splitlines()]
+    bare = tmp_path / "no-retrieval.jsonl"
+    bare.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "retrieved_ids"}) + "\n" for r in rows)
+    )
+    gold = str(WFGY / "gold.jsonl")
+    config = tmp_path / "gates.yaml"
+    config.write_text("citations_are_retrieved: true\ngates:\n  chr: {min: 0.5}\n  recall@k: {min: 0.5}\n")
+    # What retrieval must have returned for these citations: the citations themselves.
+    assumed = tmp_path / "retrieved-are-cited.jsonl"
+    assumed.write_text(
+        "".join(
+            json.dumps({**r, "retrieved_ids": (r.get("answer_json") or {}).get("citations") or []}) + "\n"
+            for r in rows
+        )
+    )
+    expected = tmp_path / "expected.json"
+    assert main(["score", "--gold", gold, "--trace", str(assumed), "--out", str(expected)]) in (0, 1)
+    figures = json.loads(expected.read_text())
+    capsys.readouterr()
+
+    assert main(["check-traces", str(bare), "--gold", gold, "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"  chr = {figures['chr']:.4g} over 15\n" in out and "needs retrieved_ids" not in out
+    assert "  recall@k: citations_are_retrieved: the traces list only the sources the answer used" in out
+    report = tmp_path / "r.json"
+    code = main(
+        ["score", "--gold", gold, "--trace", str(bare), "--config", str(config), "--out", str(report)]
+    )
+    decision = json.loads(report.read_text())
+    assert (
+        code == 1 and decision["chr"] == figures["chr"] > 0 and decision["precision"] == figures["precision"]
+    )
+    assert decision["recall@k"] is None and decision["unmeasured"]["recall@k"].startswith(
+        "citations_are_retrieved: the traces list only the sources the answer used"
+    )
+    assert "recall@k" not in decision["not_applicable"]
+    [recall] = decision["release"]["unmeasured_gates"]
+    assert recall["metric"] == "recall@k" and recall["reason"] == decision["unmeasured"]["recall@k"]
+    assert not [w for w in decision["warnings"] if "needs retrieved_ids" in w]
