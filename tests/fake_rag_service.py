@@ -3,7 +3,10 @@ in the JSON shape its team chose, behind an optional bearer token, after an opti
 what it was asked. The replay tests, the component tests and ``bench/bench_replay.py`` ask it over real
 HTTP.
 
-Shapes: ``trace`` replies with the trace as it is; ``nested`` replies ``{"data": {"reply": <answer_json>,
+Shapes: ``trace`` replies with the trace as it is; ``sources`` replies as RAGSpine's own server does
+(``{"request_id", "answer", "route", "answer_kind", "sources": [{"doc", "locator"}], "cache"}``: no
+retrieved ids, a request id of its own, each cited chunk ``doc#locator`` as an object;
+:data:`SOURCES_MAPPING`); ``nested`` replies ``{"data": {"reply": <answer_json>,
 "sources": [{"id": …}], "meta": {"index": …}}}``, which a response mapping turns back into a trace
 (:data:`NESTED_MAPPING`).
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl
@@ -24,6 +28,8 @@ NESTED_MAPPING = {
     "retrieved_ids": "data.sources[].id",
     "index_version": "data.meta.index",
 }
+
+SOURCES_MAPPING = {"answer": "answer", "citations": "sources[].join('#', [doc, locator])"}
 
 
 class FakeRagService(LoopbackServer):
@@ -71,6 +77,17 @@ class FakeRagService(LoopbackServer):
             return 404, {"error": f"no such case {qid}"}
         if self.shape == "trace":
             return 200, trace
+        if self.shape == "sources":
+            answer = trace.get("answer_json") or {}
+            cited = [chunk.split("#", 1) for chunk in answer.get("citations") or []]
+            return 200, {
+                "request_id": uuid.uuid4().hex[:12],
+                "answer": answer.get("claim"),
+                "route": "rag",
+                "answer_kind": "answer" if cited else "refusal",
+                "sources": [{"doc": doc, "locator": locator} for doc, locator in cited],
+                "cache": {"hit": False},
+            }
         return 200, {
             "data": {
                 "reply": trace.get("answer_json"),

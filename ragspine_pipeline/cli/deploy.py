@@ -1,4 +1,5 @@
-"""``ragspine-eval deploy check|bootstrap``: is a host's deployment complete, and the S3 side of a new one.
+"""``ragspine-eval deploy check|bootstrap|wait``: is a host's deployment complete, the S3 side of a new
+one, and the end of a run launched on it.
 
 ``check`` reads what every process of a deployed instance reads — ``$DAGSTER_HOME/dagster.yaml`` (or
 ``--config``) and the environment — and prints one line for each thing missing: an unset variable the
@@ -11,12 +12,18 @@ value (a driver's error) has it replaced by ``***``.
 first run reads from a folder laid out as ``RAGSPINE_HOME`` is (the demo's, ``ragspine-eval demo
 init``): the trace store, the index manifest, the extracted facts and the baselines. It never replaces
 an object that exists (a baseline only ratchets), so running it again changes nothing.
+
+``wait RUN_ID`` waits for a run on the instance at ``$DAGSTER_HOME`` (launched with ``dagster job
+launch``, so that the daemon starts it) to end, and prints how it ended and its release decision with
+why it blocked. Exit 0 when the run succeeded and did not block, 1 when it blocked, 2 when it failed,
+was canceled, is unknown or had not ended by ``--timeout``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +31,7 @@ from typing import Any
 import yaml
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
+from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, EXIT_UNUSABLE, UsageError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
 from ragspine_pipeline.sources.trace_store import LocalTraceStore
 
@@ -94,6 +101,71 @@ def run_bootstrap(args: argparse.Namespace) -> int:
             if uri.startswith("s3://"):
                 print(f"{name}: {_seed(client, source / place, uri)}")
     return EXIT_PASS
+
+
+def run_wait(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from ragspine_pipeline.defs.release import DECISION_TAG
+
+    deadline = time.monotonic() + args.timeout
+    try:
+        instance = dg.DagsterInstance.get()
+    except dg.DagsterInvariantViolationError as exc:  # DAGSTER_HOME unset, relative or not a folder
+        raise UsageError(f"deploy wait: {' '.join(str(exc).split())}") from None
+    with instance:
+        run = instance.get_run_by_id(args.run_id)
+        while run is not None and not run.is_finished and time.monotonic() < deadline:
+            time.sleep(args.poll)
+            run = instance.get_run_by_id(args.run_id)
+        if run is None:
+            print(f"deploy wait: no run {args.run_id} on the instance at $DAGSTER_HOME")
+            return EXIT_UNUSABLE
+        if not run.is_finished:
+            print(f"run {run.run_id} ({run.job_name}): still {run.status.value} after {args.timeout:g} s")
+            return EXIT_UNUSABLE
+        decision = run.tags.get(DECISION_TAG)
+        decided = f", release decision: {decision.upper()}" if decision in ("ship", "block") else ""
+        print(f"run {run.run_id} ({run.job_name}): {run.status.value}{decided}")
+        where = _decision_path(instance, run.run_id)
+    if where is not None:
+        for line in _decision_lines(where):
+            print(f"  {line}")
+    if run.status != dg.DagsterRunStatus.SUCCESS:
+        return EXIT_UNUSABLE
+    return EXIT_GATE_FAILED if decision == "block" else EXIT_PASS
+
+
+def _decision_path(instance: Any, run_id: str) -> str | None:
+    """Where the run wrote its release decision (its ``release_decision`` materialisation says), if it
+    decided."""
+    import dagster as dg
+
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        materialization = record.asset_materialization
+        if materialization is not None and materialization.asset_key.path[-1] == "release_decision":
+            entry = materialization.metadata.get("decision_path")
+            return None if entry is None else str(entry.value)
+    return None
+
+
+def _decision_lines(where: str) -> list[str]:
+    """Why the decision blocked (each failed gate, regression, slice) and the cases that failed, then
+    where the decision is; S3 as the instance's settings reach it."""
+    from ragspine_pipeline.decision.release import ReleaseDecision
+    from ragspine_pipeline.sources.objects import ObjectFolder
+
+    folder, name = where.rsplit("/", 1)
+    decision = ReleaseDecision.model_validate(
+        ObjectFolder(folder, endpoint_url=_endpoint(os.environ), region=_region(os.environ)).read_json(
+            name, "release decision"
+        )
+    )
+    lines = decision.reasons()
+    failing = (decision.causes or {}).get("worst_cases") or []
+    if failing and not decision.ships:
+        lines.append("failing case(s): " + ", ".join(f"{c['qid']} ({c.get('label')})" for c in failing))
+    return [*lines, f"decision: {where}"]
 
 
 def instance_problems(config: str | None, env: Mapping[str, str]) -> list[str]:

@@ -578,7 +578,8 @@ def _add_demo(commands: Any) -> None:
 
 def _add_deploy(commands: Any) -> None:
     deploy = commands.add_parser(
-        "deploy", help="a deployed instance: check that nothing is missing, create and seed its buckets"
+        "deploy",
+        help="a deployed instance: check it, create and seed its buckets, wait for a run",
     )
     deploy_commands = deploy.add_subparsers(dest="deploy_command", required=True)
     check = deploy_commands.add_parser(
@@ -606,6 +607,18 @@ def _add_deploy(commands: Any) -> None:
         "extraction/baseline.json (the demo's layout)",
     )
     bootstrap.set_defaults(run="ragspine_pipeline.cli.deploy:run_bootstrap")
+    wait = deploy_commands.add_parser(
+        "wait",
+        help="wait for a run to end; print how it ended and its release decision",
+        description="Wait for the run RUN_ID of the instance at $DAGSTER_HOME to end (a run `dagster job "
+        "launch` queued: the daemon starts it), then print its status, its release decision and why it "
+        "blocked. Exit 0 when it succeeded and did not block, 1 when it blocked, 2 when it failed, was "
+        "canceled, is unknown or had not ended by --timeout.",
+    )
+    wait.add_argument("run_id", metavar="RUN_ID")
+    wait.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait (default 3600)")
+    wait.add_argument("--poll", type=float, default=2.0, help="seconds between two looks (default 2)")
+    wait.set_defaults(run="ragspine_pipeline.cli.deploy:run_wait", extra="dagster")
 
 
 def _add_alerts(commands: Any) -> None:

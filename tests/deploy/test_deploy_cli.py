@@ -220,3 +220,37 @@ def test_check_names_an_unreachable_postgres(settings, closed_port, monkeypatch,
     code, lines = run(capsys, "check")
     assert code == 1
     assert lines[0].startswith(f"PostgreSQL 127.0.0.1:{closed_port}/dagster as postgres: cannot connect: ")
+
+
+def test_wait_reports_a_finished_run_and_its_exit_says_how_it_ended(tmp_path, monkeypatch, capsys):
+    """`deploy wait RUN_ID` on the instance at $DAGSTER_HOME: a run that succeeded without deciding
+    exits 0, a failed one 2, an unknown one 2, each in one line; a DAGSTER_HOME Dagster cannot use is one
+    line too. (A ship and a block under a real daemon: tests/test_your_service_doc.py.)"""
+
+    @dg.op
+    def fine() -> None:
+        pass
+
+    @dg.op
+    def broken() -> None:
+        raise RuntimeError("the step broke")
+
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        ok = dg.GraphDefinition("ok", node_defs=[fine]).to_job().execute_in_process(instance=instance)
+        failed = dg.GraphDefinition("bad", node_defs=[broken]).to_job().execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+    assert main(["deploy", "wait", ok.run_id, "--timeout", "5"]) == 0
+    assert capsys.readouterr().out == f"run {ok.run_id} (ok): SUCCESS\n"
+    assert main(["deploy", "wait", failed.run_id, "--timeout", "5"]) == 2
+    assert capsys.readouterr().out == f"run {failed.run_id} (bad): FAILURE\n"
+    assert main(["deploy", "wait", "no-such-run", "--timeout", "1"]) == 2
+    assert capsys.readouterr().out == "deploy wait: no run no-such-run on the instance at $DAGSTER_HOME\n"
+    monkeypatch.setenv("DAGSTER_HOME", "relative/home")
+    assert main(["deploy", "wait", ok.run_id]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must be an absolute path" in err
