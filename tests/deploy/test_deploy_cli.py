@@ -241,8 +241,10 @@ def test_wait_reports_a_finished_run_and_its_exit_says_how_it_ended(tmp_path, mo
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     with dg.DagsterInstance.get() as instance:
         ok = dg.GraphDefinition("ok", node_defs=[fine]).to_job().execute_in_process(instance=instance)
-        failed = dg.GraphDefinition("bad", node_defs=[broken]).to_job().execute_in_process(
-            instance=instance, raise_on_error=False
+        failed = (
+            dg.GraphDefinition("bad", node_defs=[broken])
+            .to_job()
+            .execute_in_process(instance=instance, raise_on_error=False)
         )
     assert main(["deploy", "wait", ok.run_id, "--timeout", "5"]) == 0
     assert capsys.readouterr().out == f"run {ok.run_id} (ok): SUCCESS\n"
