@@ -67,12 +67,12 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
     )
     # Not partitioned, so it runs as launched (`dg launch --job …full_eval`, no partition to name): a
     # production day is `nightly_eval`'s, one run per day, and the report here shows the latest days.
+    # The service's own assets only (what its sinks are built from), also for a service without a
+    # prefix beside others in one code location.
+    sinks = ["slice_report", "baseline", *(["extraction_baseline"] if service.extracts else [])]
     full_eval = dg.define_asset_job(
         service.node("full_eval"),
-        selection=(
-            dg.AssetSelection.all() if service.name is None else dg.AssetSelection.key_prefixes(service.name)
-        )
-        - production,
+        selection=dg.AssetSelection.assets(*map(key, sinks)).upstream() - production,
         description="Everything but a production day, in one run: the golden replay, decision and "
         "baseline, the extraction channels and the report (with the latest production days). "
         "`nightly_eval` scores a production day.",

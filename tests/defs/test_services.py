@@ -188,6 +188,23 @@ def test_a_service_without_extraction_has_no_extraction_assets_or_checks(tmp_pat
         assert defs.resolve_job_def(job).name == job
 
 
+def test_each_services_jobs_select_its_own_steps_only(tmp_path, monkeypatch):
+    """The demo without a prefix beside a named service: its plain `full_eval` runs the demo's steps, not
+    the other service's, and the other's jobs only its own."""
+    folder = project(tmp_path / "evals-project")
+    sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
+    declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
+    declare(folder, "demo", {"demo": True, "prefixed": False})
+    defs = load(folder, monkeypatch)
+    graph = defs.resolve_asset_graph()
+    every = {key for key in graph.materializable_asset_keys}
+    gamma = {key for key in every if key.path[0] == "gamma"}
+    for job, own in (("full_eval", every - gamma), ("gamma__full_eval", gamma)):
+        selected = set(defs.resolve_job_def(job).asset_layer.selected_asset_keys)
+        days = {key for key in own if key.path[-1] in ("production_traces", "production_metrics")}
+        assert selected == own - days, job
+
+
 def dg_command(folder: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(folder), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
