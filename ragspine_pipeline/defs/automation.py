@@ -103,17 +103,22 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         message says "index <v> was superseded by <w> before it was evaluated", once, whether the run
         ships, blocks or fails (`defs.alerts.queue_superseded`).
         """
-        return rebuild_tick(context, service.index_manifest, service.key("metric_table"))
+        return rebuild_tick(context, service.index_manifest, service.key("metric_table"), service.name)
 
     jobs = [full_eval, reeval_on_index_rebuild, nightly_eval]
     return jobs, [nightly_eval_schedule], [index_rebuild_sensor]
 
 
 def rebuild_tick(
-    context: dg.SensorEvaluationContext, index_manifest: IndexManifestResource, metric_table: dg.AssetKey
+    context: dg.SensorEvaluationContext,
+    index_manifest: IndexManifestResource,
+    metric_table: dg.AssetKey,
+    service: str | None = None,
 ) -> dg.SensorResult | dg.SkipReason:
     """One tick of the index-rebuild sensor against ``index_manifest``; a version some run evaluated
-    (a ``metric_table`` materialisation names it: ``make run``, a run launched by hand) was not missed."""
+    (a ``metric_table`` materialisation names it: ``make run``, a run launched by hand) was not missed.
+    The run's :data:`EVALUATION_TAG` names the ``service`` and the version: the run queue admits one
+    run per value, so two services whose index versions share a name never wait for each other."""
     try:
         manifest = index_manifest.read()
     except ManifestMissing as exc:
@@ -121,7 +126,11 @@ def rebuild_tick(
     version = manifest.index_version
     if version == context.cursor:
         return dg.SkipReason(f"index {version} was already evaluated (run key {run_key(version)})")
-    tags = {INDEX_VERSION_TAG: version, "ragspine/corpus_hash": manifest.corpus_hash or ""}
+    tags = {
+        INDEX_VERSION_TAG: version,
+        EVALUATION_TAG: evaluation_tag(service, version),
+        "ragspine/corpus_hash": manifest.corpus_hash or "",
+    }
     evaluated = evaluated_versions(context.instance, metric_table)
     missed, note = superseded(context.cursor, manifest.previous_versions, evaluated)
     if missed:
@@ -132,6 +141,14 @@ def rebuild_tick(
 
 
 SUPERSEDED_TAG = "ragspine/superseded_versions"
+# The run queue's unit (``tag_concurrency_limits`` of the shipped instance configs): one evaluation of a
+# service's index version at a time.
+EVALUATION_TAG = "ragspine/evaluation"
+
+
+def evaluation_tag(service: str | None, index_version: str) -> str:
+    """``support_bot@ix-0042`` (``@ix-0042`` for the unnamed service): one value per service and index."""
+    return f"{service or ''}@{index_version}"
 
 
 def evaluated_versions(instance: dg.DagsterInstance, metric_table: dg.AssetKey, limit: int = 100) -> set[str]:

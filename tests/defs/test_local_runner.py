@@ -9,6 +9,7 @@ from dagster._core.definitions.selector import InstigatorSelector
 from dagster._core.scheduler.instigation import TickStatus
 
 from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.defs.automation import EVALUATION_TAG
 from ragspine_pipeline.defs.local import backfill_production, reeval_as_sensor_requests
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
@@ -37,6 +38,7 @@ def test_reeval_runs_once_per_index_version_like_the_daemon(tmp_path):
         assert blocked is not None and blocked.success
         assert instance.get_run_by_id(blocked.run_id).tags["ragspine/decision"] == "block"
         assert blocked.dagster_run.tags["ragspine/index_version"] == newer
+        assert blocked.dagster_run.tags[EVALUATION_TAG] == f"@{newer}"  # the run queue's unit
 
         # What the UI shows: each run launched by the sensor from a stored tick, and the three ticks
         # under the sensor (found by its selector, as the webserver looks them up), newest first.

@@ -321,6 +321,19 @@ def test_the_helm_values_and_the_instance_files_say_the_same():
     assert set(k8s) - {"run_launcher"} == set(celery) - {"run_launcher"}
 
 
+def test_every_shipped_instance_admits_one_run_per_service_and_index_version():
+    """The run queue's limit is on the sensor's per-service tag (``support_bot@ix-0042``), not on the bare
+    index version: two services whose index versions share a name never wait for each other."""
+    from ragspine_pipeline.defs.automation import EVALUATION_TAG, evaluation_tag
+
+    assert evaluation_tag("support_bot", "ix-1") != evaluation_tag("second_bot", "ix-1")
+    limit = {"key": EVALUATION_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    for folder in ("postgres", "celery", "k8s"):
+        instance = yaml.safe_load((ROOT / "deploy" / folder / "dagster.yaml").read_text("utf-8"))
+        assert instance["concurrency"]["runs"]["tag_concurrency_limits"] == [limit], folder
+    assert helm_values()["concurrency"]["runs"]["tagConcurrencyLimits"] == [limit]
+
+
 KUBECONFIG = """\
 apiVersion: v1
 kind: Config
