@@ -62,7 +62,7 @@ from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHF
 from ragspine_pipeline.scoring.narrative import narrative_cases, read_references
 from ragspine_pipeline.scoring.qa_gates import FABRICATION, QAGates, has_qa_cases, score_qa_gates
 from ragspine_pipeline.scoring.refusal import mark_refusals
-from ragspine_pipeline.scoring.slices import Slice, slices
+from ragspine_pipeline.scoring.slices import Slice, outcome_slices, slices
 
 LAYERED_METRICS = names("layered")
 CANARIES = names("canary")  # see :func:`canaries`
@@ -87,6 +87,9 @@ class Evaluation:
     # Gold cases whose snippets are all shorter than the config's min_snippet_chars: never contained.
     short_snippets: list[str] = field(default_factory=list)
     min_snippet_chars: int = MIN_SUBSTR_CHARS
+    # Without a layered evaluation, the cases by tag all the same (``scoring.slices.outcome_slices``),
+    # which no slice gate judges.
+    tag_slices: list[Slice] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -394,6 +397,7 @@ def evaluate(
         qa,
         short_snippets=short_snippet_cases(gold, config.min_snippet_chars),
         min_snippet_chars=config.min_snippet_chars,
+        tag_slices=[] if layered is not None else outcome_slices(gold.column("tags"), grounded.cases),
     )
     return with_baseline(evaluation, baseline, config) if compare_baseline else evaluation
 

@@ -228,7 +228,8 @@ def release_gates_check(
             asset_key=asset,
             passed=not failed_slices,
             metadata={
-                "gate": "no slices (no layered evaluation)"
+                "gate": "not applied: the slice gate needs an evidence registry (the report shows the "
+                "cases by tag, not gated)"
                 if gate is None
                 else f"releasable rate ≥ {gate['min_rate']} in every slice of at least {gate['min_n']} cases",
                 "failed": len(failed_slices),

@@ -38,7 +38,13 @@ from ragspine_pipeline.reports.columns import (
     json_escaped,
     render_states,
 )
-from ragspine_pipeline.reports.markdown import code_span, detectable_drop_markdown, md_text, md_text_column
+from ragspine_pipeline.reports.markdown import (
+    code_span,
+    detectable_drop_markdown,
+    md_text,
+    md_text_column,
+    tag_slices_markdown,
+)
 from ragspine_pipeline.reports.why import why_markdown
 from ragspine_pipeline.scoring.grounded import LABELS, METRICS
 from ragspine_pipeline.scoring.layered import STAGES
@@ -90,6 +96,8 @@ def summary(ev: Evaluation, inputs: ReportInputs) -> dict:
         out["layered_denominators"] = dict(ev.layered.denominators)
         out["first_failed_stage_histogram"] = ev.layered.stage_histogram()
         out["slices"] = _slices_json(ev.slices)
+    if ev.tag_slices:
+        out["tag_slices"] = _slices_json(ev.tag_slices, "right")
     if ev.qa is not None:
         out["qa_gates"] = ev.qa.to_dict()
         out["fabrication"] = ev.qa.fabrication.to_dict()
@@ -110,10 +118,10 @@ def report_warnings(ev: Evaluation, inputs: ReportInputs) -> list[str]:
     return [*inputs.warnings, *change_warnings(ev.comparison)]
 
 
-def _slices_json(slices: list[Slice]) -> dict:
+def _slices_json(slices: list[Slice], flag: str = "releasable") -> dict:
     out: dict[str, dict] = {}
     for s in slices:
-        out.setdefault(s.dimension, {})[s.value] = _rounded(s.as_dict())
+        out.setdefault(s.dimension, {})[s.value] = _rounded(s.as_dict(flag))
     return out
 
 
@@ -237,6 +245,8 @@ def write_markdown(ev: Evaluation, inputs: ReportInputs, out: TextIO) -> None:
 
     if ev.layered is not None:
         _write_layered(ev, out)
+    if ev.tag_slices:
+        out.write("\n" + tag_slices_markdown(_slices_json(ev.tag_slices, "right")))
     if ev.qa is not None:
         _write_qa_gates(ev, out)
 

@@ -24,6 +24,7 @@ from ragspine_pipeline.reports.html_parts import (
     share,
     table,
 )
+from ragspine_pipeline.reports.markdown import TAG_SLICES_NOTE
 from ragspine_pipeline.reports.slice_gate import UNGATED, SliceGate, slice_status, worst_first
 
 _STATUS_TEXT = {"fail": "blocks the release", "warn": "below the line, did not block"}
@@ -31,9 +32,10 @@ _STATUS_TEXT = {"fail": "blocks the release", "warn": "below the line, did not b
 
 def slices_section(report: Mapping, release: Mapping, gate: SliceGate) -> str:
     slices = mapping(report.get("slices"))
+    if not slices and mapping(report.get("tag_slices")):
+        return _tag_slices_section(mapping(report.get("tag_slices")))
     if not slices:
-        text = "No slices: the report has no layered evaluation (score with --evidence) or no tags."
-        return section("slices", "Slices", note(text, "slices"))
+        return section("slices", "Slices", note("No slices: the golden cases carry no tags.", "slices"))
     if gate.stated:
         rule = f"A slice with at least {gate.min_n} case(s) below {share(gate.min_rate)} blocks the release."
         if gate.min_n > 1:
@@ -120,3 +122,57 @@ def _slice_table(report: Mapping, ordered: list, statuses: list[str], gate: Slic
         name = esc(value) + (f'<br><span class="n">{esc(texts[status])}</span>' if status in texts else "")
         rows.append((status, [name, count(entry.get("n")), rate, ci, *cells]))
     return table(("slice", "n", "releasable", "95% CI", *names), rows, cls="compact")
+
+
+_OUTCOME_FLAGS = (("citation_hit", "citation hit"), ("contained", "contained"), ("recall_hit", "recall@k"))
+
+
+def _tag_slices_section(tag_slices: Mapping) -> str:
+    """A run without a layered evaluation: each tag value's right-outcome rate with its interval and
+    its grounded flags; no gate, so every row is drawn in one neutral colour."""
+    parts = [note(TAG_SLICES_NOTE, "slice-gate")]
+    for dimension, values in tag_slices.items():
+        ordered = sorted(
+            mapping(values).items(),
+            key=lambda item: (finite(item[1].get("right_rate")) or 0.0, -(item[1].get("n") or 0), item[0]),
+        )
+        rows = [
+            Row(
+                label=value,
+                value=finite(entry.get("right_rate")),
+                status="na",
+                low=pair(entry.get("right_ci95"))[0],
+                high=pair(entry.get("right_ci95"))[1],
+                value_text=pct(entry.get("right_rate")),
+                note=f"n = {count(entry.get('n'))}",
+            )
+            for value, entry in ordered
+        ]
+        chart = row_chart(
+            rows,
+            title=f"Right outcome per {dimension}",
+            description=f"Share of cases with the right outcome per {dimension} value, worst first, "
+            "with its 95% interval; not gated.",
+            x_label="right outcome (% of the slice's cases)",
+            y_label=str(dimension),
+            keys=[Key("dot", STATUS["na"], "not gated"), Key("whisker", INK, "95% Wilson interval")],
+            bars=False,
+        )
+        parts.append(f"<h3>{esc(dimension)}</h3>")
+        parts.append(figure(f"slices-{dimension}", f"Right outcome per {dimension}, worst first", chart))
+        table_rows = [
+            (
+                "na",
+                [
+                    esc(value),
+                    count(entry.get("n")),
+                    pct(entry.get("right_rate")),
+                    interval(*pair(entry.get("right_ci95"))),
+                    *(metric_cell(entry.get(name), entry.get(f"{name}_n")) for name, _ in _OUTCOME_FLAGS),
+                ],
+            )
+            for value, entry in ordered
+        ]
+        head = ("slice", "n", "right outcome", "95% CI", *(label for _, label in _OUTCOME_FLAGS))
+        parts.append(table(head, table_rows, cls="compact"))
+    return section("slices", "Slices by tag (not gated)", *parts)

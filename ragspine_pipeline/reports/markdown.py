@@ -81,3 +81,30 @@ def detectable_drop_markdown(release: Any) -> str:
     figure = release.get("detectable_drop") if isinstance(release, Mapping) else release.detectable_drop
     line = detectable_drop_text(figure)
     return "" if line is None else f"- {line}\n"
+
+
+TAG_SLICES_NOTE = (
+    "Without an evidence registry no slice gate applies: per value of each golden tag, the cases whose "
+    "outcome is right (answered with a citation hit, or rightly refused) with the 95% interval, and the "
+    "share of citation hits, contained answers and recalled cases (over the cases each applies to)."
+)
+
+
+def tag_slices_markdown(tag_slices: dict) -> str:
+    """The slices of a run without a layered evaluation (``tag_slices``), worst first; not gated."""
+    head = ["slice", "n", "right outcome", "95% CI", "citation hit", "contained", "recall@k"]
+    rows = ["## Slices by tag (not gated, worst first)\n", TAG_SLICES_NOTE + "\n"]
+    rows += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    flat = [(dim, value, s) for dim, values in tag_slices.items() for value, s in values.items()]
+    for dim, value, s in sorted(flat, key=lambda x: (x[2]["right_rate"], -x[2]["n"], x[0], x[1])):
+        low, high = s["right_ci95"]
+        cells = [md_text(f"{dim}={value}"), s["n"], _figure(s["right_rate"]), f"{low:.3f}–{high:.3f}"]
+        cells += [_figure(s.get(name)) for name in ("citation_hit", "contained", "recall_hit")]
+        rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _figure(value) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)

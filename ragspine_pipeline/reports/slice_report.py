@@ -31,7 +31,7 @@ from ragspine_pipeline.reports.html_production import FABRICATION as PRODUCTION_
 from ragspine_pipeline.reports.html_production import RATES as PRODUCTION_METRICS
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
 from ragspine_pipeline.reports.html_trend import TREND_TABLE_RUNS, Trend, comparable_runs, trend_points
-from ragspine_pipeline.reports.markdown import code_span, md_text
+from ragspine_pipeline.reports.markdown import code_span, md_text, tag_slices_markdown
 from ragspine_pipeline.reports.slice_gate import (
     UNGATED,
     SliceGate,
@@ -232,8 +232,10 @@ def _slices(report: dict, gate: SliceGate) -> str:
     """Every slice, worst first, with how the slice gate judged it: ``**FAIL**`` (blocks), ``holds``,
     ``below the line, did not block``, or not gated (fewer than ``min_n`` cases)."""
     slices = report.get("slices") or {}
+    if not slices and report.get("tag_slices"):
+        return tag_slices_markdown(report["tag_slices"])
     if not slices:
-        return "## Slices\n\nNo slices: the run had no evidence registry or no tags.\n"
+        return "## Slices\n\nNo slices: the golden cases carry no tags.\n"
     verdicts = {"fail": "**FAIL**", "pass": "holds", "warn": "below the line, did not block", "na": "n/a"}
     verdicts[UNGATED] = gate.not_gated_text()
     rule = f"A slice with at least {gate.min_n} case(s) below {share(gate.min_rate)} blocks the release"

@@ -31,12 +31,13 @@ class Slice:
     metrics: dict[str, float | None]
     metric_n: dict[str, int]
 
-    def as_dict(self) -> dict:
+    def as_dict(self, flag: str = "releasable") -> dict:
+        """As JSON data; ``flag`` names the per-case flag counted (``right`` for :func:`outcome_slices`)."""
         out = {
             "n": self.n,
-            "releasable": self.releasable,
-            "releasable_rate": self.releasable_rate,
-            "releasable_ci95": [self.ci_low, self.ci_high],
+            flag: self.releasable,
+            f"{flag}_rate": self.releasable_rate,
+            f"{flag}_ci95": [self.ci_low, self.ci_high],
         }
         for name, value in self.metrics.items():
             out[name] = value
@@ -110,3 +111,23 @@ def _tag_groups(dimension: pa.Array, value: pa.Array) -> tuple[np.ndarray, pa.Ta
 def worst_first(all_slices: list[Slice]) -> list[Slice]:
     """Lowest releasable rate first; among equals the larger slice, then by name."""
     return sorted(all_slices, key=lambda s: (s.releasable_rate, -s.n, s.dimension, s.value))
+
+
+# The per-case grounded flags a slice without a layered evaluation reports the mean of.
+OUTCOME_FLAGS = ("citation_hit", "contained", "recall_hit")
+RIGHT_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
+
+
+def outcome_slices(tags: pa.Array, grounded_cases: pa.Table) -> list[Slice]:
+    """Slices of a run without a layered evaluation (no evidence registry): per tag value, the cases
+    whose outcome is right (label ``OK`` or ``REFUSAL_OK``: answered with a citation hit, or rightly
+    refused) counted as the slice's flag, with its 95 % Wilson interval, and the share of citation hits,
+    contained answers and recalled cases among the cases each applies to. No gate judges them."""
+    labels = grounded_cases.column("label").cast(pa.string())
+    table = pa.table(
+        {
+            "releasable": pc.fill_null(pc.is_in(labels, value_set=RIGHT_LABELS), False),
+            **{name: grounded_cases.column(name).cast(pa.float64()) for name in OUTCOME_FLAGS},
+        }
+    )
+    return slices(tags, table, OUTCOME_FLAGS)

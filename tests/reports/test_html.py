@@ -381,8 +381,12 @@ def test_production_with_one_day_and_missing_metrics_skips_what_is_absent(shippe
 def test_a_report_without_layered_evaluation_still_renders(tmp_path):
     report = _report(EXAMPLE / "gold.jsonl", EXAMPLE / "traces.jsonl", None, None)
     root = parse(render_html(report))
-    assert set(figures(root)) == {"gates"}
-    assert {"slices", "stages", "trend"} <= notes(root)
+    # Without an evidence registry the tags still slice the cases, ungated (a chart per tag dimension).
+    dimensions = {
+        dim for line in (EXAMPLE / "gold.jsonl").read_text().splitlines() for dim in json.loads(line)["tags"]
+    }
+    assert dimensions and set(figures(root)) == {"gates", *(f"slices-{d}" for d in dimensions)}
+    assert {"slice-gate", "stages", "trend"} <= notes(root)
 
 
 # -- safety ----------------------------------------------------------------------------------------
