@@ -250,6 +250,43 @@ def database():
 
 
 @pytest.fixture
+def pg_role(database):
+    """A login role on the loopback PostgreSQL that is not a superuser and may not create databases, as a
+    deployment's `dagster` user is; dropped afterwards with what it made in ``database``."""
+    import psycopg2
+
+    name = f"ragspine_role_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(dbname="postgres", connect_timeout=3, **PG)
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{name}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE')
+    try:
+        yield name
+    finally:
+        give_database(database, PG["user"])
+        inside = psycopg2.connect(dbname=database, connect_timeout=3, **PG)
+        inside.autocommit = True
+        with inside.cursor() as cursor:  # the tables the role made
+            cursor.execute(f'REASSIGN OWNED BY "{name}" TO "{PG["user"]}"')
+            cursor.execute(f'DROP OWNED BY "{name}"')
+        inside.close()
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP ROLE IF EXISTS "{name}"')
+        admin.close()
+
+
+def give_database(database: str, role: str) -> None:
+    """Make ``role`` the owner of ``database`` (what `createdb --owner role` does at creation)."""
+    import psycopg2
+
+    admin = psycopg2.connect(dbname="postgres", connect_timeout=3, **PG)
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute(f'ALTER DATABASE "{database}" OWNER TO "{role}"')
+    admin.close()
+
+
+@pytest.fixture
 def closed_port():
     """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as sock:

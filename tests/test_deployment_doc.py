@@ -30,7 +30,7 @@ import pytest
 from dagster._core.scheduler.instigation import InstigatorStatus  # not re-exported by dagster
 
 from tests.alerts.slack_server import TOKEN, SlackServer
-from tests.conftest import PG, load_factor
+from tests.conftest import PG, give_database, load_factor
 
 pytestmark = pytest.mark.system  # PostgreSQL, moto, the daemon and the webserver, run by the doc
 
@@ -100,7 +100,7 @@ def test_the_section_has_the_steps_of_a_deployment():
 
 
 def test_the_one_host_section_run_as_written_ends_in_daemon_launched_runs_that_succeed(
-    tmp_path, database, s3_endpoint, monkeypatch
+    tmp_path, database, pg_role, s3_endpoint, monkeypatch
 ):
     pytest.importorskip(
         "dagster_postgres", reason="dagster-postgres is not installed (pip install -e '.[deploy]')"
@@ -108,6 +108,7 @@ def test_the_one_host_section_run_as_written_ends_in_daemon_launched_runs_that_s
     for tool in ("curl", "pg_isready", "timeout"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not on PATH: the doc's commands use it")
+    give_database(database, pg_role)
     bucket = f"test-{uuid.uuid4().hex[:12]}"
     port = _free_port()
     slack = SlackServer().start()
@@ -115,7 +116,8 @@ def test_the_one_host_section_run_as_written_ends_in_daemon_launched_runs_that_s
         "DAGSTER_PG_HOST": PG["host"],
         "DAGSTER_PG_PORT": str(PG["port"]),
         "DAGSTER_PG_DB": database,
-        "DAGSTER_PG_USER": PG["user"],
+        # Not a superuser: the database's owner, as the doc's `createdb --owner dagster dagster` makes it.
+        "DAGSTER_PG_USER": pg_role,
         "DAGSTER_WEBSERVER_PORT": str(port),
         "RAGSPINE_S3_ENDPOINT_URL": s3_endpoint,
         "RAGSPINE_BUCKET": bucket,

@@ -278,14 +278,24 @@ def _postgres_problem(document: dict, env: Mapping[str, str]) -> str | None:
         f"{values.get('hostname')}:{values.get('port', 5432)}/{values.get('db_name')} "
         f"as {values.get('username')}"
     )
-    problem = _connect(
-        host=values.get("hostname"),
-        port=int(values.get("port") or 5432),
-        dbname=values.get("db_name"),
-        user=values.get("username"),
-        password=values.get("password") or None,
-    )
-    return f"PostgreSQL {where}: cannot connect: {problem}" if problem else None
+    settings = {
+        "host": values.get("hostname"),
+        "port": int(values.get("port") or 5432),
+        "dbname": values.get("db_name"),
+        "user": values.get("username"),
+        "password": values.get("password") or None,
+    }
+    problem = _connect(**settings)
+    if problem:
+        return f"PostgreSQL {where}: cannot connect: {problem}"
+    if not _may_create_tables(**settings):
+        return (
+            f"PostgreSQL {where}: {values.get('username')} may not create tables in schema public "
+            "(PostgreSQL 15 and later: only the database's owner may; create it with "
+            f"`createdb --owner {values.get('username')} {values.get('db_name')}` or "
+            f"`ALTER DATABASE {values.get('db_name')} OWNER TO {values.get('username')}`)"
+        )
+    return None
 
 
 def _outbox_problems(env: Mapping[str, str]) -> list[str]:
@@ -305,6 +315,25 @@ def _connect(**settings: Any) -> str | None:
     except psycopg2.Error as exc:
         return _first_line(exc)
     return None
+
+
+def _may_create_tables(**settings: Any) -> bool:
+    """Whether the instance's user may create its tables: CREATE on schema ``public``, or the tables are
+    there already (an instance made by a role that may)."""
+    import psycopg2
+
+    query = (
+        "SELECT has_schema_privilege(current_user, 'public', 'CREATE') "
+        "OR to_regclass('public.runs') IS NOT NULL"
+    )
+    connection = psycopg2.connect(connect_timeout=_CONNECT_TIMEOUT_S, **settings)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(query)
+            (may,) = cursor.fetchone()
+    finally:
+        connection.close()
+    return bool(may)
 
 
 def _endpoint(env: Mapping[str, str]) -> str | None:

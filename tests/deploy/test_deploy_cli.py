@@ -19,7 +19,7 @@ from ragspine_pipeline.demo.build import init_demo
 from ragspine_pipeline.sources.manifest import read_manifest
 from ragspine_pipeline.sources.s3 import s3_client
 from ragspine_pipeline.sources.trace_store import open_trace_store
-from tests.conftest import PG, SECRET_KEY
+from tests.conftest import PG, SECRET_KEY, give_database
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY_INSTANCE = ROOT / "deploy" / "celery" / "dagster.yaml"
@@ -256,3 +256,25 @@ def test_wait_reports_a_finished_run_and_its_exit_says_how_it_ended(tmp_path, mo
     assert main(["deploy", "wait", ok.run_id]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "must be an absolute path" in err
+
+
+def test_check_says_when_the_instances_user_may_not_create_its_tables(
+    settings, database, pg_role, monkeypatch, capsys
+):
+    """PostgreSQL 15 and later: a database the superuser created (`createdb dagster`) does not let
+    another role create tables in `public`; `deploy check` says so, and how to fix it, before the
+    instance would fail on its first table. Made its owner (`createdb --owner`), the role may."""
+    role = pg_role
+    _postgres_env(monkeypatch, database)
+    monkeypatch.setenv("DAGSTER_PG_USER", role)
+    code, lines = run(capsys, "check")
+    where = f"PostgreSQL {PG['host']}:{PG['port']}/{database} as {role}"
+    assert code == 1 and lines[0] == (
+        f"{where}: {role} may not create tables in schema public (PostgreSQL 15 and later: only the "
+        f"database's owner may; create it with `createdb --owner {role} {database}` or "
+        f"`ALTER DATABASE {database} OWNER TO {role}`)"
+    )
+    give_database(database, role)
+    code, lines = run(capsys, "check")
+    assert not [line for line in lines if line.startswith(where)]
+    assert any(line.startswith("pool ") for line in lines)  # it got as far as the instance: it loads
