@@ -239,6 +239,8 @@ attributes:
   sut:
     kind: python
     function: ragspine_pipeline.demo.sut:ask
+    # The demo index of this project (not the one under $RAGSPINE_HOME, another service's on a host).
+    options: {{manifest: var/demo/index/manifest.json}}
   # Production traces, dt=YYYY-MM-DD/*.jsonl[.gz]: a folder or an s3:// prefix.
   trace_store: var/demo/traces
   # The index manifest the rebuild sensor watches (optional).

@@ -180,6 +180,11 @@ class PythonSut(_Settings):
 
     kind: Literal["python"] = "python"
     function: str = Field(description="module:function, importable where the replay runs")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments the function is called with beside the case (a model name, an "
+        "index path); part of the SUT's identity",
+    )
     concurrency: int = Field(default=1, ge=1, le=256, description="calls in flight (threads)")
 
     @field_validator("function")
@@ -195,7 +200,7 @@ class PythonSut(_Settings):
         return _identity(self.model_dump(exclude=OUTSIDE_IDENTITY))
 
     def client(self, env: Mapping[str, str] = os.environ) -> PythonSutClient:
-        return PythonSutClient(self.function)
+        return PythonSutClient(self.function, self.options)
 
 
 class RecordedSut(_Settings):
@@ -482,8 +487,9 @@ class RecordedSutClient:
 
 class PythonSutClient:
     """Answers from ``module:function``, called in this process with ``{"qid", "question",
-    "reference_date"}`` (the case's id, question text and "today"; never its expected answer). The
-    function returns a mapping — a trace, or an object with at least ``answer`` — or None for no answer.
+    "reference_date"}`` (the case's id, question text and "today"; never its expected answer) and the
+    SUT settings' ``options`` as keyword arguments. The function returns a mapping — a trace, or an
+    object with at least ``answer`` — or None for no answer.
 
     A LangChain or LlamaIndex chain, wrapped::
 
@@ -496,8 +502,9 @@ class PythonSutClient:
     class and first line; it is a failed case of the replay, as an unreachable HTTP SUT is.
     """
 
-    def __init__(self, function: str) -> None:
+    def __init__(self, function: str, options: Mapping[str, Any] | None = None) -> None:
         self.function = function
+        self.options = dict(options or {})
         module_name, _, name = function.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -512,7 +519,8 @@ class PythonSutClient:
 
     def answer(self, qid: str, question: str, reference_date: str | None = None) -> dict | None:
         try:
-            result = self._call({"qid": qid, "question": question, "reference_date": reference_date})
+            case = {"qid": qid, "question": question, "reference_date": reference_date}
+            result = self._call(case, **self.options)
         except Exception as exc:  # the user's code: any failure is this case's failure, named
             first = (str(exc).splitlines() or [""])[0][:200]
             raise SourceError(self.describe(), f"qid={qid}: {type(exc).__name__}: {first}") from None

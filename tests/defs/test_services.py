@@ -241,7 +241,11 @@ def test_a_scaffolded_service_evaluates_the_demo_as_written(tmp_path, monkeypatc
     )
     assert main(["demo", "init", "--root", str(folder / "var" / "demo"), "--traces-per-day", "40"]) == 0
     monkeypatch.chdir(folder)
-    monkeypatch.delenv("RAGSPINE_HOME", raising=False)
+    # On a deployed host RAGSPINE_HOME is the first service's: a degraded index there is not this one's.
+    live = tmp_path / "first-service"
+    assert main(["demo", "init", "--root", str(live), "--traces-per-day", "40"]) == 0
+    assert main(["demo", "rebuild-index", "--root", str(live), "--degraded"]) == 0
+    monkeypatch.setenv("RAGSPINE_HOME", str(live))
     defs = load(folder, monkeypatch)
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("support_bot__reeval_on_index_rebuild").execute_in_process(
@@ -251,6 +255,8 @@ def test_a_scaffolded_service_evaluates_the_demo_as_written(tmp_path, monkeypatc
         (folder / "var" / "support_bot" / "reports" / "latest" / "release_decision.json").read_text()
     )
     assert decision["decision"] == "ship", [e.message for e in result.all_events if e.is_failure]
+    own = json.loads((folder / "var" / "demo" / "index" / "manifest.json").read_text())["index_version"]
+    assert decision["index_version"] == own  # asked of its own demo index, not $RAGSPINE_HOME's
     assert (folder / "var" / "support_bot" / "baseline.json").exists()
 
 
