@@ -69,7 +69,7 @@ _CONNECT_TIMEOUT_S = 5
 
 def run_check(args: argparse.Namespace) -> int:
     env = os.environ
-    missing = [*instance_problems(args.config, env), *s3_problems(env), *slack_problems(env)]
+    missing = [*instance_problems(args.config, env, args.module), *s3_problems(env), *slack_problems(env)]
     for line in missing:
         print(scrub(line, env))
     if missing:
@@ -168,8 +168,28 @@ def _decision_lines(where: str) -> list[str]:
     return [*lines, f"decision: {where}"]
 
 
-def instance_problems(config: str | None, env: Mapping[str, str]) -> list[str]:
-    """What stops the instance config from loading, or its pools from holding; [] when nothing does."""
+def code_location_pools(module: str | None) -> tuple[set[str], str | None]:
+    """The pools the steps of the code location ``module`` claim (every service's evaluation pool among
+    them), or why the module does not load; nothing to read without a module."""
+    if not module:
+        return set(), None
+    import importlib
+
+    import dagster as dg
+
+    try:
+        defs = getattr(importlib.import_module(module), "defs", None)
+        if not isinstance(defs, dg.Definitions):
+            return set(), f"code location {module}: no Definitions named defs"
+        jobs = defs.resolve_all_job_defs()
+    except Exception as exc:  # any reason it does not load is the user's to fix, in one line
+        return set(), f"code location {module}: does not load: {_first_line(exc)}"
+    return {op.pool for job in jobs for op in job.graph.iterate_op_defs() if op.pool}, None
+
+
+def instance_problems(config: str | None, env: Mapping[str, str], module: str | None = None) -> list[str]:
+    """What stops the instance config from loading, or its pools from holding (the shipped ones, and
+    those the steps of the code location ``module`` claim); [] when nothing does."""
     from ragspine_pipeline.defs.judge import DEPLOYED_POOLS  # the pools the steps claim, named once
 
     if config:
@@ -196,10 +216,13 @@ def instance_problems(config: str | None, env: Mapping[str, str]) -> list[str]:
         instance = DagsterInstance.from_config(str(path.parent), config_filename=path.name)
     except Exception as exc:  # any reason the instance does not load is the user's to fix, in one line
         return [*problems, f"{path}: the instance does not load: {_first_line(exc)}"]
+    wanted, problem = code_location_pools(module)
+    if problem:
+        problems.append(problem)
     with instance:
         storage = instance.event_log_storage
         pools = storage.get_concurrency_keys()
-        for pool in DEPLOYED_POOLS:
+        for pool in dict.fromkeys([*DEPLOYED_POOLS, *sorted(wanted)]):
             if pool not in pools:
                 problems.append(
                     f"pool {pool}: not set: run `dagster instance concurrency set {pool} 1` once, "

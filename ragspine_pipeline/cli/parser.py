@@ -590,6 +590,13 @@ def _add_deploy(commands: Any) -> None:
         "missing, 1 otherwise.",
     )
     check.add_argument("--config", help="the instance config to check (default: $DAGSTER_HOME/dagster.yaml)")
+    check.add_argument(
+        "-m",
+        "--module",
+        default="ragspine_pipeline.definitions",
+        help="the code location whose services' pools must be set (default: ragspine_pipeline.definitions; "
+        "'' for none)",
+    )
     check.set_defaults(run="ragspine_pipeline.cli.deploy:run_check", extra="deploy")
     bootstrap = deploy_commands.add_parser(
         "bootstrap",

@@ -278,3 +278,36 @@ def test_check_says_when_the_instances_user_may_not_create_its_tables(
     code, lines = run(capsys, "check")
     assert not [line for line in lines if line.startswith(where)]
     assert any(line.startswith("pool ") for line in lines)  # it got as far as the instance: it loads
+
+
+def test_check_names_every_services_evaluation_pool_of_the_code_location(
+    settings, database, monkeypatch, capsys, tmp_path
+):
+    """A service added to the deployed code location claims its own evaluation pool
+    (`second_bot__evaluation`): `deploy -m MODULE check` names it until it is set, as it names the shipped
+    pools; a module that does not load is one line."""
+    from tests.defs.test_services import declare, project
+
+    folder = project(tmp_path / "evals-project")
+    sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
+    declare(folder, "second_bot", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
+    monkeypatch.syspath_prepend(str(folder))
+    _postgres_env(monkeypatch, database)
+    with dg.DagsterInstance.from_config(settings["DAGSTER_HOME"]) as instance:
+        for pool in POOLS:
+            instance.event_log_storage.set_concurrency_slots(pool, 1)
+    monkeypatch.chdir(folder)
+    code, lines = run(capsys, "check", "--module", "evals.definitions")
+    assert code == 1 and lines[0] == (
+        "pool second_bot__evaluation: not set: run `dagster instance concurrency set "
+        "second_bot__evaluation 1` once, before starting the daemon and the workers"
+    )
+    with dg.DagsterInstance.from_config(settings["DAGSTER_HOME"]) as instance:
+        instance.event_log_storage.set_concurrency_slots("second_bot__evaluation", 1)
+    code, lines = run(capsys, "check", "--module", "evals.definitions")
+    assert not [line for line in lines if line.startswith(("pool ", "code location "))]
+    code, lines = run(capsys, "check", "--module", "no_such_module")
+    assert (
+        code == 1
+        and lines[0] == "code location no_such_module: does not load: No module named 'no_such_module'"
+    )
