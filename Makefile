@@ -29,9 +29,13 @@ $(STAMP): pyproject.toml requirements.lock | $(UV)
 	touch $(STAMP)
 
 # After a change to the dependencies in pyproject.toml: re-resolve the lock (any platform, Python 3.11+).
+# requirements-runtime.lock: the image's environment (deploy and judge extras, no test tools), pinned to
+# the same versions as requirements.lock (it is resolved with it as a constraint).
 lock: | $(UV)
 	$(UV) pip compile pyproject.toml --quiet --extra dev --universal --python-version 3.11 \
 		--generate-hashes --output-file requirements.lock
+	$(UV) pip compile pyproject.toml --quiet --extra deploy --extra judge --universal --python-version 3.11 \
+		--generate-hashes -c requirements.lock --output-file requirements-runtime.lock
 
 # The project-local Dagster instance (SQLite under var/dagster; dagster.yaml is copied into it).
 export DAGSTER_HOME := $(CURDIR)/var/dagster

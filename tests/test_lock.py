@@ -1,4 +1,6 @@
-"""requirements.lock is what `make` installs: it must agree with pyproject.toml, and pin with hashes."""
+"""requirements.lock is what `make` installs: it must agree with pyproject.toml, and pin with hashes;
+requirements-runtime.lock (the image's) holds the deploy and judge extras at the same versions, and no
+test tool."""
 
 from __future__ import annotations
 
@@ -88,3 +90,21 @@ def test_the_reader_of_the_lock_sees_markers_and_hashes():
         ],
         "pip": [("26.3", None, 0)],
     }
+
+
+def test_the_runtime_lock_is_the_dev_lock_without_the_test_tools():
+    runtime = locked((ROOT / "requirements-runtime.lock").read_text())
+    dev = locked((ROOT / "requirements.lock").read_text())
+    assert runtime and set(runtime) < set(dev)
+    for name, entries in runtime.items():  # the image runs what the suite ran
+        assert {v for v, _m, _h in entries} <= {v for v, _m, _h in dev[name]}, name
+        assert all(hashes for _v, _m, hashes in entries), f"{name} has no hash"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    test_tools = [Requirement(r) for r in project["optional-dependencies"]["dev"]]
+    test_tools = {canonicalize_name(r.name) for r in test_tools if r.name != project["name"]}
+    assert test_tools and not test_tools & set(runtime)  # pytest, hypothesis, moto, build, ... stay out
+    for extra in ("deploy", "judge", "dagster"):
+        for text in project["optional-dependencies"][extra]:
+            requirement = Requirement(text)
+            if requirement.name != project["name"]:
+                assert canonicalize_name(requirement.name) in runtime, requirement.name

@@ -411,8 +411,8 @@ def test_the_dockerfile_installs_the_lock_as_make_does_and_serves_the_code_locat
     uv_version = re.search(r"^UV_VERSION := (\S+)$", makefile, re.MULTILINE).group(1)
     assert f"ARG UV_VERSION={uv_version}" in instructions
     runs = " && ".join(line for line in instructions if line.startswith("RUN "))
-    assert "--require-hashes --compile-bytecode -r requirements.lock" in runs
-    assert runs.index("-r requirements.lock") < runs.index("--no-deps -e .")
+    assert "--require-hashes --compile-bytecode -r requirements-runtime.lock" in runs
+    assert runs.index("-r requirements-runtime.lock") < runs.index("--no-deps -e .")
     cmd = json.loads(next(line for line in instructions if line.startswith("CMD ")).removeprefix("CMD "))
     assert cmd[:3] == ["dagster", "code-server", "start"] and cmd[cmd.index("-p") + 1] == str(PORT)
     assert cmd[cmd.index("-m") + 1] == "ragspine_pipeline.definitions"
