@@ -4,13 +4,23 @@ the webserver's /server_info and `celery inspect ping`. Parsed here, not run (no
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ragspine_pipeline.defs.judge import DEPLOYED_POOLS as POOLS
+from tests.conftest import PG, load_factor
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 BIN = "/opt/ragspine/.venv/bin"
@@ -101,3 +111,77 @@ def test_the_settings_example_holds_no_secret():
     names = [line.partition("=")[0] for line in (SYSTEMD / "ragspine.env.example").read_text().splitlines()]
     secrets = {"DAGSTER_PG_PASSWORD", "PGPASSWORD", "SLACK_BOT_TOKEN", "AWS_SECRET_ACCESS_KEY"}
     assert not secrets & set(names)
+
+
+def test_the_pools_unit_waits_for_the_instance_rather_than_failing():
+    service = unit("ragspine-pools.service")["Service"]
+    assert service["TimeoutStartSec"] == ["infinity"]
+    [wait] = service["ExecStartPre"]
+    assert wait.startswith("/bin/sh -c 'until ") and "sleep 10; done'" in wait
+
+
+@pytest.mark.system  # real processes: the unit's wait command, PostgreSQL arriving after it started
+def test_the_pools_wait_ends_once_postgresql_is_reachable_whatever_the_boot_order(
+    tmp_path, database, closed_port
+):
+    """The pools unit's ExecStartPre, run as written (the venv's path aside) against an instance whose
+    PostgreSQL is not there yet: it keeps waiting, saying so; once PostgreSQL answers on that address
+    (a forwarder to the loopback server, started late, as a database host booting after this one), it
+    ends with 0 and the pools can be set."""
+    reason = "dagster-postgres is not installed (pip install -e '.[deploy]')"
+    pytest.importorskip("dagster_postgres", reason=reason)
+    [wait] = unit("ragspine-pools.service")["Service"]["ExecStartPre"]
+    command = shlex.split(wait.replace(f"{BIN}/", f"{Path(sys.executable).parent}/"))
+    home = tmp_path / "dagster"
+    home.mkdir()
+    shutil.copyfile(SYSTEMD.parent / "postgres" / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PG_HOST": "127.0.0.1",
+        "DAGSTER_PG_PORT": str(closed_port),
+        "DAGSTER_PG_DB": database,
+        "DAGSTER_PG_USER": PG["user"],
+        "DAGSTER_PG_PASSWORD": "",
+    }
+    waiting = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stop = threading.Event()
+    try:
+        said = []
+        deadline = time.monotonic() + 120 * load_factor()
+        while len(said) < 2 and time.monotonic() < deadline:  # two rounds: it waits, and goes on waiting
+            said.append(waiting.stdout.readline())
+        assert said == ["waiting for the instance (PostgreSQL)\n"] * 2 and waiting.poll() is None
+
+        listener = socket.create_server(("127.0.0.1", closed_port))
+        target = (PG["host"], PG["port"])
+        threading.Thread(target=_forward, args=(listener, target, stop), daemon=True).start()
+        assert waiting.wait(timeout=120 * load_factor()) == 0
+    finally:
+        stop.set()
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+
+
+def _forward(listener: socket.socket, target: tuple[str, int], stop: threading.Event) -> None:
+    """Accept on ``listener`` and pipe each connection to ``target`` both ways, until ``stop``."""
+
+    def pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    listener.settimeout(0.2)
+    with listener:
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            upstream = socket.create_connection(target)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=pipe, args=(source, sink), daemon=True).start()
