@@ -173,11 +173,10 @@ def _succeeded_text(alert: Alert) -> str:
 
 
 def _recovered_text(alert: Alert) -> str:
-    holds = (
-        "No production rate is significantly worse than its trailing nights any more."
-        if _stream_kind(alert) == "production"
-        else "Every gate, slice and baselined metric holds again."
-    )
+    holds = {
+        "production": "No production rate is significantly worse than its trailing nights any more.",
+        "run": "A retry of the failed run succeeded: the failure above no longer stands.",
+    }.get(_stream_kind(alert), "Every gate, slice and baselined metric holds again.")
     if not alert.recovered:
         return holds
     shown = "\n".join(f"• {_escape(_recovery_text(r))}" for r in alert.recovered[:TABLE_ROWS])

@@ -257,6 +257,8 @@ def _messages(batch: list[Entry], view: OutboxView, target: str) -> list[_Messag
             thread_ts = thread_root(closed, channel) if channel else None
         elif incident is not None and channel:  # a later night of an incident: a reply in its thread
             thread_ts = thread_root(open_regressions(view.entries, alert.stream, alert.id, incident), channel)
+        elif alert.kind == "run_failure" and channel:  # a retry that failed too: in the first's thread
+            thread_ts = thread_root(open_regressions(view.entries, alert.stream, alert.id), channel)
         message = messages.setdefault(thread_ts, _Message([], [], thread_ts))
         message.entries.append(entry)
         message.alerts.append(alert)

@@ -35,7 +35,7 @@ def open_regressions(
             continue
         if entry.alert.kind == "recovered" or (entry.alert.accepted and entry.alert.accepted.closes):
             regressions = []
-        elif entry.alert.kind == "regression":
+        elif entry.alert.kind in ("regression", "run_failure"):  # a failed run's retry may recover it
             regressions.append(entry)
     return regressions
 

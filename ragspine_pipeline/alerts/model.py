@@ -210,7 +210,11 @@ class Alert(BaseModel):
 
     @property
     def failure_keys(self) -> list[str]:
-        return sorted({finding.key for finding in self.findings} | {drop.key for drop in self.drops})
+        """What fails: findings and drops by key; a failed run by its run id (an attempt on its stream)."""
+        keys = {finding.key for finding in self.findings} | {drop.key for drop in self.drops}
+        if self.kind == "run_failure" and self.run_id:
+            keys.add(f"attempt:{self.run_id}")
+        return sorted(keys)
 
     def worst_first(self) -> list[Finding]:
         """Gates, baselines and channels by how far they fell, then slices by how far they fell."""
@@ -403,15 +407,18 @@ def run_failure_alert(
     webserver_base_url: str | None = None,
     runbook: str | None = None,
     succeeded: Sequence[str] | None = None,
+    root_run_id: str | None = None,
 ) -> Alert:
     """A run that failed for another reason than a gate (a crash, an unreachable SUT, …). ``error`` is
     said on one line, at most 500 characters, never ending with a colon (a wrapper's message whose cause
     was lost): put the root cause first (``defs.alerts.error_text``). ``succeeded``: the run's steps
-    that succeeded before it failed (what a retry from failure does not run again)."""
+    that succeeded before it failed (what a retry from failure does not run again). The stream is the
+    run's first attempt's (``root_run_id``: the run a retry or re-execution descends from), so its
+    retries speak in one thread (:func:`retry_succeeded_alert`)."""
     summary = " ".join(error.split()).rstrip(": ") or "unknown error"
     return Alert(
         kind="run_failure",
-        stream=f"run:{run_id}",
+        stream=run_stream(root_run_id or run_id),
         title=f"Evaluation run failed: {job}",
         run_id=run_id,
         run_url=run_url(webserver_base_url, run_id),
@@ -420,6 +427,27 @@ def run_failure_alert(
         error=summary[:500] + ("…" if len(summary) > 500 else ""),
         runbook=runbook,
         succeeded=None if succeeded is None else list(succeeded),
+    )
+
+
+def run_stream(root_run_id: str) -> str:
+    """The stream of a run and of its retries and re-executions: ``run:<its first attempt's id>``."""
+    return f"run:{root_run_id}"
+
+
+def retry_succeeded_alert(
+    job: str, run_id: str, root_run_id: str, decision: str | None, webserver_base_url: str | None = None
+) -> Alert:
+    """A retry (or re-execution) of a failed run that succeeded: posted in the failure's thread, so the
+    last word on it is not "failed"; ``decision``: the release decision it reached (None: none)."""
+    decided = f" (release decision: {decision})" if decision in ("ship", "block") else ""
+    return Alert(
+        kind="recovered",
+        stream=run_stream(root_run_id),
+        title=f"Evaluation run succeeded on retry: {job}{decided}",
+        run_id=run_id,
+        run_url=run_url(webserver_base_url, run_id),
+        job=job,
     )
 
 

@@ -96,7 +96,8 @@ def is_news(previous: StreamState | None, alert: Alert) -> bool:
 
     A regression is news unless the stream is already failing on the same index version with no
     failure that was not announced then; a recovery is news only right after a failure; a run
-    failure is its own stream, so it is always news once; so is a notice (one stream per thing it tells).
+    failure is news once per attempt (a run's stream holds its retries, each failure keyed by its run
+    id); a notice is news once (one stream per thing it tells).
     """
     if alert.kind == "notice":
         return previous is None

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from ragspine_pipeline.alerts.delivery import FlushResult
-from ragspine_pipeline.alerts.model import Alert, release_alert, run_failure_alert, superseded_alert
+from ragspine_pipeline.alerts.model import (
+    Alert,
+    release_alert,
+    retry_succeeded_alert,
+    run_failure_alert,
+    superseded_alert,
+)
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
@@ -106,7 +112,7 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
     )
     def evaluation_run_success_sensor(context: dg.RunStatusSensorContext) -> None:
         if service.owns(context.dagster_run):
-            alerts.deliver(context.log, context.instance)
+            finish_succeeded_run(alerts, context.dagster_run, context.instance, context.log)
 
     # Running by default, like the run-status sensors: in every set-up with a daemon, what Slack refused
     # is posted within a minute of its coming back. No job: it never starts a run.
@@ -160,6 +166,20 @@ def delivery_summary(result: FlushResult) -> str:
     if result.pending == 0:
         parts.append("none pending")
     return "; ".join(parts)
+
+
+def finish_succeeded_run(
+    alerts: AlertsResource, run: dg.DagsterRun, instance: dg.DagsterInstance, log=None
+) -> FlushResult:
+    """What follows a successful run: when it retries (or re-executes) a run that failed, say in that
+    failure's thread that it succeeded, and with which decision; then deliver the run's alerts."""
+    if run.root_run_id and run.root_run_id != run.run_id:
+        decision = (instance.get_run_by_id(run.run_id) or run).tags.get(DECISION_TAG)
+        alert = retry_succeeded_alert(
+            run.job_name, run.run_id, run.root_run_id, decision, alerts.webserver_base_url
+        )
+        alerts.queue(alert, log)
+    return alerts.deliver(log, instance)
 
 
 def finish_failed_run(
@@ -218,6 +238,7 @@ def step_failure_alert(
         webserver_base_url,
         runbook,
         succeeded,
+        run.root_run_id,
     )
 
 

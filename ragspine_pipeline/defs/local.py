@@ -32,7 +32,7 @@ import dagster as dg
 from ragspine_pipeline.alerts.delivery import FlushResult
 from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.decision.release import ReleaseDecision
-from ragspine_pipeline.defs.alerts import finish_failed_run, free_slots, succeeded_steps
+from ragspine_pipeline.defs.alerts import finish_failed_run, finish_succeeded_run, free_slots, succeeded_steps
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.judge import EVALUATION_POOL, EVALUATION_SLOTS, POOLS
 from ragspine_pipeline.defs.production import daily
@@ -144,6 +144,7 @@ def recover_orphaned_runs(defs: dg.Definitions, instance: dg.DagsterInstance) ->
             alerts.webserver_base_url,
             alerts.runbook("run_failure"),
             succeeded_steps(instance, run.run_id),
+            run.root_run_id,
         )
         alerts.queue(alert)
         recovered.append(run.run_id)
@@ -212,7 +213,7 @@ def finish(
     alert, then deliver the run's alerts as one message."""
     alerts: AlertsResource = defs.resources["alerts"]
     if result.success:
-        return alerts.deliver(None, instance)
+        return finish_succeeded_run(alerts, result.dagster_run, instance)
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     queued, flushed = finish_failed_run(alerts, result.dagster_run, failures, instance)
     if queued is not None:

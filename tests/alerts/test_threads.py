@@ -19,6 +19,8 @@ from ragspine_pipeline.alerts.model import (
     Finding,
     gate_alert,
     release_alert,
+    retry_succeeded_alert,
+    run_failure_alert,
     with_report_links,
 )
 from ragspine_pipeline.alerts.nightly import drop_alert
@@ -277,3 +279,29 @@ def test_report_links_need_a_run_with_a_report_and_a_base_url(kind):
     }[kind]
     linked = with_report_links(alert, None if kind == "no url" else REPORTS)
     assert linked.report_url is None and linked.explorer_url is None
+
+
+def test_a_failed_run_and_its_retry_that_succeeds_make_one_thread(outbox, slack):
+    """A run fails (its alert at the top level); its retry (another run, the first one its root) fails
+    too, then a third attempt succeeds: the second failure and the success are replies in the first
+    failure's thread, and the last word says the retry succeeded, with its decision — not "failed"."""
+    first = run_failure_alert("reeval_on_index_rebuild", "run-1", "golden_traces", "ConnectionError: down")
+    assert outbox.observe(first) is not None
+    assert flush(outbox, settings(slack)).messages == 1
+    again = run_failure_alert(
+        "reeval_on_index_rebuild", "run-2", None, "lost with its host", root_run_id="run-1"
+    )
+    assert again.stream == first.stream and outbox.observe(again) is not None
+    done = retry_succeeded_alert("reeval_on_index_rebuild", "run-3", "run-1", "ship", UI)
+    assert outbox.observe(done) is not None
+    flush(outbox, settings(slack))
+    parent, *replies = slack.messages
+    assert parent.thread_ts is None and parent.alert_ids == [first.id]
+    assert [r.thread_ts for r in replies] == [parent.ts] * len(replies) and replies
+    assert replies[-1].alert_ids == [done.id]
+    assert "Evaluation run succeeded on retry: reeval_on_index_rebuild (release decision: ship)" in (
+        replies[-1].text
+    )
+    assert "A retry of the failed run succeeded" in str(replies[-1].blocks)
+    # Once recovered, a retry's later success says nothing more.
+    assert outbox.observe(retry_succeeded_alert("reeval_on_index_rebuild", "run-4", "run-1", None)) is None

@@ -322,6 +322,13 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
                 120,
                 daemon,
             )
+            # The retry that succeeded says so in the failure's thread: Slack's last word is not "failed".
+            replied = wait_until(
+                lambda: [p for p in fake_slack.posts if "succeeded on retry" in p.get("text", "")],
+                "the retry's reply",
+                120,
+                daemon,
+            )
             [failure] = instance.event_log_storage.get_records_for_run(
                 lost.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
             ).records
@@ -350,3 +357,6 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
     assert not done_before & set(retry.step_keys_to_execute or ())
     assert decision(Path(env["RAGSPINE_REPORTS"])) == decision(Path(reference_env["RAGSPINE_REPORTS"]))
     assert [a["run_id"] for a in queued_run_failures(outbox)] == [lost.run_id]  # still one
+    [reply] = replied
+    assert reply["thread_ts"] and retry.run_id in json.dumps(reply)
+    assert fake_slack.posts.index(said) < fake_slack.posts.index(reply)
