@@ -13,7 +13,11 @@
 * the Dockerfile installs the lock as `make` does and serves the code location on the port the values
   and manifests probe.
 
-What is not tested: that the chart renders these values (no `helm` here), and anything a cluster does.
+* what the chart's instance config map renders of run monitoring and run retries, by its template's
+  logic as read (the keys it passes through, then additionalInstanceConfig verbatim), holds every key
+  of the instance files.
+
+What is not tested: the chart rendered by `helm` (there is none here), and anything a cluster does.
 """
 
 from __future__ import annotations
@@ -140,17 +144,17 @@ class RunCoordinator(_Strict):
 
 class RunMonitoring(_Strict):
     enabled: bool
-    startTimeoutSeconds: int
-    maxRuntimeSeconds: int
-    pollIntervalSeconds: int
-    maxResumeRunAttempts: int
-    freeSlotsAfterRunEndSeconds: int
+    startTimeoutSeconds: int | None = None
+    maxRuntimeSeconds: int | None = None
+    pollIntervalSeconds: int | None = None
+    maxResumeRunAttempts: int | None = None
+    freeSlotsAfterRunEndSeconds: int | None = None
 
 
 class RunRetries(_Strict):
     enabled: bool
-    maxRetries: int
-    retryOnAssetOrOpFailure: bool
+    maxRetries: int | None = None
+    retryOnAssetOrOpFailure: bool | None = None
 
 
 class Daemon(_Strict):
@@ -227,6 +231,7 @@ class Values(_Strict):
     runLauncher: RunLauncher
     dagsterDaemon: Daemon
     concurrency: Concurrency
+    additionalInstanceConfig: dict[str, Any] = {}
     computeLogManager: ComputeLogManager
 
 
@@ -297,9 +302,57 @@ def _leaves(node: Any, key: str = ""):
         yield key, node
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+# What the chart's instance config map (helm/dagster/templates/configmap-instance.yaml of
+# dagster-io/dagster, as read) renders of dagsterDaemon.runMonitoring and .runRetries: these keys only,
+# each under its snake_case name; additionalInstanceConfig is appended verbatim (`toYaml`).
+CHART_RUN_MONITORING_KEYS = (
+    "enabled",
+    "startTimeoutSeconds",
+    "cancelTimeoutSeconds",
+    "maxResumeRunAttempts",
+    "pollIntervalSeconds",
+    "freeSlotsAfterRunEndSeconds",
+)
+CHART_RUN_RETRIES_KEYS = ("enabled", "maxRetries")
+
+
+def chart_instance_sections(values: dict) -> dict:
+    """The run_monitoring and run_retries the chart's template writes into dagster.yaml for ``values``,
+    by the template's own logic: its sections when enabled, with the keys it passes through, then
+    additionalInstanceConfig (a later key replaces an earlier one when YAML is read)."""
+    daemon = values["dagsterDaemon"]
+    out: dict = {}
+    for section, chart, keys in (
+        ("run_monitoring", "runMonitoring", CHART_RUN_MONITORING_KEYS),
+        ("run_retries", "runRetries", CHART_RUN_RETRIES_KEYS),
+    ):
+        given = daemon.get(chart) or {}
+        if daemon.get("enabled") and given.get("enabled"):
+            out[section] = {_snake(key): given[key] for key in keys if given.get(key) is not None}
+    out.update(values.get("additionalInstanceConfig") or {})
+    return out
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+def test_the_chart_would_drop_keys_the_values_once_gave_it():
+    """Why the values carry run monitoring and run retries in additionalInstanceConfig: given the chart's
+    own sections, the maximum runtime and retry_on_asset_or_op_failure would be lost."""
+    values = {
+        "dagsterDaemon": {
+            "enabled": True,
+            "runMonitoring": {"enabled": True, "startTimeoutSeconds": 300, "maxRuntimeSeconds": 14400},
+            "runRetries": {"enabled": True, "maxRetries": 1, "retryOnAssetOrOpFailure": False},
+        }
+    }
+    rendered = chart_instance_sections(values)
+    assert "max_runtime_seconds" not in rendered["run_monitoring"]
+    assert "retry_on_asset_or_op_failure" not in rendered["run_retries"]
+    shipped = chart_instance_sections(helm_values())
+    assert shipped["run_monitoring"]["max_runtime_seconds"] == 14400
+    assert shipped["run_retries"]["retry_on_asset_or_op_failure"] is False
 
 
 def test_the_helm_values_and_the_instance_files_say_the_same():
@@ -307,9 +360,10 @@ def test_the_helm_values_and_the_instance_files_say_the_same():
     k8s = yaml.safe_load((K8S / "dagster.yaml").read_text("utf-8"))
     celery = yaml.safe_load((ROOT / "deploy" / "celery" / "dagster.yaml").read_text("utf-8"))
     for instance in (k8s, celery):
-        for section, chart in (("run_monitoring", "runMonitoring"), ("run_retries", "runRetries")):
-            for key, value in instance[section].items():
-                assert values["dagsterDaemon"][chart][_camel(key)] == value, (section, key)
+        rendered = chart_instance_sections(values)
+        for section in ("run_monitoring", "run_retries"):
+            for key, value in instance[section].items():  # every key reaches the rendered dagster.yaml
+                assert rendered[section].get(key) == value, (section, key)
         assert (
             instance["concurrency"]["pools"]["default_limit"]
             == values["concurrency"]["pools"]["defaultLimit"]
