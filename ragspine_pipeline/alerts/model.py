@@ -213,7 +213,7 @@ class Alert(BaseModel):
         """What fails: findings and drops by key; a failed run by its run id (an attempt on its stream)."""
         keys = {finding.key for finding in self.findings} | {drop.key for drop in self.drops}
         if self.kind == "run_failure" and self.run_id:
-            keys.add(f"attempt:{self.run_id}")
+            keys.add(f"attempt:{self.run_id}")  # streams.ATTEMPT
         return sorted(keys)
 
     def worst_first(self) -> list[Finding]:

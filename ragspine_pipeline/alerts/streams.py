@@ -68,6 +68,9 @@ class Accepted(BaseModel):
     at: str
 
 
+ATTEMPT = "attempt:"  # a failed run's key among its stream's failures (``Alert.failure_keys``)
+
+
 class StreamState(BaseModel):
     """The last announced condition of one stream; on a stream of production drops, its open incidents
     by metric and the rates whose new level was accepted."""
@@ -101,6 +104,8 @@ def is_news(previous: StreamState | None, alert: Alert) -> bool:
     """
     if alert.kind == "notice":
         return previous is None
+    if alert.kind == "run_failure":  # once per attempt, ever: a failure told late after its retry too
+        return previous is None or not set(alert.failure_keys) <= set(previous.failures)
     if alert.kind == "recovered":
         return previous is not None and previous.status == "failing"
     if previous is None or previous.status != "failing":
@@ -130,13 +135,17 @@ def observed(previous: StreamState | None, alert: Alert) -> tuple[list[Alert], S
             status="ok", alert_id=alert.id, updated_at=now()
         )
     kept = {"accepted": previous.accepted} if previous is not None else {}
+    # The attempts of a run that were said to fail stay said, recovered or not (a run's stream).
+    attempts = [key for key in (previous.failures if previous else []) if key.startswith(ATTEMPT)]
     if alert.kind == "recovered":
         return [alert] if news else [], StreamState(
-            status="ok", alert_id=alert.id if news else None, updated_at=now(), **kept
+            status="ok", failures=attempts, alert_id=alert.id if news else None, updated_at=now(), **kept
         )
+    if alert.kind == "run_failure" and not news:  # an attempt said already: the stream stays as it is
+        return [], previous
     return [alert] if news else [], StreamState(
         status="failing",
-        failures=alert.failure_keys,
+        failures=sorted({*alert.failure_keys, *attempts}),
         index_version=alert.index_version,
         alert_id=alert.id if news or previous is None else previous.alert_id,
         updated_at=now(),

@@ -49,12 +49,16 @@ def measured(
         gates = {} if run.qa is None else run.qa.gates
         lacking = {name: gate.lacking for name, gate in gates.items() if gate.lacking is not None}
         return results, run.grounded.counts["matched"], lacking, run.grounded.not_measured
-    from ragspine_pipeline.scoring.production import production_metrics
+    from ragspine_pipeline.scoring.grounded import CITATIONS_ARE_RETRIEVED
+    from ragspine_pipeline.scoring.production import RETRIEVAL_RATES, production_metrics
     from ragspine_pipeline.scoring.refusal import mark_refusals
 
     traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
-    night = production_metrics(traces, evidence)
-    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows, {}, {}
+    night = production_metrics(traces, evidence, citations_are_retrieved=config.citations_are_retrieved)
+    declared = (
+        dict.fromkeys(RETRIEVAL_RATES, CITATIONS_ARE_RETRIEVED) if config.citations_are_retrieved else {}
+    )
+    return {name: (m.value, m.n) for name, m in night.metrics.items()}, traces.num_rows, {}, declared
 
 
 def run_check_traces(args: argparse.Namespace) -> int:
@@ -80,6 +84,7 @@ def run_check_traces(args: argparse.Namespace) -> int:
         print(f"  {name} = {value:.4g} over {denominator}{why}")
     # Unmeasured is not n/a: the cases want the metric, their traces lack its input.
     unusable = [name for name, (value, _n) in results.items() if value is None and name not in lacking]
+    unusable += [name for name in declared if name not in results]  # not reported, by the config
     if not args.evidence:
         families = ("layered",) if args.gold else ("production",)
         unusable += [m.name for m in METRICS if m.requires_registry and m.family in families]

@@ -117,7 +117,7 @@ def _fill(
     with tempfile.TemporaryDirectory(prefix="ragspine-backfill-") as scratch:
         traces = sample_traces(sample.records, Path(scratch))
     traces = mark_refusals(traces, config.refusals.phrases, config.refusals.patterns)
-    result = night_summary(day, traces, evidence, config.required_versions)
+    result = night_summary(day, traces, evidence, config.required_versions, config.citations_are_retrieved)
     night_tests(result, history, settings, fixed_size)
     folder.write_text(summary_name(day), summary_document(result), "summary")
     return sample.counts["sampled"]

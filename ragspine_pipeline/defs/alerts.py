@@ -172,8 +172,15 @@ def finish_succeeded_run(
     alerts: AlertsResource, run: dg.DagsterRun, instance: dg.DagsterInstance, log=None
 ) -> FlushResult:
     """What follows a successful run: when it retries (or re-executes) a run that failed, say in that
-    failure's thread that it succeeded, and with which decision; then deliver the run's alerts."""
+    failure's thread that it succeeded, and with which decision; then deliver the run's alerts.
+
+    The failed run's own alert is queued first when the failure sensor has not queued it yet (its tick
+    may come after the retry's end on a busy daemon): queued twice, an attempt's failure is news once,
+    and the thread's last word is the retry's, whatever order the sensors tick in."""
     if run.root_run_id and run.root_run_id != run.run_id:
+        parent = instance.get_run_by_id(run.parent_run_id) if run.parent_run_id else None
+        if parent is not None and parent.status == dg.DagsterRunStatus.FAILURE:
+            alerts.queue(logged_failure_alert(alerts, parent, instance), log)
         decision = (instance.get_run_by_id(run.run_id) or run).tags.get(DECISION_TAG)
         alert = retry_succeeded_alert(
             run.job_name, run.run_id, run.root_run_id, decision, alerts.webserver_base_url
@@ -216,6 +223,20 @@ def finish_failed_run(
     queued = alerts.queue(alert, log)
     queue_superseded(alerts, run, stream, log)
     return queued, alerts.deliver(log, instance)
+
+
+def logged_failure_alert(alerts: AlertsResource, run: dg.DagsterRun, instance: dg.DagsterInstance) -> Alert:
+    """The failed ``run``'s alert as the failure sensor makes it, from the instance's event log."""
+    steps = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    ends = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    return step_failure_alert(
+        run,
+        [record.dagster_event for record in steps if record.dagster_event],
+        alerts.webserver_base_url,
+        alerts.runbook("run_failure"),
+        ends[-1].dagster_event if ends else None,
+        succeeded_steps(instance, run.run_id),
+    )
 
 
 def step_failure_alert(

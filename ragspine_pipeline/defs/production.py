@@ -204,7 +204,9 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 to_table(production_traces, TRACE_SCHEMA), config.refusals.phrases, config.refusals.patterns
             )
             evidence = eval_files.evidence()
-        result = night_summary(day, traces, evidence, config.required_versions)
+        result = night_summary(
+            day, traces, evidence, config.required_versions, config.citations_are_retrieved
+        )
         items = judge_items(traces, None, evidence)
         items = sorted(items, key=lambda item: priority(eval_files.production_seed, item.qid))[
             : judge.production_sample

@@ -206,6 +206,11 @@ class ProductionMetrics:
 # -- the metrics -----------------------------------------------------------------------------------
 
 
+# The rates that need what retrieval returned: not reported for a service whose citations are all it
+# says of retrieval (``citations_are_retrieved`` in the gates config).
+RETRIEVAL_RATES = ("retrieved_citation_rate",)
+
+
 def production_metrics(
     traces: pa.Table,
     evidence: pa.Table | None = None,
@@ -213,6 +218,7 @@ def production_metrics(
     dimensions: Sequence[str] | None = None,
     required_versions: Sequence[str] = DEFAULT_REQUIRED_VERSIONS,
     period_pattern: str = PERIOD_PATTERN,
+    citations_are_retrieved: bool = False,
 ) -> ProductionMetrics:
     """Production metrics of canonical trace columns (``contracts.columns.load_traces``), overall and per
     slice; definitions, denominators and empty-denominator values in the module docstring.
@@ -226,6 +232,9 @@ def production_metrics(
     required_versions : version keys every trace must carry (admissibility).
     period_pattern : the regular expression (RE2 syntax) of period tokens removed before looking for
         fabricated numbers (``scoring.fabrication``).
+    citations_are_retrieved : the traces list only the sources the answer used, not what retrieval
+        returned (the gates config says so): ``retrieved_citation_rate`` is not reported (it would be a
+        0 the service never earned, or a 1 by construction).
 
     Raises ValueError when ``period_pattern`` is not a valid RE2 expression.
     """
@@ -242,14 +251,15 @@ def production_metrics(
     faithful = registry is not None or bool(
         "context_ids" in traces.column_names and pc.sum(pc.is_valid(traces.column("context_ids"))).as_py()
     )
+    omit = RETRIEVAL_RATES if citations_are_retrieved else ()
     (overall,) = _metric_sets(
-        per_trace, np.arange(n), np.zeros(n, dtype=np.int64), 1, registry is not None, faithful
+        per_trace, np.arange(n), np.zeros(n, dtype=np.int64), 1, registry is not None, faithful, omit
     )
     rows, groups, labels = _slice_membership(traces.column("tags"), dimensions)
     slices: dict[str, dict[str, MetricSet]] = {dimension: {} for dimension in dimensions or ()}
     for (dimension, value), metric_set in zip(
         labels,
-        _metric_sets(per_trace, rows, groups, len(labels), registry is not None, faithful),
+        _metric_sets(per_trace, rows, groups, len(labels), registry is not None, faithful, omit),
         strict=True,
     ):
         slices.setdefault(dimension, {})[value] = metric_set
@@ -357,8 +367,10 @@ def _metric_sets(
     n_groups: int,
     with_registry: bool,
     with_faithfulness: bool,
+    omit: Sequence[str] = (),
 ) -> list[MetricSet]:
-    """The metrics of each group, where trace ``rows[i]`` belongs to group ``groups[i]``."""
+    """The metrics of each group, where trace ``rows[i]`` belongs to group ``groups[i]``; none of
+    ``omit``."""
 
     def total(name: str) -> np.ndarray:
         # Float weights sum integers exactly below 2**53 (token totals included), then back to int.
@@ -368,9 +380,12 @@ def _metric_sets(
     figures = {
         m.name: _rates(m.name, total(m.numerator), n if m.denominator == "traces" else total(m.denominator))
         for m in PROPORTIONS
-        if with_registry
-        or not m.requires_registry
-        or (with_faithfulness and m.name == "lexical_faithfulness")
+        if m.name not in omit
+        and (
+            with_registry
+            or not m.requires_registry
+            or (with_faithfulness and m.name == "lexical_faithfulness")
+        )
     }
     if with_faithfulness:
         effective = _clustered_effective_n(per_trace, rows, groups, n_groups)

@@ -4,7 +4,8 @@
 
     history = read_summaries(summaries_folder(reports), settings.history_nights, before=day)
     traces = sample_traces(sample.records, scratch)          # the day's seeded, redacted sample
-    result = night_summary(day, mark_refusals(traces, ...), evidence, config.required_versions)
+    result = night_summary(day, mark_refusals(traces, ...), evidence, config.required_versions,
+                           config.citations_are_retrieved)
     plan, night = night_tests(result, history, settings, fixed_sample_size)
     summaries_folder(reports).write_text(summary_name(day), summary_document(result), "summary")
 """
@@ -73,10 +74,19 @@ def sample_traces(records: list[dict], scratch: Path) -> pa.Table:
 
 
 def night_summary(
-    day: str, traces: pa.Table, evidence: pa.Table | None, required_versions: Sequence[str]
+    day: str,
+    traces: pa.Table,
+    evidence: pa.Table | None,
+    required_versions: Sequence[str],
+    citations_are_retrieved: bool = False,
 ) -> dict:
     """The night's reference-free metrics (``traces`` with refusals marked): ``{"day": day, ...}``."""
-    scored = production_metrics(traces, evidence, required_versions=required_versions)
+    scored = production_metrics(
+        traces,
+        evidence,
+        required_versions=required_versions,
+        citations_are_retrieved=citations_are_retrieved,
+    )
     return {"day": day, **scored.to_dict()}
 
 

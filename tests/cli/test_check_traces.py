@@ -117,3 +117,34 @@ def test_a_service_whose_citations_are_its_retrieved_sources_says_so_and_recall_
     [recall] = decision["release"]["unmeasured_gates"]
     assert recall["metric"] == "recall@k" and recall["reason"] == decision["unmeasured"]["recall@k"]
     assert not [w for w in decision["warnings"] if "needs retrieved_ids" in w]
+
+
+def test_the_nightly_rates_leave_out_the_retrieved_citation_rate_when_citations_are_all_it_says(
+    tmp_path, capsys
+):
+    """Without a golden set check-traces lists the nightly rates: with `citations_are_retrieved: true`
+    the retrieved-citation rate is not one of them (n/a, saying why), and the night's summary, the one
+    the nightly job and `production backfill` write, has no such rate to test."""
+    from ragspine_pipeline.contracts.columns import load_traces
+    from ragspine_pipeline.sources.production_nights import night_summary
+
+    rows = [json.loads(line) for line in (WFGY / "traces.jsonl").read_text().splitlines()]
+    bare = tmp_path / "no-retrieval.jsonl"
+    bare.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "retrieved_ids"}) + "\n" for r in rows)
+    )
+    config = tmp_path / "gates.yaml"
+    config.write_text("citations_are_retrieved: true\n")
+    assert main(["check-traces", str(bare)]) == 0
+    assert "  retrieved_citation_rate = 0 over " in capsys.readouterr().out  # the 0 it would report
+    assert main(["check-traces", str(bare), "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "retrieved_citation_rate =" not in out
+    assert "  retrieved_citation_rate: citations_are_retrieved: the traces list only the sources" in out
+    traces = load_traces(bare).table
+    assert "retrieved_citation_rate" in night_summary("2026-11-28", traces, None, ())["metrics"]
+    summary = night_summary("2026-11-28", traces, None, (), citations_are_retrieved=True)
+    assert "retrieved_citation_rate" not in summary["metrics"] and "refusal_rate" in summary["metrics"]
+    for values in (summary.get("slices") or {}).values():
+        for entry in values.values():
+            assert "retrieved_citation_rate" not in entry["metrics"]
