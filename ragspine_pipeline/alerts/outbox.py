@@ -38,6 +38,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,6 +88,26 @@ class ReadOnlyView(OutboxView):
     corrupt: int = 0
 
 
+# libpq's keyword form (``host=db port=5432 dbname=evals user=u password=…``): at least two of its keys.
+KEYWORD_DSN = re.compile(
+    r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|sslmode)\s*=\s*\S.*?"
+    r"\s(?:host|hostaddr|port|dbname|user|password|sslmode)\s*=",
+    re.IGNORECASE,
+)
+_PASSWORDS = (
+    re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE),  # keyword form
+    re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@\[\]]*:)([^\s@/]+)(?=@)", re.IGNORECASE),  # user:password@
+)
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with every password of a PostgreSQL location in it (``password=…``, ``//user:…@``)
+    replaced by ``***``: what may be shown of a location or of an error quoting one."""
+    for pattern in _PASSWORDS:
+        text = pattern.sub(lambda m: m.group(1) + "***", text)
+    return text
+
+
 def open_outbox(location: str | Path) -> AlertOutbox:
     """The outbox at ``location``: PostgreSQL for a ``postgresql://`` or ``postgres://`` URI (its
     password from libpq's environment, ``PGPASSWORD`` or ``~/.pgpass``, never from the URI), the JSONL
@@ -96,6 +117,12 @@ def open_outbox(location: str | Path) -> AlertOutbox:
         from ragspine_pipeline.alerts.pg_outbox import PostgresOutbox
 
         return PostgresOutbox(location)
+    if isinstance(location, str) and KEYWORD_DSN.search(location):  # never a file name, never shown whole
+        raise InputError(
+            without_passwords(location),
+            "a keyword-form PostgreSQL location: give the outbox as postgresql://user@host:port/database "
+            "(the password from PGPASSWORD or ~/.pgpass)",
+        )
     return Outbox(location)
 
 

@@ -267,11 +267,14 @@ def slack_problems(env: Mapping[str, str]) -> list[str]:
 
 
 def scrub(text: str, env: Mapping[str, str]) -> str:
-    """``text`` with the value of every secret setting replaced by ``***`` (longest first)."""
+    """``text`` with the value of every secret setting replaced by ``***`` (longest first), and every
+    password of a PostgreSQL location it quotes (``password=…``, ``//user:…@``)."""
+    from ragspine_pipeline.alerts.outbox import without_passwords
+
     for value in sorted((env.get(name) or "" for name in SECRETS), key=len, reverse=True):
         if len(value) >= 4:  # an empty or trivial value would mangle the line, not hide anything
             text = text.replace(value, "***")
-    return text
+    return without_passwords(text)
 
 
 def _env_references(node: Any) -> Iterator[str]:
@@ -301,9 +304,12 @@ def _postgres_problem(document: dict, env: Mapping[str, str]) -> str | None:
         f"{values.get('hostname')}:{values.get('port', 5432)}/{values.get('db_name')} "
         f"as {values.get('username')}"
     )
+    port = str(values.get("port") or 5432)
+    if not port.isdigit():
+        return f"PostgreSQL {where}: the port is not a number: {port!r}"
     settings = {
         "host": values.get("hostname"),
-        "port": int(values.get("port") or 5432),
+        "port": int(port),
         "dbname": values.get("db_name"),
         "user": values.get("username"),
         "password": values.get("password") or None,

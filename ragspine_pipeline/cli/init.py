@@ -39,6 +39,8 @@ def service_name(folder: Path) -> str:
 
 def run_init(args: argparse.Namespace) -> int:
     target = Path(args.folder)
+    if target.is_symlink() and not target.exists():
+        raise InputError(str(target), "is a symbolic link to nothing: init writes a new project in a folder")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InputError(str(target), "exists and is not an empty folder: init writes a new project")
     service = args.service or service_name(target.absolute())

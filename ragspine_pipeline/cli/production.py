@@ -59,6 +59,11 @@ def run_backfill(args: argparse.Namespace) -> int:
     if not 1 <= args.days <= MAX_DAYS:
         raise UsageError(f"production backfill: --days must be from 1 to {MAX_DAYS}, got {args.days}")
     until = _until(args.until)
+    if until.toordinal() < args.days:  # the first day would fall before 0001-01-01
+        raise UsageError(
+            f"production backfill: --days {args.days} up to --until {until.isoformat()} would start "
+            "before 0001-01-01"
+        )
     size = _sample_size(args.sample_size, env)
     config = _config(args.config, env)
     evidence = _evidence(args.evidence, env)

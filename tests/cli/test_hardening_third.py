@@ -1,0 +1,76 @@
+"""Issue 47's input cases that gave a traceback (exit 3) or echoed a secret: each is now one line naming
+the input, exit 2 (or exit 1 where `deploy check` lists what is missing), and no password is printed in
+any PostgreSQL location form."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ragspine_pipeline.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORD = "s3cr3t-Passw0rd"
+
+
+def one_line(capsys) -> tuple[str, str]:
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return out, err
+
+
+def test_init_on_a_dangling_symbolic_link_is_one_line(tmp_path, capsys):
+    link = tmp_path / "support-bot"
+    link.symlink_to(tmp_path / "nowhere")
+    assert main(["init", str(link)]) == 2
+    _, err = one_line(capsys)
+    said = f"{link}: is a symbolic link to nothing: init writes a new project in a folder"
+    assert err == f"ragspine-eval: error: {said}\n"
+
+
+def test_a_backfill_reaching_before_year_one_is_one_line(tmp_path, capsys):
+    argv = ["production", "backfill", "--store", str(tmp_path), "--reports", str(tmp_path / "reports")]
+    assert main([*argv, "--days", "2", "--until", "0001-01-01"]) == 2
+    _, err = one_line(capsys)
+    assert err == (
+        "ragspine-eval: error: production backfill: --days 2 up to --until 0001-01-01 would start before "
+        "0001-01-01\n"
+    )
+    assert main([*argv, "--days", "1", "--until", "0001-01-01"]) == 0  # the first day there is: fine
+    assert one_line(capsys)[0] == "0001-01-01: no traces\n"
+
+
+def test_deploy_check_with_a_port_that_is_not_a_number_says_so(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "dagster"
+    home.mkdir()
+    shutil.copyfile(ROOT / "deploy" / "postgres" / "dagster.yaml", home / "dagster.yaml")
+    for name, value in {
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PG_HOST": "127.0.0.1",
+        "DAGSTER_PG_PORT": "abc",
+        "DAGSTER_PG_DB": "dagster",
+        "DAGSTER_PG_USER": "dagster",
+        "DAGSTER_PG_PASSWORD": "",
+    }.items():
+        monkeypatch.setenv(name, value)
+    assert main(["deploy", "check", "--module", ""]) == 1
+    out, _ = one_line(capsys)
+    assert "PostgreSQL 127.0.0.1:abc/dagster as dagster: the port is not a number: 'abc'\n" in out
+
+
+def test_no_form_of_a_postgresql_location_prints_its_password(tmp_path, monkeypatch, capsys):
+    keyword = f"host=127.0.0.1 port=1 dbname=evals user=u password={PASSWORD}"
+    assert main(["alerts", "list", "--outbox", keyword]) == 2
+    _, err = one_line(capsys)
+    assert PASSWORD not in err and "password=***: a keyword-form PostgreSQL location" in err
+    assert not list(tmp_path.iterdir()) and not Path(keyword).exists()  # never taken for a file name
+
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("RAGSPINE_ALERTS_OUTBOX", f"postgresql://u:{PASSWORD}@[::1")  # malformed
+    assert main(["deploy", "check", "--module", ""]) == 1
+    out, err = one_line(capsys)
+    assert PASSWORD not in out + err
+    assert "RAGSPINE_ALERTS_OUTBOX: cannot connect: invalid dsn: " in out and "postgresql://u:***@[::1" in out
