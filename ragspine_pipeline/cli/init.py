@@ -11,11 +11,12 @@ Refuses a folder that exists and is not empty.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from importlib import resources
 from pathlib import Path
 
-from ragspine_pipeline.cli.args import EXIT_PASS
+from ragspine_pipeline.cli.args import EXIT_PASS, UsageError
 from ragspine_pipeline.errors import InputError
 
 TEMPLATE = "project_template"
@@ -31,10 +32,20 @@ defs = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
 
 def service_name(folder: Path) -> str:
     """``support-bot`` → ``support_bot``: a name that is an identifier (for settings and variables)."""
-    name = re.sub(r"\W+", "_", folder.name.strip()).strip("_").lower()
+    name = re.sub(r"[^a-z0-9]+", "_", folder.name.strip().lower()).strip("_")
     if not name or name[0].isdigit():
-        name = f"service_{name}"
-    return name
+        name = f"service_{name}".rstrip("_")
+    return name[:63].rstrip("_")
+
+
+SERVICE_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+
+
+def _sut_url(url: str) -> str:
+    """``url`` when it is an http(s) URL on one line; a usage error otherwise (it goes into sut.yaml)."""
+    if any(ord(char) < 32 or ord(char) == 127 for char in url) or not re.match(r"https?://[^/\s]", url):
+        raise UsageError(f"init: --sut-url {url!r}: not an http:// or https:// URL on one line")
+    return url
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -44,11 +55,16 @@ def run_init(args: argparse.Namespace) -> int:
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InputError(str(target), "exists and is not an empty folder: init writes a new project")
     service = args.service or service_name(target.absolute())
+    if not SERVICE_NAME.fullmatch(service):
+        raise UsageError(
+            f"init: --service {service!r}: a service name is lower-case letters, digits and underscores, "
+            "starting with a letter (it names a Python package, settings and asset keys)"
+        )
     values = {
         "{{SERVICE}}": service,
         "{{SERVICE_ENV}}": service.upper(),
         "{{SERVICE_PREFIX}}": service.upper().replace("_", "-"),
-        "{{SUT_URL}}": args.sut_url,
+        "{{SUT_URL}}": json.dumps(_sut_url(args.sut_url)),  # a JSON string is a YAML string: quoted
     }
     package = f"{service}_evaluation"
     template = resources.files("ragspine_pipeline").joinpath(TEMPLATE)

@@ -74,3 +74,22 @@ def test_no_form_of_a_postgresql_location_prints_its_password(tmp_path, monkeypa
     out, err = one_line(capsys)
     assert PASSWORD not in out + err
     assert "RAGSPINE_ALERTS_OUTBOX: cannot connect: invalid dsn: " in out and "postgresql://u:***@[::1" in out
+
+
+def test_init_refuses_a_service_name_or_url_that_would_break_the_files_it_writes(tmp_path, capsys):
+    """A quote in --service would break pyproject.toml, a newline in --sut-url would add keys to
+    sut.yaml: both are refused in one line and nothing is written; a URL with `#` is written quoted, so
+    sut.yaml reads it back whole."""
+    import yaml
+
+    assert main(["init", str(tmp_path / "a"), "--service", 'a"b']) == 2
+    assert "init: --service 'a\"b': a service name is lower-case letters" in one_line(capsys)[1]
+    assert main(["init", str(tmp_path / "b"), "--sut-url", "http://x/a\nretries: 99"]) == 2
+    assert "init: --sut-url 'http://x/a\\nretries: 99': not an http:// or https:// URL" in one_line(capsys)[1]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    url = "http://127.0.0.1:9/answer?v=1#frag"
+    assert main(["init", str(tmp_path / "Café Bot"), "--sut-url", url]) == 0
+    capsys.readouterr()
+    project = tmp_path / "Café Bot"
+    assert yaml.safe_load((project / "sut.yaml").read_text())["url"] == url
+    assert (project / "caf_bot_evaluation" / "defs" / "caf_bot" / "defs.yaml").exists()
