@@ -33,8 +33,10 @@ RANGES = {"rate": (0.0, 1.0), "score": (1.0, 5.0), "count": (0.0, math.inf), "st
 
 def run_set(args: argparse.Namespace) -> int:
     reason = args.reason.strip()
-    if not reason or len(reason.splitlines()) != 1:
-        raise UsageError("--reason must say why, on one line (it is kept in the baseline's history)")
+    if not reason or len(reason.splitlines()) != 1 or not reason.isprintable():
+        raise UsageError(
+            "--reason must say why, on one line of printable text (it is kept in the baseline's history)"
+        )
     by = actor()
     mode = args.mode or baselines.DEFAULT_MODE
     store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
@@ -65,10 +67,10 @@ def run_set(args: argparse.Namespace) -> int:
 
 
 def actor(doing: str = "changing the baseline", kept: str = "in its history") -> str:
-    """Who is ``doing`` it: the first of :data:`ACTOR_VARIABLES` set to a one-line name."""
+    """Who is ``doing`` it: the first of :data:`ACTOR_VARIABLES` set to a one-line printable name."""
     for variable in ACTOR_VARIABLES:
         name = os.environ.get(variable, "").strip()
-        if name and len(name.splitlines()) == 1:
+        if name and len(name.splitlines()) == 1 and name.isprintable():
             return name
     raise UsageError(f"who is {doing}? set RAGSPINE_ACTOR (or USER): the name is kept {kept}")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.errors import InputError, printable
 from ragspine_pipeline.jsonvalues import describe, finite, json_type
 
 CHANGE_KEYS = ("metric", "from", "to", "by", "at", "reason")
@@ -48,9 +48,10 @@ class BaselineChange:
 def change_sentence(change: BaselineChange) -> str:
     """``baseline <metric> lowered from X to Y by WHO at WHEN: REASON`` (``raised`` when it went up)."""
     verb = "lowered" if change.lowered else "raised"
+    # Who and why come from a file anyone may have edited: shown with control characters escaped.
     return (
         f"baseline {change.metric} {verb} from {_number(change.before)} to {_number(change.after)} "
-        f"by {change.by} at {change.at}: {change.reason}"
+        f"by {printable(change.by)} at {printable(change.at)}: {printable(change.reason)}"
     )
 
 

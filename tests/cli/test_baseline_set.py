@@ -331,3 +331,38 @@ def test_the_extra_key_holds_only_this_pipelines_fields_once(tmp_path, capsys, e
     path = write_baseline(tmp_path / "baseline.json", {"tool": entry})
     code, _, err = set_value(capsys, path, "numeric_accuracy", "0.5", "r", "--mode", "tool")
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_control_characters_in_who_or_why_are_refused_and_escaped_where_a_file_holds_them(
+    tmp_path, capsys, monkeypatch
+):
+    """A terminal escape in --reason or in the person's name is refused in one line, the file untouched;
+    a history written by hand with one is echoed escaped by every later decision (terminal and Markdown),
+    never raw."""
+    gold = golden_set(tmp_path)
+    path = write_baseline(
+        tmp_path / "baseline.json",
+        {"golden": {"metrics": {"numeric_accuracy": 1.0}, "fabrication_count": 0, "run": "seed"}},
+    )
+    before = path.read_text()
+    code, _, err = set_value(capsys, path, "numeric_accuracy", "0.6", "restated\x1b[2J\x07")
+    assert code == 2 and "one line of printable text" in err and path.read_text() == before
+    monkeypatch.setenv("RAGSPINE_ACTOR", "mallory\x1b]0;owned\x07")
+    monkeypatch.delenv("USER", raising=False)
+    monkeypatch.delenv("LOGNAME", raising=False)
+    code, _, err = set_value(capsys, path, "numeric_accuracy", "0.6")
+    assert code == 2 and "set RAGSPINE_ACTOR" in err and path.read_text() == before
+
+    monkeypatch.setenv("RAGSPINE_ACTOR", "alice")
+    assert set_value(capsys, path, "numeric_accuracy", "0.6")[0] == 0
+    document = json.loads(path.read_text())
+    document["golden"]["history"][0]["by"] = "mallory\x1b[31m"  # edited by hand
+    document["golden"]["history"][0]["reason"] = "fine\x1b[2J"
+    path.write_text(json.dumps(document))
+    code, report, err = score(capsys, gold, traces(tmp_path, right=2), "--baseline", str(path))
+    said = [w for w in report["warnings"] if w.startswith("baseline ")]
+    assert said and "\x1b" not in err + json.dumps(said, ensure_ascii=False)
+    assert "by mallory\\x1b[31m at " in said[0] and said[0].endswith(": fine\\x1b[2J")
+    main(["score", "--gold", gold, "--trace", traces(tmp_path, right=2), "--baseline", str(path),
+          "--format", "markdown"])  # fmt: skip
+    assert "\x1b" not in capsys.readouterr().out
