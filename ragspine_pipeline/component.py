@@ -112,6 +112,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         """The service this declaration describes; a missing or malformed setting is one line naming it
         and the file."""
         where = str(folder / "defs.yaml")
+        _refuse_duplicate_keys(folder / "defs.yaml")
         name = self.name or folder.name
         if not NAME.fullmatch(name):
             raise InputError(where, f"name {name!r} is not a name (letters, digits and _)", field="name")
@@ -282,6 +283,25 @@ attributes:
   reports: var/{name}/reports
   work: var/{name}/work
 """
+
+
+def _refuse_duplicate_keys(path: Path) -> None:
+    """A key given twice in ``path`` (any of its documents) is one line naming it: Dagster's own reading
+    keeps the last value silently, so a setting written twice would change what is evaluated unseen."""
+    import yaml
+
+    from ragspine_pipeline import inputs
+
+    if not path.is_file():
+        return
+    try:
+        for _ in yaml.load_all(inputs.read_text(path, "component file"), Loader=inputs.StrictLoader):
+            pass
+    except inputs.DuplicateKeyError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        raise InputError(str(path), exc.problem or "a key is given twice", line) from None
+    except yaml.YAMLError:
+        return  # malformed YAML is Dagster's to report, with its own context
 
 
 class RagEvaluationScaffolder(dg.Scaffolder):

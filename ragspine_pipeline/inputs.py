@@ -376,3 +376,31 @@ def load_yaml(text: str, file: str, loader: type[BoundedLoader] = BoundedLoader)
         raise InputError(file, "malformed YAML: nested too deeply to parse") from None
     except ValueError as exc:  # e.g. an integer of more than 4,300 digits
         raise InputError(file, f"malformed YAML: {' '.join(str(exc).split())[:120]}") from None
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A YAML mapping names the same key twice (raised by :class:`StrictLoader`)."""
+
+    plain = True  # the message says it all: no "malformed YAML" prefix
+
+
+class StrictLoader(BoundedLoader):
+    """A bounded ``yaml.SafeLoader`` (no aliases, capped nesting) that also refuses a key repeated in
+    one mapping, at any depth, naming its line (PyYAML would keep the last value silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if first is not None:
+                raise DuplicateKeyError(
+                    None, None, f"duplicate key '{key}' (first on line {first})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)

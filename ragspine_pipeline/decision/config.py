@@ -37,7 +37,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import (
     AllowInfNan,
     BaseModel,
@@ -178,40 +177,12 @@ class EvalConfig(BaseModel):
         ]  # fmt: skip
 
 
-class DuplicateKeyError(yaml.constructor.ConstructorError):
-    """A YAML mapping names the same key twice (raised by :class:`StrictLoader`)."""
-
-    plain = True  # the message says it all: no "malformed YAML" prefix
-
-
-class StrictLoader(inputs.BoundedLoader):
-    """A bounded ``yaml.SafeLoader`` (no aliases, capped nesting) that also refuses a key repeated in
-    one mapping, at any depth, naming its line (PyYAML would keep the last value silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[object, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class says so
-                continue
-            if first is not None:
-                raise DuplicateKeyError(
-                    None, None, f"duplicate key '{key}' (first on line {first})", key_node.start_mark
-                )
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_yaml(path: str | Path) -> object:
-    """The YAML document in ``path`` (None when empty), read with :class:`StrictLoader`.
+    """The YAML document in ``path`` (None when empty), read with :class:`inputs.StrictLoader`.
 
     Raises ``InputError`` naming the file, and the line when the YAML is at fault.
     """
-    return inputs.load_yaml(inputs.read_text(path, "config"), str(path), StrictLoader)
+    return inputs.load_yaml(inputs.read_text(path, "config"), str(path), inputs.StrictLoader)
 
 
 def load_config(path: str | Path, known_metrics: Iterable[str], scope: Scope = Scope.GOLDEN) -> EvalConfig:

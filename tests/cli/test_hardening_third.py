@@ -93,3 +93,26 @@ def test_init_refuses_a_service_name_or_url_that_would_break_the_files_it_writes
     project = tmp_path / "Café Bot"
     assert yaml.safe_load((project / "sut.yaml").read_text())["url"] == url
     assert (project / "caf_bot_evaluation" / "defs" / "caf_bot" / "defs.yaml").exists()
+
+
+def test_sut_settings_that_hung_or_crashed_the_replay_are_one_line(tmp_path, capsys):
+    """`timeout_s: .inf` (a traceback from the socket), a FIFO named as the settings (a replay that hung
+    for ever) and a key given twice (the last one silently kept) are each one line, exit 2."""
+    import os
+
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text('{"qid": "a", "question": "q", "answerable": true}\n')
+    argv = ["replay", "--gold", str(gold), "--out", str(tmp_path / "traces.jsonl"), "--sut"]
+    infinite = tmp_path / "infinite.yaml"
+    infinite.write_text("kind: http\nurl: http://127.0.0.1:9/a\ntimeout_s: .inf\n")
+    assert main([*argv, str(infinite)]) == 2
+    assert "infinite.yaml: field 'http.timeout_s': Input should be a finite number" in one_line(capsys)[1]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert main([*argv, str(fifo)]) == 2  # at once: nothing opens it for writing
+    assert "cannot read the SUT settings: not a regular file (a FIFO)" in one_line(capsys)[1]
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("kind: http\nurl: http://127.0.0.1:9/a\nurl: http://127.0.0.1:9/b\n")
+    assert main([*argv, str(twice)]) == 2
+    assert one_line(capsys)[1] == f"ragspine-eval: error: {twice}:3: duplicate key 'url' (first on line 2)\n"
+    assert not (tmp_path / "traces.jsonl").exists()

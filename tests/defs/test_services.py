@@ -298,3 +298,25 @@ def test_a_project_from_init_loads_in_dagster_and_decides_against_the_service(tm
     assert decision["decision"] == "ship" and decision["metrics"]["under_refusal"] == 0.0
     # Each run asks the service anew (answers belong to the run that asked): 5 cases, two runs.
     assert dict(service.asked) == {f"SUPPORT-BOT-00{i}": 2 for i in range(1, 6)} and service.unauthorised == 0
+
+
+def test_a_setting_given_twice_in_defs_yaml_is_refused_with_one_line(tmp_path, monkeypatch):
+    """Dagster's reading of defs.yaml keeps the last of two equal keys; the component refuses them, so a
+    setting written twice never changes what is evaluated unseen."""
+    folder = project(tmp_path / "evals-project")
+    path = folder / "evals" / "defs" / "gamma" / "defs.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "type: ragspine_pipeline.RagEvaluation\n"
+        "attributes:\n"
+        "  golden_set: gold.jsonl\n"
+        "  trace_store: traces\n"
+        "  sut: {kind: http, url: 'http://127.0.0.1:9/answer'}\n"
+        "  golden_set: other.jsonl\n"
+    )
+    with pytest.raises(Exception) as info:
+        load(folder, monkeypatch)
+    cause = info.value
+    while not isinstance(cause, InputError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    assert str(cause) == f"{path}:6: duplicate key 'golden_set' (first on line 3)"
