@@ -204,6 +204,18 @@ def _writable(value):
     return value
 
 
+def _not_finite(value, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite number in ``value`` ("" at the top), else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _not_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def _has_id(trace: dict) -> bool:
     return any(trace.get(key) is not None for key in ("qid", "q_id", "case_id", "id", "request_id"))
 
@@ -215,6 +227,9 @@ def _contract_problem(trace: dict) -> dict | None:
         error = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in error["loc"]) or None
         return {"reason": "invalid_trace", "field": field, "error": error["msg"]}
+    where = _not_finite(trace)
+    if where is not None:  # in any field, read or not: no JSON writer or reader downstream takes it
+        return {"reason": "invalid_trace", "field": where or None, "error": "a NaN or infinite number"}
     found = lone_surrogate(trace)
     if found is not None:
         field, code = found

@@ -19,12 +19,14 @@ Each kind has an :meth:`identity`: what its answers depend on, the key of the an
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib
 import json
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +42,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ReadTimeoutError
 from urllib3.util import Retry
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.jsonl import iter_records
 from ragspine_pipeline.contracts.trace import Trace
@@ -103,7 +106,10 @@ class _Settings(BaseModel):
 
 # Not part of a SUT's identity: how it is asked (time-outs, retries, pace) never changes what it
 # answers, and the release is a key of the answer store of its own.
-OUTSIDE_IDENTITY = frozenset({"timeout_s", "retries", "concurrency", "max_rps", "release"})
+OUTSIDE_IDENTITY = frozenset({"timeout_s", "retries", "concurrency", "max_rps", "release", "max_reply_bytes"})
+# A reply is kept as one trace line: the default leaves room under the readers' 8 MiB line cap.
+DEFAULT_MAX_REPLY_BYTES = 4 << 20
+MAX_REPLY_CAP = 7 << 20
 
 
 class HttpSut(_Settings):
@@ -131,6 +137,12 @@ class HttpSut(_Settings):
     )
     timeout_s: float = Field(default=10.0, gt=0, le=86400, allow_inf_nan=False)
     retries: int = Field(default=3, ge=0, description="retries of a 429/5xx or a dropped connection")
+    max_reply_bytes: int = Field(
+        default=DEFAULT_MAX_REPLY_BYTES,
+        ge=1024,
+        le=MAX_REPLY_CAP,
+        description="the largest reply kept; a larger one fails its case, never stored",
+    )
     concurrency: int = Field(default=8, ge=1, le=256, description="questions in flight")
     max_rps: float | None = Field(
         default=None, gt=0, description="at most this many questions a second (their retries aside)"
@@ -172,6 +184,7 @@ class HttpSut(_Settings):
             max_retries=self.retries,
             max_rps=self.max_rps,
             concurrency=self.concurrency,
+            max_reply_bytes=self.max_reply_bytes,
         )
 
 
@@ -230,8 +243,6 @@ SutSettings = Annotated[HttpSut | PythonSut | RecordedSut, Field(discriminator="
 def load_sut_settings(path: str | Path) -> HttpSut | PythonSut | RecordedSut:
     """A ``--sut`` file (YAML or JSON) declaring one SUT; a malformed one is a one-line InputError."""
     from pydantic import TypeAdapter, ValidationError
-
-    from ragspine_pipeline import inputs
 
     # A regular file only (a FIFO is refused, never waited on), capped; YAML behind the caps, a key
     # given twice refused (never the last one silently).
@@ -353,6 +364,7 @@ class HttpSutClient:
         response: dict[str, str] | None = None,
         max_rps: float | None = None,
         concurrency: int = 8,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         base = urlsplit(base_url)
         joined = base.path.rstrip("/") + "/" + path.lstrip("/") if path else base.path
@@ -360,6 +372,11 @@ class HttpSutClient:
         self.method = method
         self.timeout = timeout
         self.max_retries = max_retries
+        self.max_reply_bytes = max_reply_bytes
+        # The whole answer, retries included, ends by then: a server that trickles bytes never holds a
+        # replay (each socket read alone is bounded by ``timeout``, not the answer). Each attempt gets
+        # its timeout and a second for the retry's pause.
+        self.deadline_s = (timeout + 1) * (max_retries + 1)
         self.body = DEFAULT_BODY if body is None else body
         self.response = {name: jmespath.compile(expr) for name, expr in (response or {}).items()} or None
         self._limit = RateLimit(max_rps) if max_rps else None
@@ -387,21 +404,91 @@ class HttpSutClient:
         if self._limit is not None:
             self._limit.wait()
         sent = {"params": payload} if self.method == "GET" else {"json": payload}
-        try:
-            response = self._session.request(self.method, self.url, timeout=self.timeout, **sent)
-        except requests.RequestException as exc:
-            raise SourceError(self.describe(), _cause(exc, self.max_retries, self.timeout)) from None
-        if not response.ok:
-            retried = f" after {self.max_retries} retries" if response.status_code in RETRY_STATUSES else ""
-            raise SourceError(self.describe(), f"HTTP {response.status_code} {response.reason}{retried}")
-        try:
-            reply = response.json()
-        except ValueError:
-            raise SourceError(self.describe(), f"the answer to qid={qid} is not JSON") from None
+        status, reason, body = self._fetch(qid, sent)
+        if 300 <= status < 400:  # never followed: the configured headers (a token) stay with this origin
+            raise SourceError(
+                self.describe(),
+                f"HTTP {status} {reason}: a redirect, not followed (set the url in the SUT settings to "
+                "the address that answers)",
+            )
+        if not 200 <= status < 300:
+            retried = f" after {self.max_retries} retries" if status in RETRY_STATUSES else ""
+            raise SourceError(self.describe(), f"HTTP {status} {reason}{retried}")
+        try:  # behind the readers' caps: nesting, digits, UTF-8 (a NaN is the replay's to quarantine)
+            reply = inputs.loads(body, self.describe())
+        except (InputError, ValueError) as exc:
+            message = exc.message if isinstance(exc, InputError) else ""
+            unread = not message or message.startswith(("malformed JSON", "not UTF-8"))
+            why = "is not JSON" if unread else f"is refused: {message}"  # nested too deep, a huge number
+            raise SourceError(self.describe(), f"the answer to qid={qid} {why}") from None
         if not isinstance(reply, dict):
             raise SourceError(self.describe(), f"the answer to qid={qid} is not a JSON object")
         trace = reply if self.response is None else self._mapped(reply)
         return _with_qid(trace, qid, self.describe())
+
+    def _fetch(self, qid: str, sent: dict) -> tuple[int, str, bytes]:
+        """``(status, reason, body)`` of the question's answer, retries included, by
+        :attr:`deadline_s`, its body at most :attr:`max_reply_bytes`; a SourceError otherwise. The
+        request runs in a daemon thread the deadline abandons (its connection closed, or left to its
+        own read timeout when the headers never came), so no server can hold the replay."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+        abandoned = threading.Event()
+
+        def fetch() -> None:
+            try:
+                response = self._session.request(
+                    self.method, self.url, timeout=self.timeout, stream=True, allow_redirects=False, **sent
+                )
+                outcome["response"] = response
+                if abandoned.is_set():
+                    response.close()
+                    return
+                outcome["result"] = (response.status_code, response.reason, self._body(qid, response))
+            except BaseException as exc:  # reported by the asking thread, below
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=fetch, name=f"sut-answer-{qid}"[:60], daemon=True).start()
+        if not done.wait(self.deadline_s):
+            abandoned.set()
+            if (response := outcome.get("response")) is not None:
+                _shut(response)  # ends the body's read at once (close() would wait for that read)
+            raise SourceError(
+                self.describe(), f"qid={qid}: no whole answer within {self.deadline_s:g} s (retries included)"
+            )
+        error = outcome.get("error")
+        if isinstance(error, SourceError):
+            raise error
+        if isinstance(error, requests.RequestException):
+            raise SourceError(self.describe(), _cause(error, self.max_retries, self.timeout)) from None
+        if error is not None:
+            raise error
+        return outcome["result"]
+
+    def _body(self, qid: str, response: requests.Response) -> bytes:
+        """The body, at most :attr:`max_reply_bytes` (decoded); a larger one fails the case unread."""
+        cap = self.max_reply_bytes
+        try:
+            declared = int(response.headers.get("Content-Length") or 0)
+        except ValueError:
+            declared = 0
+        chunks, size = [], 0
+        try:
+            if declared <= cap:
+                for chunk in response.iter_content(chunk_size=64 << 10):
+                    size += len(chunk)
+                    if size > cap:
+                        break
+                    chunks.append(chunk)
+        finally:
+            response.close()
+        if declared > cap or size > cap:
+            raise SourceError(
+                self.describe(), f"the answer to qid={qid} is larger than {cap:,} bytes (max_reply_bytes)"
+            )
+        return b"".join(chunks)
 
     def _mapped(self, reply: dict) -> dict:
         """The trace fields the mapping finds in ``reply`` (a field found as null is left out)."""
@@ -416,6 +503,15 @@ class HttpSutClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _shut(response: requests.Response) -> None:
+    """Shut the socket a response is read from: a read blocked in another thread returns at once."""
+    connection = getattr(response.raw, "connection", None) or getattr(response.raw, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _cause(exc: requests.RequestException, retries: int, timeout: float) -> str:
