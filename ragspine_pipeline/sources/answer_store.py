@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import append_durably, jsonl_line
 
@@ -57,6 +58,7 @@ class Kept:
 
     trace: dict | None
     stamp: Stamp
+    qid: str | None = None  # the case it was kept for (None in a line of an older store)
 
 
 @dataclass(frozen=True)
@@ -147,14 +149,37 @@ class AnswerStore:
         with open(path, encoding="utf-8", errors="replace") as lines:
             for text in lines:
                 try:
-                    record = json.loads(text)
-                    stamp = Stamp(str(record["replay"]), str(record["started"]), record.get("release"))
-                    found.append((record["key"], Kept(record["trace"], stamp)))
-                except (ValueError, KeyError, TypeError):
+                    found.append(_kept(text))
+                except (InputError, ValueError, KeyError, TypeError, RecursionError):
                     torn += 1
         if torn:
-            log.warning("%s: %d unreadable line(s) skipped (a replay killed mid-write)", path, torn)
+            log.warning(
+                "%s: %d unreadable line(s) skipped, asked again (a replay killed mid-write, or an edit)",
+                path,
+                torn,
+            )
         return found
+
+
+def _kept(text: str) -> tuple[str, Kept]:
+    """One store line as the live path would have kept it: a key, a trace that is an object (or null for
+    no answer) with only finite numbers and, when it names its case, the case it was kept for; a
+    ValueError (or KeyError, TypeError) otherwise."""
+    record = inputs.loads(text, "answer store", parse_constant=_not_a_number)
+    if not isinstance(record, dict) or not isinstance(record["key"], str):
+        raise ValueError("not a kept answer")
+    trace, qid = record["trace"], record.get("qid")
+    if trace is not None and not isinstance(trace, dict):
+        raise ValueError("a kept trace is an object")
+    named = None if trace is None else trace.get("qid")
+    if qid is not None and named is not None and str(named) != str(qid):
+        raise ValueError("kept for one case, naming another")
+    stamp = Stamp(str(record["replay"]), str(record["started"]), record.get("release"))
+    return record["key"], Kept(trace, stamp, None if qid is None else str(qid))
+
+
+def _not_a_number(name: str) -> None:
+    raise ValueError(f"{name} in a kept answer")
 
 
 def reuses(kept: Iterable[Kept]) -> tuple[Reuse, ...]:

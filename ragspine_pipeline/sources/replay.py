@@ -114,7 +114,10 @@ def replay(
     questions = list(questions)
     keys = [AnswerStore.key(*item) for item in questions]
     kept = store.load() if store is not None else {}
-    taken = {i: kept[key] for i, key in enumerate(keys) if key in kept}
+    # A kept answer is taken only for the case it was kept for (its key says the case; its qid checks it).
+    taken = {
+        i: kept[key] for i, key in enumerate(keys) if key in kept and kept[key].qid in (None, questions[i][0])
+    }
     traces: dict[int, dict | None] = {i: answer.trace for i, answer in taken.items()}
     reused = len(traces)
     failed: dict[str, str] = {}

@@ -235,3 +235,33 @@ def test_an_answer_json_cannot_keep_is_quarantined_not_a_crash(tmp_path, http_se
     )
     assert (result.answered, result.quarantined) == (0, 1)
     assert not kept.path.exists()  # not kept: asked again next time
+
+
+def test_a_store_line_the_live_path_would_not_have_kept_is_asked_again(tmp_path, caplog):
+    """Store lines edited or written by another tool: a trace that is a string or a list, one holding
+    NaN, one nested past the readers' cap, and one kept for case A but naming case B are never taken —
+    those cases are asked again, with no traceback — while the sound lines are reused."""
+    first = store(tmp_path, index=None)
+    with FakeRagService(TRACES) as service:
+        ask(service, tmp_path, first)
+        lines = [json.loads(line) for line in first.path.read_text().splitlines()]
+        qids = [line["qid"] for line in lines]
+        lines[0]["trace"] = "an answer, as text"
+        lines[1]["trace"] = [lines[1]["trace"]]
+        texts = [json.dumps(line) for line in lines]
+        texts[2] = texts[2].replace('"trace": {', '"trace": {"score": NaN, ', 1)
+        texts[3] = texts[3].replace('"trace": {', '"trace": {"deep": ' + "[" * 70 + "]" * 70 + ", ", 1)
+        lines[4]["trace"] = {**lines[4]["trace"], "qid": qids[5]}  # kept for one case, naming another
+        texts[4] = json.dumps(lines[4])
+        # Keyed for case 6, said to be case 7's (and its trace naming none): not taken for case 6.
+        lines[6] = {
+            **lines[6],
+            "qid": qids[7],
+            "trace": {k: v for k, v in lines[6]["trace"].items() if k != "qid"},
+        }
+        texts[6] = json.dumps(lines[6])
+        first.path.write_text("\n".join(texts) + "\n")
+        service.asked.clear()
+        result = ask(service, tmp_path, store(tmp_path, index=None))
+    assert sorted(service.asked) == sorted([*qids[:5], qids[6]]) and result.reused == len(qids) - 6
+    assert "5 unreadable line(s) skipped, asked again" in caplog.text
