@@ -65,6 +65,8 @@ def parse_line(line: RawLine) -> tuple[str, bytes, bytes, dict[str, str] | None]
     if line.oversize:
         return Bad("invalid_json", inputs.too_long_message(line.oversize))
     text = line.text.strip()
+    if line.line_no == 1:  # a byte-order mark opening the file is skipped, as the scorer's reader does
+        text = text.removeprefix("\ufeff")
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:  # undecodable bytes, surrogate-escaped by the store

@@ -9,6 +9,7 @@ retries) or read raises one :class:`SourceError`.
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import re
 import threading
@@ -28,6 +29,8 @@ from ragspine_pipeline import inputs
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause, parse_s3_uri, s3_client
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "LocalTraceStore",
@@ -322,7 +325,16 @@ class LocalTraceStore(_LinesFromBlocks):
         if not folder.is_dir():
             return []
         with os.scandir(folder) as entries:
-            return [e for e in entries if e.is_file() and _is_trace_object(e.name)]
+            named = [e for e in entries if _is_trace_object(e.name)]
+        skipped = [e.name for e in named if not e.is_file()]  # a directory, a FIFO, a dangling link
+        if skipped:
+            log.warning(
+                "%s: %d trace object(s) skipped, not regular files: %s",
+                folder,
+                len(skipped),
+                ", ".join(sorted(skipped)[:10]),
+            )
+        return [e for e in named if e.is_file()]
 
     def iter_blocks(self, day: str, objects: Sequence[str] | None = None) -> Iterator[RawBlock]:
         names = self.objects(day) if objects is None else _object_names(day, objects)

@@ -116,3 +116,44 @@ def test_sut_settings_that_hung_or_crashed_the_replay_are_one_line(tmp_path, cap
     assert main([*argv, str(twice)]) == 2
     assert one_line(capsys)[1] == f"ragspine-eval: error: {twice}:3: duplicate key 'url' (first on line 2)\n"
     assert not (tmp_path / "traces.jsonl").exists()
+
+
+def test_a_byte_order_mark_opening_a_trace_file_is_one_rule_for_every_reader(tmp_path, capsys):
+    """A file saved by a Windows tool starts with a BOM: the scorer read it, the nightly sampler
+    quarantined its first line. Both now skip it, and read every trace."""
+    import json
+
+    wfgy = ROOT / "examples" / "wfgy"
+    text = (wfgy / "traces.jsonl").read_text()
+    n = len(text.splitlines())
+    day = tmp_path / "store" / "dt=2026-11-28"
+    day.mkdir(parents=True)
+    (day / "part-0.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    argv = ["sample", "--source", str(tmp_path / "store"), "--date", "2026-11-28", "--n", str(n)]
+    assert main([*argv, "--seed", "1", "--out", str(tmp_path / "s.jsonl")]) == 0
+    out, err = one_line(capsys)
+    counts = json.loads((out + err).strip().splitlines()[-1])
+    assert counts["valid"] == counts["read"] == n and counts["quarantined"]["invalid_json"] == 0
+    report = tmp_path / "r.json"
+    argv = ["score", "--gold", str(wfgy / "gold.jsonl"), "--trace", str(day / "part-0.jsonl")]
+    assert main([*argv, "--out", str(report)]) == 0
+    assert json.loads(report.read_text())["traces"] == n
+
+
+def test_trace_objects_that_are_not_regular_files_are_named_when_skipped(tmp_path, caplog):
+    """A FIFO or a folder named like a trace object is skipped (never opened, never waited on) and the
+    skip is said, with their names; the regular objects are read."""
+    import os
+
+    wfgy = ROOT / "examples" / "wfgy"
+    day = tmp_path / "store" / "dt=2026-11-28"
+    day.mkdir(parents=True)
+    (day / "part-0.jsonl").write_text((wfgy / "traces.jsonl").read_text())
+    os.mkfifo(day / "part-1.jsonl")
+    (day / "part-2.jsonl.gz").mkdir()
+    argv = ["sample", "--source", str(tmp_path / "store"), "--date", "2026-11-28", "--n", "5", "--seed", "1"]
+    assert main([*argv, "--out", str(tmp_path / "s.jsonl")]) == 0
+    assert (
+        f"{day}: 2 trace object(s) skipped, not regular files: part-1.jsonl, part-2.jsonl.gz" in caplog.text
+    )
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 5
