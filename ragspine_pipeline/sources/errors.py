@@ -21,3 +21,8 @@ class SourceError(Exception):
 
 class ManifestMissing(SourceError):
     """The index manifest does not exist (yet): the rebuild sensor skips with this as its reason."""
+
+
+class RefusedReply(SourceError):
+    """The SUT answered, with a reply no reader downstream would take (nested past the caps, a number
+    of more digits than any reader converts): the case is quarantined with ``error``, not failed."""

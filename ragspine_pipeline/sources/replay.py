@@ -26,7 +26,7 @@ from ragspine_pipeline.contracts.jsonl import lone_surrogate
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.files import atomic_output, jsonl_lines
 from ragspine_pipeline.sources.answer_store import AnswerStore, Reuse, reuses
-from ragspine_pipeline.sources.errors import SourceError
+from ragspine_pipeline.sources.errors import RefusedReply, SourceError
 
 Answer = Callable[[str, str, str | None], dict | None]
 """``answer(qid, question, reference_date)``: one raw trace (``contracts.trace``), or None when the SUT
@@ -121,6 +121,7 @@ def replay(
     traces: dict[int, dict | None] = {i: answer.trace for i, answer in taken.items()}
     reused = len(traces)
     failed: dict[str, str] = {}
+    refused: dict[int, str] = {}
     started = time.monotonic()
     last_report = started
 
@@ -140,6 +141,9 @@ def replay(
                 qid = questions[i][0]
                 try:
                     trace = future.result()
+                except RefusedReply as exc:  # answered, unreadably: quarantined below, never kept
+                    refused[i] = exc.cause
+                    continue
                 except SourceError as exc:
                     failed[qid] = exc.cause
                     continue
@@ -154,6 +158,9 @@ def replay(
         raise ReplayFailed(where, failed, len(questions), max_failed_share)
     kept_traces, rejected = [], []
     for i, (qid, *_asked) in enumerate(questions):
+        if i in refused:
+            rejected.append({"qid": qid, "reason": "invalid_json", "field": None, "error": refused[i]})
+            continue
         trace = traces.get(i)
         if trace is None:
             continue

@@ -47,7 +47,7 @@ from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.jsonl import iter_records
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.sources.errors import SourceError
+from ragspine_pipeline.sources.errors import RefusedReply, SourceError
 
 __all__ = [
     "HttpSut",
@@ -418,9 +418,9 @@ class HttpSutClient:
             reply = inputs.loads(body, self.describe())
         except (InputError, ValueError) as exc:
             message = exc.message if isinstance(exc, InputError) else ""
-            unread = not message or message.startswith(("malformed JSON", "not UTF-8"))
-            why = "is not JSON" if unread else f"is refused: {message}"  # nested too deep, a huge number
-            raise SourceError(self.describe(), f"the answer to qid={qid} {why}") from None
+            if not message or message.startswith(("malformed JSON", "not UTF-8")):
+                raise SourceError(self.describe(), f"the answer to qid={qid} is not JSON") from None
+            raise RefusedReply(self.describe(), message) from None  # too deep, a huge number
         if not isinstance(reply, dict):
             raise SourceError(self.describe(), f"the answer to qid={qid} is not a JSON object")
         trace = reply if self.response is None else self._mapped(reply)

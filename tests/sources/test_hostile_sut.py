@@ -2,7 +2,7 @@
 on loopback: a server that trickles its answer a byte at a time is cut at the answer's deadline; a
 redirect is never followed (the token stays with the service's own address); a reply larger than
 ``max_reply_bytes`` fails its case and is never kept; a NaN in a field the contract ignores, or a reply
-nested past the readers' cap, is one case's problem, never a traceback or a file the scorer refuses."""
+nested past the readers' cap, is one quarantined case, never a traceback or a file the scorer refuses."""
 
 from __future__ import annotations
 
@@ -121,11 +121,14 @@ def test_a_nan_in_an_ignored_field_or_deep_nesting_is_one_cases_problem(http_ser
         max_failed_share=1.0,
         concurrency=1,
     )
-    assert (result.answered, result.quarantined) == (0, 1)  # q1 quarantined; q2 and q3 failed
-    [quarantined] = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
-    assert quarantined["qid"] == "q1" and quarantined["field"] == "debug.score"
-    assert (tmp_path / "traces.jsonl").read_text() == ""  # nothing the scorer would refuse
-    assert result.failed == {
-        "q2": "the answer to qid=q2 is refused: JSON nested 81 levels deep; at most 64 are accepted",
-        "q3": "the answer to qid=q3 is refused: JSON nested 1501 levels deep; at most 64 are accepted",
+    assert (result.answered, result.quarantined, result.failed) == (0, 3, {})  # one quarantined case each
+    quarantined = {
+        record["qid"]: record for record in map(json.loads, (tmp_path / "q.jsonl").read_text().splitlines())
     }
+    assert (
+        quarantined["q1"]["field"] == "debug.score"
+        and quarantined["q1"]["error"] == "a NaN or infinite number"
+    )
+    assert quarantined["q2"]["error"] == "JSON nested 81 levels deep; at most 64 are accepted"
+    assert quarantined["q3"]["error"] == "JSON nested 1501 levels deep; at most 64 are accepted"
+    assert (tmp_path / "traces.jsonl").read_text() == ""  # nothing the scorer would refuse
