@@ -441,8 +441,9 @@ class HttpSutClient:
                     self.method, self.url, timeout=self.timeout, stream=True, allow_redirects=False, **sent
                 )
                 outcome["response"] = response
-                if abandoned.is_set():
-                    response.close()
+                if abandoned.is_set() or not 200 <= response.status_code < 300:
+                    response.close()  # a redirect's or an error's body is never read
+                    outcome["result"] = (response.status_code, response.reason, b"")
                     return
                 outcome["result"] = (response.status_code, response.reason, self._body(qid, response))
             except BaseException as exc:  # reported by the asking thread, below
