@@ -87,7 +87,10 @@ def run_check_traces(args: argparse.Namespace) -> int:
     unusable += [name for name in declared if name not in results]  # not reported, by the config
     if not args.evidence:
         families = ("layered",) if args.gold else ("production",)
-        unusable += [m.name for m in METRICS if m.requires_registry and m.family in families]
+        said = {*usable, *unusable}  # one thing per metric: measured without a registry is measured
+        unusable += [
+            m.name for m in METRICS if m.requires_registry and m.family in families and m.name not in said
+        ]
     if unusable:
         print("not applicable (n/a), and what each needs:")
         for name in unusable:

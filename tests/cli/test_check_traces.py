@@ -148,3 +148,23 @@ def test_the_nightly_rates_leave_out_the_retrieved_citation_rate_when_citations_
     for values in (summary.get("slices") or {}).values():
         for entry in values.values():
             assert "retrieved_citation_rate" not in entry["metrics"]
+
+
+def test_a_metric_is_said_once_measured_or_not_applicable_never_both(tmp_path, capsys):
+    """Traces with contexts measure lexical_faithfulness without a registry: it is listed as measured,
+    and not also as needing an evidence registry (it was both); the admissible rate still needs one."""
+    rows = [json.loads(line) for line in (WFGY / "traces.jsonl").read_text().splitlines()]
+    path = tmp_path / "with-contexts.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({**r, "contexts": [{"id": "c1", "text": "parental leave is 16 weeks"}]}) + "\n"
+            for r in rows
+        )
+    )
+    assert main(["check-traces", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines() if "lexical_faithfulness" in line] == [
+        "lexical_faithfulness"
+    ]
+    assert "  lexical_faithfulness = " in out and "lexical_faithfulness: an evidence registry" not in out
+    assert "  production_admissible_rate: an evidence registry (--evidence)" in out
