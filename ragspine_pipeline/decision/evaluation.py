@@ -52,6 +52,7 @@ from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, abse
 from ragspine_pipeline.scoring.grounded import (
     MIN_SUBSTR_CHARS,
     GroundedScore,
+    right_outcome,
     score_grounded,
     short_snippet_cases,
 )
@@ -68,7 +69,6 @@ LAYERED_METRICS = names("layered")
 CANARIES = names("canary")  # see :func:`canaries`
 # Every name a golden run can report, gate or baseline (``ragspine_pipeline.metrics``).
 KNOWN_METRICS = names(*GOLDEN_FAMILIES)
-PASSING_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def case_outcomes(grounded: GroundedScore, layered: LayeredScore | None) -> dict
         passed = cases.column("releasable").to_pylist()
     else:
         cases = grounded.cases
-        passed = pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS).to_pylist()
+        passed = right_outcome(cases).to_pylist()
     return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
 
 
@@ -210,7 +210,7 @@ def canary_rows(
         cases, passed = layered.cases, layered.cases.column("releasable")
     else:
         cases = grounded.cases
-        passed = pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS)
+        passed = right_outcome(cases)
     at = pc.index_in(ids, value_set=cases.column("qid").combine_chunks())
     flags = pc.fill_null(passed.combine_chunks().take(at), False).to_pylist()
     return list(zip(ids.to_pylist(), expect.take(rows).to_pylist(), flags, strict=True))

@@ -43,11 +43,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.decision.baseline import BaselineEntry
-from ragspine_pipeline.decision.evaluation import PASSING_LABELS, Evaluation
+from ragspine_pipeline.decision.evaluation import Evaluation
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.redaction import redact_text
 from ragspine_pipeline.reports.charts import esc
 from ragspine_pipeline.reports.html_parts import golden_version, index_versions
+from ragspine_pipeline.scoring.grounded import PASSING_LABELS
 from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import STAGES
 

@@ -54,6 +54,14 @@ def phrases_sql(text: str) -> str:
 
 LABELS = ("OK", "REFUSAL_OK", "OVER_REFUSAL", "HALLUCINATION", "ANS_NO_HIT")
 _LABEL_DICTIONARY = pa.array(LABELS, pa.string())
+# The labels of a right outcome: answered with a citation hit, or rightly refused.
+PASSING_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
+
+
+def right_outcome(cases: pa.Table) -> pa.ChunkedArray:
+    """Per case of ``cases`` (``GroundedScore.cases``), whether its label is a right outcome."""
+    return pc.is_in(cases.column("label").cast(pa.string()), value_set=PASSING_LABELS)
+
 
 # Metric name -> (numerator key, denominator key) of ``GroundedScore.counts``, from the registry
 # (``ragspine_pipeline.metrics``, where each formula is stated).

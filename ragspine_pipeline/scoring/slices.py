@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ragspine_pipeline.scoring import means
+from ragspine_pipeline.scoring.grounded import right_outcome
 from ragspine_pipeline.scoring.layered import RATIO_DENOMINATORS
 from ragspine_pipeline.scoring.stats import wilson_interval
 
@@ -115,7 +116,6 @@ def worst_first(all_slices: list[Slice]) -> list[Slice]:
 
 # The per-case grounded flags a slice without a layered evaluation reports the mean of.
 OUTCOME_FLAGS = ("citation_hit", "contained", "recall_hit")
-RIGHT_LABELS = pa.array(["OK", "REFUSAL_OK"], pa.string())
 
 
 def outcome_slices(tags: pa.Array, grounded_cases: pa.Table) -> list[Slice]:
@@ -123,10 +123,9 @@ def outcome_slices(tags: pa.Array, grounded_cases: pa.Table) -> list[Slice]:
     whose outcome is right (label ``OK`` or ``REFUSAL_OK``: answered with a citation hit, or rightly
     refused) counted as the slice's flag, with its 95 % Wilson interval, and the share of citation hits,
     contained answers and recalled cases among the cases each applies to. No gate judges them."""
-    labels = grounded_cases.column("label").cast(pa.string())
     table = pa.table(
         {
-            "releasable": pc.fill_null(pc.is_in(labels, value_set=RIGHT_LABELS), False),
+            "releasable": pc.fill_null(right_outcome(grounded_cases), False),
             **{name: grounded_cases.column(name).cast(pa.float64()) for name in OUTCOME_FLAGS},
         }
     )
