@@ -98,13 +98,14 @@ def tag_slices_markdown(tag_slices: dict) -> str:
     flat = [(dim, value, s) for dim, values in tag_slices.items() for value, s in values.items()]
     for dim, value, s in sorted(flat, key=lambda x: (x[2]["right_rate"], -x[2]["n"], x[0], x[1])):
         low, high = s["right_ci95"]
-        cells = [md_text(f"{dim}={value}"), s["n"], _figure(s["right_rate"]), f"{low:.3f}–{high:.3f}"]
-        cells += [_figure(s.get(name)) for name in ("citation_hit", "contained", "recall_hit")]
+        cells = [md_text(f"{dim}={value}"), s["n"], figure_cell(s["right_rate"]), f"{low:.3f}–{high:.3f}"]
+        cells += [figure_cell(s.get(name)) for name in ("citation_hit", "contained", "recall_hit")]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(rows) + "\n"
 
 
-def _figure(value) -> str:
+def figure_cell(value) -> str:
+    """A figure in a Markdown table: a float at 4 decimals, a count as is, ``n/a`` for none."""
     if value is None:
         return "n/a"
     return f"{value:.4f}" if isinstance(value, float) else str(value)

@@ -32,6 +32,7 @@ from ragspine_pipeline.reports.html_production import RATES as PRODUCTION_METRIC
 from ragspine_pipeline.reports.html_qa import channel_checks, qa_failures
 from ragspine_pipeline.reports.html_trend import TREND_TABLE_RUNS, Trend, comparable_runs, trend_points
 from ragspine_pipeline.reports.markdown import code_span, md_text, tag_slices_markdown
+from ragspine_pipeline.reports.markdown import figure_cell as _num
 from ragspine_pipeline.reports.slice_gate import (
     UNGATED,
     SliceGate,
@@ -375,12 +376,6 @@ def _production(day: dict) -> str:
         cells = [_escape(name), n, *(_num((metrics.get(m) or {}).get("value")) for m in PRODUCTION_METRICS)]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(rows) + "\n"
-
-
-def _num(value) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def _escape(text: str) -> str:
