@@ -25,28 +25,19 @@ def _files(tmp_path: Path, worse: bool) -> tuple[Path, Path]:
     return gold, traces
 
 
+def score(tmp_path: Path, gold: Path, traces: Path, *more: str) -> int:
+    """`ragspine-eval score` of the files with the stand-in's refusal phrase (its exit code)."""
+    config = str(tmp_path / "gates.yaml")
+    return main(["score", "--gold", str(gold), "--trace", str(traces), "--config", config, *more])
+
+
 def test_tags_without_an_evidence_registry_are_slices_that_no_gate_judges(tmp_path, capsys):
     gold, traces = _files(tmp_path, worse=True)  # SUPPORT-BOT-001 (topic hr) lost its citation
     topics = {
         json.loads(line)["qid"]: json.loads(line)["tags"]["topic"] for line in gold.read_text().splitlines()
     }
     out = tmp_path / "report.json"
-    assert (
-        main(
-            [
-                "score",
-                "--gold",
-                str(gold),
-                "--trace",
-                str(traces),
-                "--config",
-                str(tmp_path / "gates.yaml"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 1
-    )
+    assert score(tmp_path, gold, traces, "--out", str(out)) == 1
     report = json.loads(out.read_text())
     assert "slices" not in report and report["release"]["failed_slices"] == []
     hr = report["tag_slices"]["topic"]["hr"]
@@ -68,22 +59,7 @@ def test_tags_without_an_evidence_registry_are_slices_that_no_gate_judges(tmp_pa
     assert "Slices by tag (not gated)" in page and "Right outcome per topic" in page
     assert "No slices" not in page
 
-    assert (
-        main(
-            [
-                "score",
-                "--gold",
-                str(gold),
-                "--trace",
-                str(traces),
-                "--config",
-                str(tmp_path / "gates.yaml"),
-                "--format",
-                "markdown",
-            ]
-        )
-        == 1
-    )
+    assert score(tmp_path, gold, traces, "--format", "markdown") == 1
     assert "## Slices by tag (not gated, worst first)" in capsys.readouterr().out
 
 
@@ -96,22 +72,7 @@ def test_a_golden_set_without_tags_says_so(tmp_path):
         )
     )
     out = tmp_path / "report.json"
-    assert (
-        main(
-            [
-                "score",
-                "--gold",
-                str(gold),
-                "--trace",
-                str(traces),
-                "--config",
-                str(tmp_path / "gates.yaml"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert score(tmp_path, gold, traces, "--out", str(out)) == 0
     report = json.loads(out.read_text())
     assert "tag_slices" not in report
     assert "No slices: the golden cases carry no tags." in slice_markdown(report, [], None, None)
