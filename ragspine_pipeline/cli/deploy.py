@@ -314,10 +314,10 @@ def _postgres_problem(document: dict, env: Mapping[str, str]) -> str | None:
         "user": values.get("username"),
         "password": values.get("password") or None,
     }
-    problem = _connect(**settings)
+    problem, may_create = _connect(MAY_CREATE_TABLES, **settings)
     if problem:
         return f"PostgreSQL {where}: cannot connect: {problem}"
-    if not _may_create_tables(**settings):
+    if not may_create:
         return (
             f"PostgreSQL {where}: {values.get('username')} may not create tables in schema public "
             "(PostgreSQL 15 and later: only the database's owner may; create it with "
@@ -331,38 +331,36 @@ def _outbox_problems(env: Mapping[str, str]) -> list[str]:
     outbox = env.get("RAGSPINE_ALERTS_OUTBOX") or ""
     if not outbox.startswith("postgresql://"):
         return []
-    problem = _connect(dsn=outbox)  # the password from PGPASSWORD or ~/.pgpass, as the outbox reads it
+    problem, _ = _connect(dsn=outbox)  # the password from PGPASSWORD or ~/.pgpass, as the outbox reads it
     return [f"RAGSPINE_ALERTS_OUTBOX: cannot connect: {problem}"] if problem else []
 
 
-def _connect(**settings: Any) -> str | None:
-    """None when PostgreSQL accepts a connection with ``settings``, else why not (one line)."""
+# Whether the instance's user may create its tables: CREATE on schema ``public``, or the tables are there
+# already (an instance made by a role that may).
+MAY_CREATE_TABLES = (
+    "SELECT has_schema_privilege(current_user, 'public', 'CREATE') OR to_regclass('public.runs') IS NOT NULL"
+)
+
+
+def _connect(query: str | None = None, **settings: Any) -> tuple[str | None, Any]:
+    """``(None, the first value of query's row)`` when PostgreSQL accepts a connection with
+    ``settings`` (and answers ``query`` on it, when given), else ``(why not in one line, None)``."""
     import psycopg2
 
     try:
-        psycopg2.connect(connect_timeout=_CONNECT_TIMEOUT_S, **settings).close()
+        connection = psycopg2.connect(connect_timeout=_CONNECT_TIMEOUT_S, **settings)
     except psycopg2.Error as exc:
-        return _first_line(exc)
-    return None
-
-
-def _may_create_tables(**settings: Any) -> bool:
-    """Whether the instance's user may create its tables: CREATE on schema ``public``, or the tables are
-    there already (an instance made by a role that may)."""
-    import psycopg2
-
-    query = (
-        "SELECT has_schema_privilege(current_user, 'public', 'CREATE') "
-        "OR to_regclass('public.runs') IS NOT NULL"
-    )
-    connection = psycopg2.connect(connect_timeout=_CONNECT_TIMEOUT_S, **settings)
+        return _first_line(exc), None
     try:
+        if query is None:
+            return None, None
         with connection.cursor() as cursor:
             cursor.execute(query)
-            (may,) = cursor.fetchone()
+            return None, cursor.fetchone()[0]
+    except psycopg2.Error as exc:
+        return _first_line(exc), None
     finally:
         connection.close()
-    return bool(may)
 
 
 def _endpoint(env: Mapping[str, str]) -> str | None:
