@@ -23,7 +23,7 @@ without one; ``compliance`` in a production summary written before the rename is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
@@ -296,18 +296,27 @@ def trace_fields(name: str) -> tuple[str, ...]:
     return () if metric is None else metric.trace_fields
 
 
+# What a service whose citations are the sources it retrieved (``citations_are_retrieved`` in the gates
+# config) does not owe its traces: what retrieval returned.
+RETRIEVAL_FIELDS = ("retrieved_ids",)
+
+
 def absent_inputs(
-    values: Mapping[str, float | None], carried: Mapping[str, int], traces: int
+    values: Mapping[str, float | None],
+    carried: Mapping[str, int],
+    traces: int,
+    not_owed: Collection[str] = (),
 ) -> dict[str, str]:
     """``{metric: why}`` for each metric of ``values`` at 0 whose value depends on a trace field no
     trace carries (``carried``: traces carrying each canonical field, of ``traces``): "needs
     retrieved_ids: 0 of 37 traces carry them" — a 0 the service did not earn. (A value above 0 does not
-    hang on the field: a case that expects no citation is a hit without retrieved ids.)"""
+    hang on the field: a case that expects no citation is a hit without retrieved ids.) A field of
+    ``not_owed`` is never asked for (``RETRIEVAL_FIELDS`` where citations are the retrieved sources)."""
     out = {}
     for name, value in values.items():
         if value != 0 or not traces:
             continue
-        absent = [f for f in trace_fields(name) if not carried.get(f)]
+        absent = [f for f in trace_fields(name) if f not in not_owed and not carried.get(f)]
         if absent:
             out[name] = f"needs {' and '.join(absent)}: 0 of {traces} traces carry them"
     return out

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ragspine_pipeline.cli.args import EXIT_PASS, EXIT_UNUSABLE
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA, carried
-from ragspine_pipeline.metrics import BY_NAME, METRICS, absent_inputs
+from ragspine_pipeline.metrics import BY_NAME, METRICS, RETRIEVAL_FIELDS, absent_inputs
 
 # What an answer is made of: a trace carrying none of these gives no metric anything to measure.
 CONTENT = ("claim", "citations", "retrieved_ids", "selected_context_ids", "claims", "outcome_refused")
@@ -75,9 +75,11 @@ def run_check_traces(args: argparse.Namespace) -> int:
     if usable:
         print("metrics measured:")
     # A value that depends on a field no trace carries is a 0 (or 1) the service never earned: said so
-    # (retrieved_ids aside where the service's citations are its retrieved sources).
-    counted = carried(traces, empty=True) | ({"retrieved_ids": n} if declared else {})
-    absent = absent_inputs({name: results[name][0] for name in usable}, counted, n)
+    # (retrieval aside where the service's citations are its retrieved sources).
+    not_owed = RETRIEVAL_FIELDS if declared else ()
+    absent = absent_inputs(
+        {name: results[name][0] for name in usable}, carried(traces, empty=True), n, not_owed
+    )
     for name in usable:
         value, denominator = results[name]
         why = f" ({absent[name]})" if name in absent else ""

@@ -48,7 +48,15 @@ from ragspine_pipeline.decision.release import (
     index_integrity,
 )
 from ragspine_pipeline.errors import InputError
-from ragspine_pipeline.metrics import GOLDEN_FAMILIES, MetricResult, Scope, absent_inputs, names, trace_fields
+from ragspine_pipeline.metrics import (
+    GOLDEN_FAMILIES,
+    RETRIEVAL_FIELDS,
+    MetricResult,
+    Scope,
+    absent_inputs,
+    names,
+    trace_fields,
+)
 from ragspine_pipeline.scoring.grounded import (
     MIN_SUBSTR_CHARS,
     GroundedScore,
@@ -554,12 +562,12 @@ def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) ->
     counts = evaluation.grounded.counts
     warnings = []
     # Only the fields a metric at 0 depends on are counted (no pass over every column of the traces).
-    # A service whose citations are the sources it retrieved does not owe retrieved_ids.
-    owed = {"retrieved_ids"} if evaluation.grounded.citations_are_retrieved else set()
+    not_owed = RETRIEVAL_FIELDS if evaluation.grounded.citations_are_retrieved else ()
     fields = {f for name, value in evaluation.metrics.items() if value == 0 for f in trace_fields(name)}
-    if traces is not None and fields - owed:
-        counted = {**carried(traces, True, fields - owed), **dict.fromkeys(owed, traces.num_rows)}
-        absent = absent_inputs(evaluation.metrics, counted, traces.num_rows)
+    fields -= set(not_owed)
+    if traces is not None and fields:
+        counted = carried(traces, True, fields)
+        absent = absent_inputs(evaluation.metrics, counted, traces.num_rows, not_owed)
         warnings += [f"{name} = {evaluation.metrics[name]:.4g} {why}" for name, why in absent.items()]
     short = evaluation.short_snippets
     if short:
