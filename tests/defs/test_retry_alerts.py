@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from ragspine_pipeline.defs.alerts import finish_failed_run, finish_succeeded_run
 from ragspine_pipeline.defs.resources import AlertsResource
@@ -28,6 +29,7 @@ def reeval_on_index_rebuild() -> None:
     ask_the_sut()
 
 
+@pytest.mark.system  # real runs in processes of their own (the job's multiprocess executor), ~10 s
 def test_the_retry_that_succeeds_is_the_last_word_in_the_failures_thread(tmp_path, monkeypatch, fake_slack):
     down = tmp_path / "down"
     down.touch()
