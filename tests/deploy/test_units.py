@@ -4,15 +4,12 @@ the webserver's /server_info and `celery inspect ping`. Parsed here, not run (no
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import yaml
 
 from ragspine_pipeline.defs.judge import DEPLOYED_POOLS as POOLS
 from tests.conftest import PG, load_factor
+from tests.relay import TcpRelay
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 BIN = "/opt/ragspine/.venv/bin"
@@ -145,7 +143,7 @@ def test_the_pools_wait_ends_once_postgresql_is_reachable_whatever_the_boot_orde
         "DAGSTER_PG_PASSWORD": "",
     }
     waiting = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    stop = threading.Event()
+    relay = TcpRelay((PG["host"], PG["port"]), port=closed_port)  # PostgreSQL there, started late
     try:
         said = []
         deadline = time.monotonic() + 120 * load_factor()
@@ -153,35 +151,10 @@ def test_the_pools_wait_ends_once_postgresql_is_reachable_whatever_the_boot_orde
             said.append(waiting.stdout.readline())
         assert said == ["waiting for the instance (PostgreSQL)\n"] * 2 and waiting.poll() is None
 
-        listener = socket.create_server(("127.0.0.1", closed_port))
-        target = (PG["host"], PG["port"])
-        threading.Thread(target=_forward, args=(listener, target, stop), daemon=True).start()
+        relay.restore()
         assert waiting.wait(timeout=120 * load_factor()) == 0
     finally:
-        stop.set()
+        relay.cut()
         if waiting.poll() is None:
             waiting.kill()
             waiting.wait()
-
-
-def _forward(listener: socket.socket, target: tuple[str, int], stop: threading.Event) -> None:
-    """Accept on ``listener`` and pipe each connection to ``target`` both ways, until ``stop``."""
-
-    def pipe(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while chunk := source.recv(65536):
-                sink.sendall(chunk)
-        for end in (source, sink):
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-
-    listener.settimeout(0.2)
-    with listener:
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except TimeoutError:
-                continue
-            upstream = socket.create_connection(target)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=pipe, args=(source, sink), daemon=True).start()
