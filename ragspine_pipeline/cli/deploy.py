@@ -295,8 +295,12 @@ def _resolved(value: Any, env: Mapping[str, str]) -> Any:
 
 
 def _postgres_problem(document: dict, env: Mapping[str, str]) -> str | None:
-    """A line when the instance's PostgreSQL (``storage: postgres: postgres_db``) cannot be reached."""
-    settings = ((document.get("storage") or {}).get("postgres") or {}).get("postgres_db")
+    """A line when the instance's PostgreSQL (``storage: postgres: postgres_db``, or the same settings
+    under ``storage: custom: config``, as the shipped file's storage class has them) cannot be reached."""
+    storage = document.get("storage") or {}
+    settings = (storage.get("postgres") or ((storage.get("custom") or {}).get("config")) or {}).get(
+        "postgres_db"
+    )
     if not isinstance(settings, dict):
         return None
     values = {key: _resolved(value, env) for key, value in settings.items()}
