@@ -1,6 +1,7 @@
 """Everything one evaluated service contributes to a code location, read top to bottom: the golden path
 (golden set → SUT replay → metrics and decision → gate checks → baseline), the extraction channels, the
-nightly production path, the report, the alerts, then the jobs, schedule and sensors.
+nightly production path, the report, the alerts, then the jobs, schedule and sensors (the retry guard
+of ``defs/retry_guard.py`` among them).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ragspine_pipeline.defs.golden import golden_assets
 from ragspine_pipeline.defs.production import production_assets
 from ragspine_pipeline.defs.release import release_assets
 from ragspine_pipeline.defs.reports import report_asset
+from ragspine_pipeline.defs.retry_guard import retry_guard_sensor
 from ragspine_pipeline.defs.service import Service
 
 
@@ -33,5 +35,9 @@ def service_definitions(service: Service) -> dg.Definitions:
         asset_checks=[check for check in (checks, channels, alert, *alert_checks) if check is not None],
         jobs=jobs,
         schedules=schedules,
-        sensors=[*sensors, *alert_sensors],
+        sensors=[
+            *sensors,
+            *alert_sensors,
+            retry_guard_sensor(service.node("retry_guard_sensor"), service.owns),
+        ],
     )
