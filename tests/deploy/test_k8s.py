@@ -424,7 +424,12 @@ def test_the_k8s_instance_config_loads_with_its_k8s_run_launcher(tmp_path, monke
     for name, value in K8S_ENV.items():
         monkeypatch.setenv(name, value)
     config = yaml.safe_load((K8S / "dagster.yaml").read_text("utf-8"))
-    assert config.pop("storage")["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+    storage = config.pop("storage")["custom"]
+    assert (
+        storage["class"] == "PostgresStorage"
+        and storage["module"] == "ragspine_pipeline.defs.instance_storage"
+    )
+    assert storage["config"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     launcher = config["run_launcher"]["config"]
     launcher.update(load_incluster_config=False, kubeconfig_file=str(tmp_path / "kubeconfig"))
