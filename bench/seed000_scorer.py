@@ -9,7 +9,7 @@ case is scored in a loop:
 
 * refusal: the claim, stripped, lower-cased, is exactly ``not in context``; anything else is shipped;
 * containment: some gold substring of at least 5 characters occurs in the lower-cased claim (an empty
-  list makes it true);
+  list makes it true, an absent one false);
 * citation hit: the citations are a list, all among the retrieved ids, and they meet the gold
   citations (or, without gold citations, are empty);
 * precision and CHR over shipped answers (1.0 when none), under- and over-refusal over unanswerable
@@ -36,10 +36,10 @@ def records(path: str):
 
 
 def contained(claim: str, substrings: list[str] | None) -> bool:
-    if not substrings:
-        return True
     lowered = claim.lower()
-    return any(len(s) >= 5 and s.lower() in lowered for s in substrings)
+    if any(len(s) >= 5 and s.lower() in lowered for s in substrings or []):
+        return True
+    return substrings == []  # an empty list is contained; an absent one (None) is not
 
 
 def hit(citations, gold: list[str] | None, retrieved: list[str] | None) -> bool:

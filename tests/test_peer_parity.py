@@ -686,14 +686,26 @@ def test_a_numeric_case_with_a_null_locator_is_rejected_where_ragspine_loads_it(
     assert rejected(code, err, "gold.jsonl:1: id=num-1", "expected.source.locator")
 
 
-@pytest.mark.parametrize("written", ["20260612", 20260612, 0, "2026-06-12T00:00:00"])
-def test_a_reference_date_is_a_date_written_yyyy_mm_dd(tmp_path, capsys, written):
-    # RAGSpine: date.fromisoformat(str(value)): "0" and "2026-06-12T00:00:00" are rejected there too;
-    # "20260612" (and 20260612) read as 2026-06-12 on Python 3.11 and later, are rejected on 3.10.
-    # Here only YYYY-MM-DD (0 used to read as 1970-01-01, seconds since the epoch).
+@pytest.mark.parametrize("written", [0, "2026-06-12T00:00:00", "20260230", True])
+def test_a_reference_date_that_is_no_calendar_date_is_rejected(tmp_path, capsys, written):
+    # RAGSpine: date.fromisoformat(str(value)) raises for "0", "2026-06-12T00:00:00", "20260230" and
+    # "True": the golden set is refused there too (0 used to read here as 1970-01-01, epoch seconds).
     gold = [figure_case(), {**figure_case("num-2"), "reference_date": written}]
     code, _, err = score(tmp_path, capsys, gold, [figure_trace(), figure_trace("num-2")])
-    assert rejected(code, err, "gold.jsonl:2: id=num-2", "reference_date") and "YYYY-MM-DD" in err
+    assert rejected(code, err, "gold.jsonl:2: id=num-2", "reference_date") and "calendar date" in err
+
+
+@pytest.mark.parametrize("written", ["20260612", 20260612, "2026-06-12"])
+def test_a_reference_date_is_read_in_the_forms_ragspine_reads(tmp_path, capsys, written):
+    # RAGSpine (Python 3.11+): date.fromisoformat(str(value)) reads "20260612", 20260612 (str: "20260612")
+    # and "2026-06-12" alike as 2026-06-12. Here too, and the case's date is 2026-06-12 whatever the form.
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(json.dumps({**figure_case(), "reference_date": written}) + "\n", encoding="utf-8")
+    assert load_gold(gold).table.column("reference_date").to_pylist() == ["2026-06-12"]
+    code, report, _ = score(
+        tmp_path, capsys, [{**figure_case(), "reference_date": written}], [figure_trace()]
+    )
+    assert code == 0 and report["qa_gates"]["numeric_accuracy"]["passed"] == 1
 
 
 def test_an_expected_value_that_is_a_flag_or_nan_is_rejected(tmp_path, capsys):
@@ -741,11 +753,16 @@ def test_a_found_value_within_float_noise_passes_where_ragspine_wants_equality(t
     assert (numeric["passed"], numeric["total"]) == (1, 1) and code == 0
 
 
-def test_a_found_value_written_as_text_rejects_the_traces(tmp_path, capsys):
-    # RAGSpine: "1702.0" == 1702.0 is False -> numeric_accuracy 0/1 (the answer is not a refusal, so
-    # refusal_appropriateness passes). Here a figure logged as text is unusable input.
-    code, _, err = score(tmp_path, capsys, [figure_case()], [figure_trace(found_value="1702.0")])
-    assert rejected(code, err, "traces.jsonl:1: id=num-1", "outcome.found_value")
+def test_a_found_value_written_as_text_is_a_miss_as_in_ragspine(tmp_path, capsys):
+    # RAGSpine: "1702.0" == 1702.0 is False -> numeric_accuracy 0/1, failure "1702.0 USD_M" on both sides
+    # (f"{value} {unit}" of the text and of the float); the answer is not a refusal, so
+    # refusal_appropriateness passes (1/1). Here the same, and one warning names the case.
+    traces = [figure_trace(found_value="1702.0")]
+    code, report, err = score(tmp_path, capsys, [figure_case()], traces, "--format", "ragspine")
+    numeric, refusal = report["metrics"]["numeric_accuracy"], report["metrics"]["refusal_appropriateness"]
+    assert (numeric["total"], numeric["passed"]) == (1, 0) and refusal["passed"] == 1
+    assert numeric["failures"] == [{"id": "num-1", "expected": "1702.0 USD_M", "actual": "1702.0 USD_M"}]
+    assert code == 1 and "1 trace(s) wrote outcome.found_value as text" in err and "num-1" in err
 
 
 def test_a_found_source_with_more_keys_than_doc_and_locator_is_still_the_source(tmp_path, capsys):
@@ -777,7 +794,8 @@ SCHEMA_LINES = [  # (a golden line, whether the loader takes it)
         True,
     ),
     (narrative_case("nar-1", ""), False),
-    ({**figure_case(), "reference_date": "20260612"}, False),
+    ({**figure_case(), "reference_date": "20260612"}, True),
+    ({**figure_case(), "reference_date": 20260612}, True),
     ({**figure_case(), "reference_date": "2026-02-30"}, False),
     ({**figure_case(), "reference_date": "2026-02-28"}, True),
 ]
@@ -875,22 +893,38 @@ def seed_trace(**answer) -> dict:
     return {"qid": "a1", "answer_json": {"claim": "The kestrel.", **answer}, "retrieved_ids": ["d1"]}
 
 
-def test_without_gold_substrings_a_hit_is_precise_as_in_the_seed(tmp_path, capsys):
-    # seed-000: contained(claim, None): `if not substrings: return True`, so an answer that hits is
-    # correct -> precision 1/1. (Absent and [] are the same here and there.)
-    gold, traces = [seed_case(gold_citations=["d1"])], [seed_trace(citations=["d1"])]
+def test_an_empty_snippet_list_is_contained_and_an_absent_one_is_not_as_in_the_seed(tmp_path, capsys):
+    # seed-000's contains_substr(claim, subs): no snippet of `subs or []` is found, so it returns
+    # `subs == []`: True for [] (precision 1/1), False for an absent list (None == [] is False): the hit
+    # still counts (chr 1/1) but the answer is not correct (precision 0/1).
+    traces = [seed_trace(citations=["d1"])]
+    gold = [seed_case(gold_citations=["d1"], gold_claim_substr=[])]
     code, report, _ = score(tmp_path, capsys, gold, traces, "--format", "json")
     assert (report["precision"], report["chr"]) == (1.0, 1.0) and code == 0
+    code, report, err = score(
+        tmp_path, capsys, [seed_case(gold_citations=["d1"])], traces, "--format", "json"
+    )
+    assert (report["precision"], report["chr"]) == (0.0, 1.0)
+    assert "1 case(s) without gold_claim_substr are never contained, as seed-000 scores them: a1" in err
 
 
 @pytest.mark.parametrize("answer", [{}, {"citations": None}])
-def test_an_answer_without_a_citation_list_is_no_hit_even_without_gold_citations(tmp_path, capsys, answer):
-    # seed-000: answer.get("citations") or [] -> [] == [] with no gold citations: a hit, and no
-    # substrings: precision 1/1, chr 1/1. Here an answer without a citation list breaks the template:
-    # no hit -> precision 0/1, chr 0/1, label ANS_NO_HIT.
-    code, report, _ = score(tmp_path, capsys, [seed_case()], [seed_trace(**answer)], "--format", "json")
-    assert (report["precision"], report["chr"]) == (0.0, 0.0)
-    assert [case["label"] for case in report["cases"]] == ["ANS_NO_HIT"] and code == 1
+def test_an_answer_without_a_citation_list_hits_a_case_without_gold_citations_as_in_the_seed(
+    tmp_path, capsys, answer
+):
+    # seed-000: cits = aj.get("citations") or [] -> [], a list, [] <= retrieved, no gold citations:
+    # `citations == []` -> a hit (chr 1/1, label OK). With the snippets [] the answer is contained:
+    # precision 1/1. The answer is still not compliant (it carries no citation list): compliance 0/1.
+    gold = [seed_case(gold_claim_substr=[])]
+    code, report, err = score(tmp_path, capsys, gold, [seed_trace(**answer)], "--format", "json")
+    assert (report["precision"], report["chr"], report["compliance"]) == (1.0, 1.0, 0.0)
+    assert [case["label"] for case in report["cases"]] == ["OK"]
+    assert (
+        "1 answer(s) without a citation list on a case without gold citations count as a citation hit" in err
+    )
+    # A case with gold citations gets no hit from an absent list: [] meets none of them (chr 0/1).
+    code, report, _ = score(tmp_path, capsys, [seed_case(gold_citations=["d1"])], [seed_trace(**answer)])
+    assert report["chr"] == 0.0 and code == 1
 
 
 @pytest.mark.parametrize(
@@ -1079,6 +1113,45 @@ def test_the_ragspine_console_lines_are_print_report_and_the_baseline_gate(tmp_p
         "  fabrication: 基线=0 当前=1（delta=+1）",
     ]
     assert code == 1
+
+
+def ragspine_outputs(tmp_path, capsys, gold: list[dict], traces: list[dict]) -> tuple[dict, list[str]]:
+    """``--report``'s JSON and ``_print_report``'s lines for these cases, in tool mode."""
+    paths = [write(tmp_path, "gold.jsonl", gold), write(tmp_path, "traces.jsonl", traces)]
+    outputs = []
+    for fmt in ("ragspine", "ragspine-text"):
+        main(["score", "--gold", paths[0], "--trace", paths[1], "--mode", "tool", "--format", fmt])
+        outputs.append(capsys.readouterr().out)
+    return json.loads(outputs[0]), outputs[1].splitlines()
+
+
+def test_a_faithfulness_failure_lists_every_unsupported_claim_as_ragspine_does(tmp_path, capsys):
+    told = "佣金上限下调；银保渠道调整。ACME's margin doubled!"
+    doc = "HK_QBR_2025Q4.pptx"
+    gold, traces = [ragspine_case("nar-1", "narrative", doc)], [engine_trace("nar-1", doc, told, [HK_QBR])]
+    report, lines = ragspine_outputs(tmp_path, capsys, gold, traces)
+    # groundedness.split_claims cuts at ；。!: 佣金上限下调 has 上, 下, 调 in HK_QBR -> 3/6 = 0.5 < 0.6;
+    # 银保渠道调整 6/6; ACME's margin doubled (acme, s, margin, doubled) 0/4. faithfulness() keeps the
+    # unsupported in claim order, and qa_eval.evaluate writes f"未蕴含 claim：{fres.unsupported}", the
+    # list's repr: a claim with a ' is written between double quotes.
+    actual = "未蕴含 claim：['佣金上限下调', \"ACME's margin doubled\"]"
+    expected = "每条 claim 被检索片段蕴含"
+    failure = {"id": "nar-1", "expected": expected, "actual": actual}
+    assert report["metrics"]["faithfulness"]["failures"] == [failure]
+    assert f"    FAIL nar-1: 期望={expected} 实际={actual}" in lines
+
+
+def test_a_whole_found_value_is_printed_as_ragspines_float(tmp_path, capsys):
+    # A found 3400, written without a fraction. RAGSpine's found_value is the fact store's value (Fact.value
+    # from SqliteFactStore's "value REAL" column: always a Python float, 3400.0); qa_eval.evaluate writes
+    # f"{out.found_value} {out.found_unit}" -> "3400.0 USD_M", and f"{exp['value']} {exp['unit']}" of the
+    # golden 3500.0 -> "3500.0 USD_M". (A golden value written 3500 would print "3500" there and
+    # "3500.0" here: the golden set is read as a float; RAGSpine's own writes 3500.0.)
+    gold, traces = [figure_case(value=3500.0)], [figure_trace(found_value=3400)]
+    report, lines = ragspine_outputs(tmp_path, capsys, gold, traces)
+    failure = {"id": "num-1", "expected": "3500.0 USD_M", "actual": "3400.0 USD_M"}
+    assert report["metrics"]["numeric_accuracy"]["failures"] == [failure]
+    assert "    FAIL num-1: 期望=3500.0 USD_M 实际=3400.0 USD_M" in lines
 
 
 def ragspine_load_baseline(text: str, mode: str) -> tuple[dict[str, float], int]:

@@ -30,10 +30,10 @@ from ragspine_pipeline.decision.evaluation import (
     LAYERED_METRICS,
     Evaluation,
     coverage_warnings,
-    default_gates_for,
     evaluate,
     metric_scope,
     promoted_entry,
+    run_gates,
     with_baseline,
     with_index_check,
     with_replays,
@@ -72,10 +72,12 @@ def run_score(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     lock, unfrozen = golden.verified_lock(args.gold)
     warnings += [unfrozen] if unfrozen else []
-    store, entry = None, None
+    store, entry, ragspine_baseline = None, None, False
     if args.baseline:  # read first: a broken baseline should not cost a full scoring pass
         store = open_versioned(args.baseline, "baseline", endpoint_url=s3_endpoint())
-        entry = baselines.parse_baseline(store.read(), store.name, scope)[1].get(mode)
+        text = store.read()
+        entry = baselines.parse_baseline(text, store.name, scope)[1].get(mode)
+        ragspine_baseline = baselines.is_ragspine_file(text, store.name)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     gold, traces = _gold_and_traces(args.gold, args.trace[0])
     if args.format in RAGSPINE_FORMATS and not has_qa_cases(gold):
@@ -83,11 +85,13 @@ def run_score(args: argparse.Namespace) -> int:
             f"--format {args.format} needs RAGSpine QA cases (case_type, expected) in {args.gold}"
         )
     evidence = load_evidence(args.evidence).table if args.evidence else None
+    gates, said = run_gates(gates, gold, traces, ragspine_baseline)
+    warnings += said
 
     evaluation = evaluate(
         gold,
         traces,
-        gates=gates or default_gates_for(gold, traces),
+        gates=gates,
         config=config,
         run_id=run_id,
         evidence=evidence,

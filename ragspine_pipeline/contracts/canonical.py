@@ -73,11 +73,21 @@ def gold_sql(source: str, extra: str = "") -> str:
         {text(_first(QUESTION_ALIASES))} AS question,
         {answerable} AS answerable,
         coalesce({_texts("gold_claim_substr")}, []) AS gold_claim_substr,
+        -- a seed-000 case (nothing of the other dialects: no gold claim, required points, case type or
+        -- expectations) naming no snippet list: never contained, as seed-000 scores it
+        (
+            {_texts("gold_claim_substr")} IS NULL AND {text("gold_claim")} IS NULL
+            AND coalesce(len({_texts("required_points")}), 0) = 0
+            AND {text("case_type")} IS NULL AND expected IS NULL
+        ) AS seed_without_snippets,
         {text("gold_claim")} AS gold_claim,
         coalesce({_texts(citations)}, []) AS gold_citations,
         coalesce({_texts("required_points")}, []) AS required_points,
         coalesce({_map("tags", sort=False)}, MAP {{}}) AS tags,
-        {text("reference_date")} AS reference_date,
+        -- as YYYY-MM-DD, however it was written (YYYYMMDD, or the number 20260612)
+        CASE WHEN regexp_full_match({text("reference_date")}, '\\d{{8}}')
+            THEN strftime(strptime({text("reference_date")}, '%Y%m%d'), '%Y-%m-%d')
+            ELSE {text("reference_date")} END AS reference_date,
         {text("case_type")} AS case_type,
         {text("expected.clarification")} AS expected_clarification,
         CAST(expected.refuse AS BOOLEAN) AS expected_refuse,
@@ -172,7 +182,10 @@ def trace_sql(source: str, extra: str = "") -> str:
         CAST({_first(COMPLETION_TOKEN_ALIASES, "token_usage.")} AS BIGINT) AS completion_tokens,
         CAST(outcome.refused AS BOOLEAN) AS outcome_refused,
         {text("outcome.clarification_mode")} AS outcome_clarification,
-        CAST(outcome.found_value AS DOUBLE) AS outcome_found_value,
+        CASE WHEN json_type(outcome.found_value) <> 'VARCHAR' THEN CAST(outcome.found_value AS DOUBLE) END
+            AS outcome_found_value,
+        CASE WHEN json_type(outcome.found_value) = 'VARCHAR' THEN outcome.found_value ->> '$' END
+            AS outcome_found_value_text,
         {text("outcome.found_unit")} AS outcome_found_unit,
         {text("outcome.found_source.doc")} AS outcome_found_doc,
         {text("outcome.found_source.locator")} AS outcome_found_locator,

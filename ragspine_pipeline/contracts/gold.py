@@ -87,7 +87,8 @@ class GoldCase(BaseModel):
     qid: Id = Field(validation_alias=AliasChoices(*QID_ALIASES))
     question: str = Field(validation_alias=AliasChoices(*QUESTION_ALIASES))
     answerable: StrictBool
-    gold_claim_substr: list[str] = Field(default_factory=list)
+    # Absent is not empty: seed-000 finds an empty list contained and an absent one not.
+    gold_claim_substr: list[str] | None = None
     gold_claim: str | None = None
     gold_citations: list[str] = Field(
         default_factory=list, validation_alias=AliasChoices(*GOLD_CITATION_ALIASES)

@@ -35,12 +35,22 @@ def _validate(model: type[BaseModel], path: Path, line: int, raw: Any, id_aliase
         raise explain_validation_error(exc, path, line, raw, id_aliases) from None
 
 
+def _member_tag(part) -> bool:
+    """Whether a pydantic error loc part names a member of a union (``str``, ``function-before[…]``)
+    rather than a field: the contracts name no field so."""
+    return isinstance(part, str) and ("[" in part or part in ("str", "float", "int", "bool"))
+
+
 def explain_validation_error(
     exc: ValidationError, path: Path | str, line: int | None, raw: dict, id_aliases: tuple[str, ...]
 ) -> InputError:
     """A pydantic error as one ``InputError`` line: file, line, record id, field, message, bad value."""
-    error = exc.errors(include_url=False)[0]
-    loc = ".".join(str(part) for part in error["loc"]) or (error.get("ctx") or {}).get("field")
+    errors = exc.errors(include_url=False)
+    # A field that takes one of several types (a figure as a number or as a text) fails once per type:
+    # the first type's error says what is wrong; the loc names the field, not pydantic's member tags.
+    error = errors[0]
+    loc = ".".join(str(part) for part in error["loc"] if not _member_tag(part))
+    loc = loc or (error.get("ctx") or {}).get("field")
     record_id = next((raw[a] for a in id_aliases if isinstance(raw.get(a), (str, int))), None)
     message = error["msg"]
     context = error.get("ctx") or {}

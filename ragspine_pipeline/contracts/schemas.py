@@ -41,12 +41,15 @@ GOLD_SCHEMA = pa.schema(
         pa.field("expected_source_locator", pa.string()),
         pa.field("expected_narrative_doc", pa.string()),
         pa.field("expect", pa.string()),
+        pa.field("seed_without_snippets", pa.bool_()),
     ]
 )
-"""Canonical gold columns. Lists and tags are never null (absent means empty). ``reference_date`` is the
-case's ISO date ("today" for relative periods); ``case_type`` and the ``expected_*`` columns are the
-RAGSpine QA-gate expectations; all of them null where a case has none. ``expect`` marks a canary
-(``releasable`` or ``blocked``), null for other cases."""
+"""Canonical gold columns. Lists and tags are never null (absent means empty); where the absence
+itself decides a figure, a flag says so: ``seed_without_snippets``, a seed-000 case (no key of another
+dialect) without ``gold_claim_substr``, which seed-000 never finds contained (null: not such a case).
+``reference_date`` is the case's ISO date ("today" for relative periods); ``case_type`` and the
+``expected_*`` columns are the RAGSpine QA-gate expectations; all of them null where a case has none.
+``expect`` marks a canary (``releasable`` or ``blocked``), null for other cases."""
 
 TRACE_SCHEMA = pa.schema(
     [
@@ -70,6 +73,7 @@ TRACE_SCHEMA = pa.schema(
         pa.field("outcome_refused", pa.bool_()),
         pa.field("outcome_clarification", pa.string()),
         pa.field("outcome_found_value", pa.float64()),
+        pa.field("outcome_found_value_text", pa.string()),  # a figure written as text: a miss
         pa.field("outcome_found_unit", pa.string()),
         pa.field("outcome_found_doc", pa.string()),
         pa.field("outcome_found_locator", pa.string()),

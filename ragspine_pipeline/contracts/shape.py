@@ -254,11 +254,13 @@ def _scalar(value: str, inner: Any, metadata: list[Any]) -> str:
         finite = any(getattr(m, "allow_inf_nan", True) is False for m in metadata)
         numbers = f"{kind} IN {_NUMBER}"
         return f"{numbers} AND isfinite(TRY_CAST({value} AS DOUBLE))" if finite else numbers
-    if inner is date:  # a calendar date written YYYY-MM-DD, the only form the model takes (types.IsoDate)
+    if inner is date:  # a calendar date, YYYY-MM-DD or YYYYMMDD (text or number): types.IsoDate
         text_ = text(value)
         return (
-            f"{kind} = 'VARCHAR' AND regexp_full_match({text_}, '\\d{{4}}-\\d{{2}}-\\d{{2}}') "
-            f"AND try_strptime({text_}, '%Y-%m-%d') IS NOT NULL"
+            f"(({kind} = 'VARCHAR' AND regexp_full_match({text_}, '\\d{{4}}-\\d{{2}}-\\d{{2}}') "
+            f"AND try_strptime({text_}, '%Y-%m-%d') IS NOT NULL) OR ({kind} IN ('VARCHAR', 'BIGINT', "
+            f"'UBIGINT') AND regexp_full_match({text_}, '\\d{{8}}') "
+            f"AND try_strptime({text_}, '%Y%m%d') IS NOT NULL))"
         )
     if get_origin(inner) is Literal:
         allowed = ", ".join("'" + str(v).replace("'", "''") + "'" for v in get_args(inner))

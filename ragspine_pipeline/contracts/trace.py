@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, FiniteFloat, StrictBool, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    FiniteFloat,
+    StrictBool,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from ragspine_pipeline.contracts.gold import SourceRef
 from ragspine_pipeline.contracts.jsonl import KeyCountingDict
@@ -111,7 +120,9 @@ class Outcome(BaseModel):
 
     clarification_mode: ObservedClarificationMode | None = None
     refused: StrictBool | None = None
-    found_value: Number | None = None
+    # A figure logged as text ("1702.0") is kept as text: a miss, as RAGSpine scores it (text is never
+    # a number there); the run's warnings name such cases.
+    found_value: Number | StrictStr | None = None
     found_unit: str | None = None
     found_source: SourceRef | None = None
     sources: list[SourceRef] | None = None

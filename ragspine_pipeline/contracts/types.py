@@ -35,25 +35,41 @@ def a_number(value: Any) -> Any:
 Number = Annotated[FiniteFloat, BeforeValidator(a_number)]
 """A finite JSON number (an integer reads as its float); a flag, a text, NaN or an infinity is rejected."""
 
-_CALENDAR_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_CALENDAR_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{8}")
 
 
 def calendar_date(value: Any) -> Any:
-    # pydantic's date also reads 0, 86400 and "20260612" as seconds since 1970: a reference date is
-    # written as a date, and only one way.
+    # pydantic's date also reads 0, 86400 and "20260612" as seconds since 1970. A reference date is read
+    # as RAGSpine reads it, date.fromisoformat(str(value)), in its calendar forms: YYYY-MM-DD and
+    # YYYYMMDD, as text or as the number 20260612 (ISO week dates, which Python 3.11 also reads, are not).
     if isinstance(value, date):
         return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     if not (isinstance(value, str) and _CALENDAR_DATE.fullmatch(value)):
-        raise PydanticCustomError("date_format", "expected a calendar date written YYYY-MM-DD")
+        raise PydanticCustomError("date_format", "expected a calendar date written YYYY-MM-DD (or YYYYMMDD)")
     try:
         return date.fromisoformat(value)
     except ValueError:
         raise PydanticCustomError("date_format", "not a calendar date") from None
 
 
-IsoDate = Annotated[date, BeforeValidator(calendar_date)]
-"""A calendar date written ``YYYY-MM-DD`` (JSON Schema ``format: date``); numbers and other spellings are
-rejected."""
+IsoDate = Annotated[
+    date,
+    BeforeValidator(calendar_date),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "pattern": "^[0-9]{8}$"},
+                {"type": "integer", "minimum": 10000101, "maximum": 99991231},
+            ],
+            "description": "a calendar date: YYYY-MM-DD, or YYYYMMDD as text or as a number",
+        }
+    ),
+]
+"""A calendar date written ``YYYY-MM-DD`` or ``YYYYMMDD`` (text or number), as RAGSpine reads it;
+the canonical column holds it as ``YYYY-MM-DD``. Other spellings are rejected."""
 
 
 _NOT_A_TAG = {dict: "an object", list: "a list", float: "NaN or an infinity"}

@@ -210,11 +210,12 @@ def load_baseline(
 
 
 def read_baseline(
-    store: VersionedFile, known: Iterable[str], scope: Scope = Scope.GOLDEN
+    store: VersionedFile, known: Iterable[str], scope: Scope = Scope.GOLDEN, text: str | None = None
 ) -> dict[str, BaselineEntry]:
     """:func:`load_baseline` of any versioned file (a local path or an S3 object): a snapshot, for
-    reporting; a decision that promotes compares inside :func:`locked_update` instead."""
-    entries = parse_baseline(store.read(), store.name, scope)[1]
+    reporting; a decision that promotes compares inside :func:`locked_update` instead. ``text``: the
+    file's text when the caller read it already (None: read it here)."""
+    entries = parse_baseline(store.read() if text is None else text, store.name, scope)[1]
     _check_names(store.name, entries, list(known))
     return entries
 
@@ -228,11 +229,16 @@ def parse_baseline(
     return raw, {mode: _parse_entry(name, mode, value, scope) for mode, value in raw.items()}
 
 
+def is_ragspine_file(text: str | None, name: str) -> bool:
+    """Whether a baseline file's text is RAGSpine's ``qa_baseline.json`` shape (no file: not)."""
+    return is_ragspine_shaped(_top_level(text, name))
+
+
 def file_scope(text: str | None, name: str) -> Scope:
     """Where a baseline file's names are read when no run says: a file in RAGSpine's shape as RAGSpine's
     runs read it (no evidence registry: its ``faithfulness`` is the narrative gate), any other file in
     the golden scope, where a name meaning two metrics is an error."""
-    return Scope.WITHOUT_REGISTRY if is_ragspine_shaped(_top_level(text, name)) else Scope.GOLDEN
+    return Scope.WITHOUT_REGISTRY if is_ragspine_file(text, name) else Scope.GOLDEN
 
 
 def _top_level(text: str | None, name: str) -> dict[str, Any]:

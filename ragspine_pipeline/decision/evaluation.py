@@ -313,6 +313,27 @@ def default_gates_for(gold: pa.Table, traces: pa.Table) -> list[Gate]:
     return default_gates(grounded=not qa or _cites_or_retrieves(gold, traces), qa=qa)
 
 
+RAGSPINE_VERDICT = (
+    "the baseline is RAGSpine's qa_baseline.json and no gate list is given: the verdict is RAGSpine's, "
+    "against the baseline only (the QA floors of the defaults apply when --gates or the gates config "
+    "lists them)"
+)
+
+
+def run_gates(
+    configured: Sequence[Gate] | None, gold: pa.Table, traces: pa.Table, ragspine_baseline: bool = False
+) -> tuple[list[Gate], list[str]]:
+    """The gates a run applies, and what the run says about them: the configured list when there is one;
+    else, when the baseline is RAGSpine's ``qa_baseline.json`` and the golden set has QA cases, none —
+    RAGSpine gates a release on its baseline only, so a release it ships is not blocked here by a floor
+    it never had (the decision says so: :data:`RAGSPINE_VERDICT`); else :func:`default_gates_for`."""
+    if configured:
+        return list(configured), []
+    if ragspine_baseline and has_qa_cases(gold):
+        return [], [RAGSPINE_VERDICT]
+    return default_gates_for(gold, traces), []
+
+
 def _cites_or_retrieves(gold: pa.Table, traces: pa.Table) -> bool:
     """Whether a trace that joins a gold case has a non-empty citation or retrieved-id list."""
     rows, _ = join_traces(gold, traces)
@@ -577,6 +598,10 @@ def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) ->
             f"characters, which never count as found: {shown} (lengthen them, or set min_snippet_chars "
             "in the gates config)"
         )
+    for rule, qids in (evaluation.grounded.seed_rules or {}).items():
+        if qids:
+            shown = ", ".join(qids[:20]) + (f" and {len(qids) - 20} more" if len(qids) > 20 else "")
+            warnings.append(f"{len(qids)} {rule}: {shown}")
     if counts["missing"]:
         warnings.append(f"{counts['missing']} gold case(s) have no trace and are scored as empty answers")
     if counts["unmatched"]:
@@ -585,6 +610,8 @@ def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) ->
         warnings.append(f"{counts['duplicates']} duplicate trace(s): the last trace per case was kept")
     if evaluation.qa is not None:  # cases whose traces lack a metric's input: unmeasured, not failed
         warnings += evaluation.qa.unmeasured_notes().values()
+        text_figures = evaluation.qa.text_figure_note()
+        warnings += [text_figures] if text_figures else []
     return warnings
 
 

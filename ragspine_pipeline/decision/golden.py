@@ -135,6 +135,10 @@ LATER_FIELDS = ("expect",)
 
 def _canonical_line(case: GoldCase) -> str:
     data = case.model_dump(mode="json")
+    # Hashed as the empty list it was read as when the hash was defined, so that every lock made then
+    # still verifies (an absent list now scores differently from an empty one only in seed-000 cases).
+    if data.get("gold_claim_substr") is None:
+        data["gold_claim_substr"] = []
     for name in LATER_FIELDS:
         if data.get(name) is None:
             data.pop(name, None)

@@ -20,8 +20,8 @@ from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision.evaluation import (
     KNOWN_METRICS,
     coverage_warnings,
-    default_gates_for,
     evaluate,
+    run_gates,
     with_replays,
 )
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
@@ -90,12 +90,15 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             config = service.config()
             evidence = eval_files.evidence()
             store = open_versioned(eval_files.baseline_path, "baseline", endpoint_url=s3_endpoint())
-            entries = baselines.read_baseline(store, KNOWN_METRICS, METRIC_SCOPE)
+            text = store.read()
+            entries = baselines.read_baseline(store, KNOWN_METRICS, METRIC_SCOPE, text)
+        configured = config.gate_list(KNOWN_METRICS, METRIC_SCOPE)
+        gates, said = run_gates(configured, gold, traces, baselines.is_ragspine_file(text, store.name))
         judged = judge_step(judge, judge_items(traces, gold, evidence), case_tags(traces, gold), context.log)
         evaluation = evaluate(
             gold,
             traces,
-            gates=config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates_for(gold, traces),
+            gates=gates,
             config=config,
             run_id=context.run.run_id,
             evidence=evidence,
@@ -110,6 +113,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence)
             context.log.info(flakiness_sentence(evaluation.flakiness))
         warnings = [
+            *said,
             *golden_set.attrs.get("warnings", []),
             *failure_warnings(golden_traces.attrs.get("failed") or {}),
             *reuse_warnings(golden_traces.attrs.get("reused") or []),

@@ -56,7 +56,7 @@ def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
     """The gates config every check is built from (read once, when the definitions load).
 
     A config without ``gates`` gets a check for every default gate of every dialect: which of them a
-    run applies depends on its data (``decision.evaluation.default_gates_for``); the others report
+    run applies depends on its data and baseline (``decision.evaluation.run_gates``); the others report
     "not gated" for that run.
     """
     config = load_config(path or gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)

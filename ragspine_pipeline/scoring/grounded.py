@@ -9,9 +9,13 @@ Per case:
   ``min_snippet_chars``) occurs in the claim, case-insensitively (both lower-cased as Python's
   ``str.lower()`` does, :func:`rowwise.lower`). An empty list makes C true; a list whose substrings
   are all shorter makes C false (nothing qualifying can be found), and the run's warnings name such
-  cases (:func:`short_snippet_cases`).
-* **H (citation hit)**: the answer carries a citation list, every cited id is among the retrieved ids, and
-  the citations meet the gold citations (or, when the case has no gold citations, the list is empty).
+  cases (:func:`short_snippet_cases`). A seed-000 case with no list at all (the key absent or null) is
+  never contained, as seed-000 scores it (its ``subs == []`` is false for None); the warnings name them.
+* **H (citation hit)**: every cited id is among the retrieved ids, and the citations meet the gold
+  citations (or, when the case has no gold citations, there are none). An answer whose trace carries no
+  citation list cites nothing, as seed-000 reads it (``answer_json.get("citations") or []``): a hit on a
+  case without gold citations (the warnings name such cases), never on one with them. A case without a
+  trace has no hit.
 
 Joining: traces join gold on ``qid``; a trace without one joins on its exact question text.
 When a qid has several traces the last one wins and the extras are counted in ``duplicates``. A gold
@@ -78,6 +82,8 @@ class GroundedScore:
     cases: pa.Table
     # The service's citations are the sources it retrieved and used (``score_grounded``).
     citations_are_retrieved: bool = False
+    # {what seed-000's rule decided: [the qids it decided for]}, for the run's warnings.
+    seed_rules: dict[str, list[str]] | None = None
 
     @property
     def not_measured(self) -> dict[str, str]:
@@ -174,7 +180,7 @@ def score_grounded(
     if citations_are_retrieved:
         answers = replace(answers, cited_retrieved=np.ones_like(answers.cited_retrieved))
     counts = {**counts, "cases": gold.num_rows, "traces": traces.num_rows}
-    cases, case_counts = _score_cases(gold, answers, trace_rows, k, min_snippet_chars)
+    cases, case_counts, seed_rules = _score_cases(gold, answers, trace_rows, k, min_snippet_chars)
     counts.update(case_counts)
     metrics = {name: ratio(counts[num], counts[den]) for name, (num, den) in METRICS.items()}
     if citations_are_retrieved:
@@ -182,7 +188,7 @@ def score_grounded(
         cases = cases.set_column(
             cases.schema.get_field_index("recall_hit"), "recall_hit", pa.nulls(cases.num_rows, pa.bool_())
         )
-    return GroundedScore(k, counts, metrics, cases, citations_are_retrieved)
+    return GroundedScore(k, counts, metrics, cases, citations_are_retrieved, seed_rules)
 
 
 @dataclass(frozen=True)
@@ -229,9 +235,16 @@ class _Answers:
         return np.where(at >= 0, values[at], missing) if len(values) else np.full(len(at), missing)
 
 
+SEED_NO_SNIPPETS = "case(s) without gold_claim_substr are never contained, as seed-000 scores them"
+SEED_NO_CITATION_LIST = (
+    "answer(s) without a citation list on a case without gold citations count as a citation hit, as "
+    "seed-000 reads an absent list (as [])"
+)
+
+
 def _score_cases(
     gold: pa.Table, answers: _Answers, trace_rows: pa.Array | None, k: int, min_snippet_chars: int
-) -> tuple[pa.Table, dict]:
+) -> tuple[pa.Table, dict, dict[str, list[str]]]:
     """Per-case flags and metric counts for gold rows and the row of each one's trace (``trace_rows``:
     null where missing; None: the traces are in gold order). A missing trace answers with an empty claim
     and no citation list."""
@@ -280,17 +293,29 @@ def _score_cases(
     flags = flags.take(pa.array(order))
     # Each flag counts only where its test applies: containment for shipped answers, the phrase test for
     # shipped answerable cases with a gold claim, recall for answerable cases.
-    contained = shipped & np.asarray(flags.column("contained"), dtype=bool)
+    no_snippets = (
+        np.asarray(pc.fill_null(gold.column("seed_without_snippets"), False), dtype=bool)
+        if "seed_without_snippets" in gold.column_names
+        else np.zeros(n, dtype=bool)
+    )
+    # Containment only decides a figure for answerable cases (precision): the seed rule applies there.
+    no_snippets &= answerable
+    contained = shipped & ~no_snippets & np.asarray(flags.column("contained"), dtype=bool)
     phrase_contained = phrase_rows & np.asarray(flags.column("phrase_contained"), dtype=bool)
     cites_meet_gold = shipped & np.asarray(flags.column("cites_meet_gold"), dtype=bool)
     recalled = answerable & np.asarray(flags.column("recalled"), dtype=bool)
     has_gold = np.asarray(pc.list_value_length(gold_citations)) > 0
     hit = (
         shipped
-        & has_citation_list
+        & ~missing
         & answers.per_case(answers.cited_retrieved, at, True)
         & np.where(has_gold, cites_meet_gold, answers.per_case(answers.n_cited, at, 0) == 0)
     )
+    qids = np.asarray(gold.column("qid").to_pylist(), dtype=object)
+    seed_rules = {  # the cases named in the run's warnings, by id (whatever the order of the lines)
+        SEED_NO_SNIPPETS: sorted(qids[shipped & no_snippets].tolist()),
+        SEED_NO_CITATION_LIST: sorted(qids[hit & ~has_citation_list].tolist()),
+    }
 
     unanswerable = ~answerable
     matched = ~missing
@@ -330,7 +355,7 @@ def _score_cases(
             "recall_hit": pa.array(recalled, mask=unanswerable),
         }
     )
-    return cases, counts
+    return cases, counts, seed_rules
 
 
 def _lower_items(lists: pa.Array) -> pa.Array:

@@ -65,6 +65,7 @@ _OUTCOME = (
     "outcome_refused",
     "outcome_clarification",
     "outcome_found_value",
+    "outcome_found_value_text",
     "outcome_found_unit",
     "outcome_found_doc",
     "outcome_found_locator",
@@ -146,6 +147,8 @@ class QAGates:
     gates: dict[str, QAGate]
     fabrication: Fabrication
     cases: pa.Table  # qid and one nullable bool column per gate, gold order
+    # The cases whose trace wrote its figure as text ("1702.0"): a miss, as RAGSpine scores it.
+    text_figures: list[str] = field(default_factory=list)
 
     @property
     def metrics(self) -> dict[str, float | None]:
@@ -161,6 +164,17 @@ class QAGates:
     def unmeasured_notes(self) -> dict[str, str]:
         """``{gate: QAGate.note}`` of the gates some case could not be measured for, in gate order."""
         return {name: gate.note for name, gate in self.gates.items() if gate.note is not None}
+
+    def text_figure_note(self) -> str | None:
+        """The warning naming the cases whose figure was written as text, if any."""
+        if not self.text_figures:
+            return None
+        shown = ", ".join(self.text_figures[:20])
+        more = f" and {len(self.text_figures) - 20} more" if len(self.text_figures) > 20 else ""
+        return (
+            f"{len(self.text_figures)} trace(s) wrote outcome.found_value as text, which is no number: "
+            f"numeric_accuracy fails for them, as RAGSpine scores it: {shown}{more}"
+        )
 
     def unmeasured_metrics(self) -> dict[str, str]:
         """``{gate: why}`` of the gates no case could be measured for, though some case wanted them:
@@ -194,6 +208,8 @@ def score_qa_gates(
     traces = traces.select([name for name in _OUTCOME if name in traces.column_names])
     aligned = (traces if trace_rows is None else traces.take(trace_rows)).combine_chunks()
     col = {name: aligned.column(name).chunk(0) if aligned.num_rows else pa.array([]) for name in _OUTCOME}
+    if "outcome_found_value_text" not in traces.column_names:  # a table built without the column
+        col["outcome_found_value_text"] = pa.nulls(aligned.num_rows, pa.string())
     g = {name: gold.column(name).chunk(0) for name in gold.column_names}
     n = gold.num_rows
 
@@ -230,7 +246,8 @@ def score_qa_gates(
     answerable = np.asarray(g["answerable"], dtype=bool)
     expect_refusal = np.asarray(pc.fill_null(g["expected_refuse"], False), dtype=bool)
     expect_refusal |= ~_valid(g["expected_refuse"]) & ~answerable
-    no_value = ~_valid(col["outcome_found_value"])
+    text_figure = _valid(col["outcome_found_value_text"])
+    no_value = ~_valid(col["outcome_found_value"]) & ~text_figure
     refusal_ok = np.where(expect_refusal, refused & no_value, ~refused)
     clarification_ok = _same(
         pc.fill_null(g["expected_clarification"], "none"), pc.fill_null(col["outcome_clarification"], "none")
@@ -277,7 +294,9 @@ def score_qa_gates(
             **{name: pa.array(np.where(a, ok, False), mask=~a) for name, (a, ok) in outcomes.items()},
         }
     )
-    return QAGates(gates, _fabrication(claim, expect_refusal & qa_case, ids, period_pattern), cases)
+    fabrication = _fabrication(claim, expect_refusal & qa_case, ids, period_pattern)
+    text_figures = sorted(np.asarray(ids, dtype=object)[numeric & text_figure].tolist()) if n else []
+    return QAGates(gates, fabrication, cases, text_figures)
 
 
 def _fabrication(claim: pa.Array, checked: np.ndarray, ids: list, period_pattern: str) -> Fabrication:
@@ -366,8 +385,9 @@ def _failures(
     for row in rows:
         if gate == "numeric_accuracy":
             expected = {"value": at(gold, "expected_value", row), "unit": at(gold, "expected_unit", row)}
+            value = at(outcome, "outcome_found_value", row)
             actual = {
-                "value": at(outcome, "outcome_found_value", row),
+                "value": at(outcome, "outcome_found_value_text", row) if value is None else value,
                 "unit": at(outcome, "outcome_found_unit", row),
             }
         elif gate == "citation_validity":

@@ -204,9 +204,10 @@ def test_qa_cases_answered_with_citations_get_the_grounded_gates_too(tmp_path, c
     assert [g["metric"] for g in report["gates"]] == [
         "precision", "chr", "under_refusal", "over_refusal", "compliance", *(n for n, _, _ in QA_DEFAULTS)
     ]  # fmt: skip
-    # The clarifying question ships without a citation list: the grounded gates count it.
+    # The clarifying question ships without a citation list: it cites nothing, which on a case without
+    # gold citations is a citation hit (as seed-000 reads an absent list), but it is not compliant.
     failed = [g["metric"] for g in report["release"]["failed_gates"]]
-    assert code == 1 and failed == ["precision", "chr", "compliance"]
+    assert code == 1 and failed == ["compliance"]
 
 
 def test_a_metric_with_no_applicable_case_is_n_a_and_its_gate_does_not_block(tmp_path, capsys):

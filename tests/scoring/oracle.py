@@ -28,9 +28,12 @@ def containment(claim: str, substrs: list[str]) -> bool:
     return any(len(s.lower()) >= 5 and s.lower() in text for s in substrs)
 
 
-def citation_hit(citations: list[str] | None, gold: list[str], retrieved: list[str]) -> bool:
-    if citations is None:
+def citation_hit(
+    citations: list[str] | None, gold: list[str], retrieved: list[str], traced: bool = True
+) -> bool:
+    if not traced:  # no trace, no answer: no hit
         return False
+    citations = citations or []  # an answer without a citation list cites nothing (seed-000: `or []`)
     if not set(citations) <= set(retrieved):
         return False
     return bool(set(citations) & set(gold)) if gold else citations == []
@@ -78,8 +81,9 @@ def score(gold: list[dict], traces: list[dict], k: int) -> dict:
         is_ref = is_refusal(claim)
         shipped = not is_ref
         ans = case["answerable"]
-        c = containment(claim, case["gold_claim_substr"])
-        h = citation_hit(citations, case["gold_citations"], retrieved)
+        # A seed-000 case without a snippet list is never contained (seed-000: None == [] is False).
+        c = containment(claim, case["gold_claim_substr"]) and not case.get("seed_without_snippets")
+        h = citation_hit(citations, case["gold_citations"], retrieved, trace is not None)
         answered += shipped
         refused += is_ref
         answerable += ans
