@@ -17,7 +17,7 @@ ragspine`` / ``ragspine-text``). The figures are this pipeline's (the same cases
   ``{tag: {value: {"total", "passed"}}}`` over the cases the gate applies to, tags in first-seen order;
   fabrication's is over the cases whose ``expected.refuse`` is true (RAGSpine's rule). A failure is
   ``{"id", "expected", "actual"}`` with RAGSpine's texts (``"1702.0 USD_M"``, ``"拒答"``, …); for the
-  narrative gate ``actual`` names the least covered claim, which is the one this pipeline keeps.
+  narrative gate ``actual`` lists every unsupported claim, whole and in the answer's order.
 * Text: RAGSpine's lines, ``=== QA 评测报告（mode=…，N cases）===``, one line per gate with
   ``pass_rate`` at 4 decimals, ``    FAIL id: 期望=… 实际=…`` per failure (values as Python prints them),
   the fabrication line and its failures; then, when a baseline was compared, ``门禁 PASS：…`` or
@@ -154,6 +154,11 @@ def _failure(gate: str, failure: dict) -> dict[str, Any]:
     """A failure of ours in RAGSpine's words (``{id, expected, actual}``)."""
     expected, actual = failure["expected"], failure["actual"]
     if gate == "numeric_accuracy":
+        # RAGSpine: f"{exp['value']} {exp['unit']}", f"{found_value} {found_unit}" (str of each value).
+        # Its found_value is always a float (its fact store's ``value REAL`` column), so a found 3400
+        # prints "3400.0", as here. Its expected value is the golden line's JSON number as json.loads
+        # gives it: 3400 (an int) prints "3400" there, but the golden set is read here as a float and
+        # prints "3400.0" (RAGSpine's own golden set writes 1702.0: no difference for it).
         expected = f"{expected['value']} {expected['unit']}"
         actual = f"{actual['value']} {actual['unit']}"
     elif gate == "citation_validity":
@@ -168,8 +173,8 @@ def _failure(gate: str, failure: dict) -> dict[str, Any]:
         expected = REFUSE if expected["refuse"] else ANSWER
         actual = REFUSE if actual["refused"] else ANSWERED
     elif gate == FAITHFULNESS:
-        weakest = actual.get("weakest_claim")
-        expected, actual = FAITHFUL_EXPECTED, f"未蕴含 claim：{[weakest] if weakest else []}"
+        # RAGSpine: f"未蕴含 claim：{fres.unsupported}", the list's repr: every unsupported claim.
+        expected, actual = FAITHFUL_EXPECTED, f"未蕴含 claim：{list(actual['unsupported_claims'])}"
     elif gate == ACCURACY:
         expected = f"覆盖期望文档 {expected['narrative_doc']} 内容 ≥ {THRESHOLD}"
         actual = f"recall={actual['recall']:.3f}"

@@ -199,6 +199,7 @@ def _faithfulness(found: list[str], passages: list[str | None], traced: bool) ->
             "context_passages": len(passages),
             "weakest_claim": None if weakest is None else found[weakest][:200],
             "coverage": None if weakest is None else round(covered[weakest], 4),
+            "unsupported_claims": unsupported,  # every one, whole, in the answer's order
         },
     }
 
