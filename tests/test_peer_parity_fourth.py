@@ -8,7 +8,9 @@ import json
 import re
 from pathlib import Path
 
-from tests.test_peer_parity import REFUSAL_CASE, ragspine_trace, score
+import pytest
+
+from tests.test_peer_parity import REFUSAL_CASE, figure_case, figure_trace, ragspine_trace, rejected, score
 
 
 def refusal_cases(n: int) -> list[dict]:
@@ -54,3 +56,40 @@ def test_the_migration_table_has_as_many_rows_as_it_announces():
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| topic")]
     [announced] = re.findall(r"What is left are (\d+) deliberate differences", table)
     assert len(rows) == int(announced)
+
+
+def test_a_seed_trace_answering_in_text_is_read_as_its_answer_a_documented_difference(tmp_path, capsys):
+    # seed-000 reads only answer_json: this trace's claim is "" there, shipped (not the refusal token):
+    # answered 1, refused 0, under_refusal 1/1. Here the text is the answer, and it says the refusal
+    # token: refused 1, under_refusal 0/1 (docs/migration.md, "a trace whose answer is text").
+    gold = [{"qid": "u1", "question": "Explain Z.", "answerable": False, "gold_claim_substr": []}]
+    traces = [{"qid": "u1", "answer": "not in context", "retrieved_ids": []}]
+    code, report, _ = score(tmp_path, capsys, gold, traces, "--format", "json")
+    assert (report["answered"], report["refused"], report["under_refusal"]) == (0, 1, 0.0) and code == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda case: case.update(question=None), "question"),
+        (lambda case: case.update(question=5), "question"),
+        (lambda case: case["expected"]["source"].update(locator=5), "expected.source.locator"),
+    ],
+)
+def test_golden_cases_ragspine_loads_and_this_pipeline_rejects(tmp_path, capsys, change, field):
+    # RAGSpine's _validate_case checks neither the question's type (str(None) is "None", not blank) nor
+    # the locator's: it loads all three. Here each is one error line naming the line and field (exit 2).
+    case = figure_case()
+    change(case)
+    code, _, err = score(tmp_path, capsys, [case], [figure_trace()])
+    assert rejected(code, err, "gold.jsonl:1: id=num-1", field)
+
+
+def test_a_ragspine_case_without_case_type_is_scored_by_what_it_expects(tmp_path, capsys):
+    # RAGSpine: "缺少必填字段 'case_type'" -> the golden set is refused. Here the case states a value, a
+    # unit and a source: numeric_accuracy applies and passes (1702.0 found: 1/1).
+    case = figure_case()
+    del case["case_type"]
+    code, report, _ = score(tmp_path, capsys, [case], [figure_trace()], "--format", "json")
+    numeric = report["qa_gates"]["numeric_accuracy"]
+    assert (numeric["passed"], numeric["total"]) == (1, 1) and code == 0
