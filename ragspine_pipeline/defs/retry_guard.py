@@ -35,6 +35,8 @@ from dagster._core.storage.tags import (  # Dagster's run-retry tags; not re-exp
     WILL_RETRY_TAG,
 )
 
+from ragspine_pipeline.defs.alerts import error_text
+
 FAILED_RETRY = "Failed to retry run"  # the daemon's engine event when its retry attempt raised
 REARMED = "Dagster's automatic retry of this run could not be launched"  # our failure events' message
 MAX_REARMS = 5
@@ -122,11 +124,6 @@ def _history(instance: dg.DagsterInstance, run_id: str) -> tuple[int, int, str |
     attempts = [entry for entry in engine if entry.message == FAILED_RETRY]
     failures = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     rearms = sum(1 for entry in failures if (entry.message or "").startswith(REARMED))
-    cause = None
-    if attempts and attempts[-1].dagster_event and attempts[-1].dagster_event.engine_event_data:
-        error = attempts[-1].dagster_event.engine_event_data.error
-        while error is not None and (error.cause or error.context) is not None:
-            error = error.cause or error.context
-        if error is not None:
-            cause = " ".join(f"{error.cls_name}: {error.message.partition(': ')[2] or error.message}".split())
+    data = attempts[-1].dagster_event.engine_event_data if attempts and attempts[-1].dagster_event else None
+    cause = error_text(data.error) if data is not None and data.error is not None else None
     return len(attempts), rearms, cause
