@@ -391,6 +391,7 @@ def _instance_database_error(error: "SerializableErrorInfo | None", run_level: b
 
 
 MAX_CHAIN = 8  # levels of an error's cause chain the alert names
+REPEAT_MIN_CHARS = 20  # a root message at least this long, found again in a level, makes it a repeat
 
 
 def error_text(error: "SerializableErrorInfo | None", description: str | None = None) -> str:
@@ -418,9 +419,10 @@ def error_text(error: "SerializableErrorInfo | None", description: str | None = 
         return "unknown error"
     root, context = levels[-1], levels[-2::-1]
     # A level that only repeats its cause's message (a driver error re-raised by SQLAlchemy, say) says
-    # nothing more: dropped.
+    # nothing more: dropped. A short message ("'x'") is no evidence of a repeat: kept.
     said = root.partition(": ")[2] or root
-    context = [level for level in context if said not in level]
+    if len(said) >= REPEAT_MIN_CHARS:
+        context = [level for level in context if said not in level]
     return f"{root} (context: {'; '.join(context)})" if context else root
 
 

@@ -189,3 +189,21 @@ def test_a_run_failed_by_the_database_says_so_in_its_alert(instance, closed_port
         other, [], None, None, bare.dagster_event, [], engine_error(instance, other.run_id)
     )
     assert INSTANCE_DATABASE not in alert.error and "marked as failed from outside" in alert.error
+
+
+def test_a_level_repeating_the_root_message_is_dropped_but_a_short_root_proves_nothing():
+    from dagster._utils.error import SerializableErrorInfo
+
+    from ragspine_pipeline.defs.alerts import error_text
+
+    def chain(root: str, wrapper: str) -> SerializableErrorInfo:
+        cause = SerializableErrorInfo(f"psycopg2.OperationalError: {root}\n", [], "OperationalError")
+        return SerializableErrorInfo(f"{wrapper}\n", [], "DagsterPostgresException", cause)
+
+    long_root = 'connection to server at "db", port 5432 failed: Connection refused'
+    said = error_text(
+        chain(long_root, f"sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) {long_root}")
+    )
+    assert said == f"OperationalError: {long_root}"  # the re-raise says nothing more
+    said = error_text(chain("'x'", "dagster_postgres.utils.DagsterPostgresException: no row for 'x'"))
+    assert said == "OperationalError: 'x' (context: DagsterPostgresException: no row for 'x')"
