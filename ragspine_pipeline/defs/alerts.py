@@ -423,6 +423,7 @@ def error_text(error: "SerializableErrorInfo | None", description: str | None = 
     said = root.partition(": ")[2] or root
     if len(said) >= REPEAT_MIN_CHARS:
         context = [level for level in context if said not in level]
+    context = list(dict.fromkeys(context))  # a wrapper re-raised by the same wrapper: said once
     return f"{root} (context: {'; '.join(context)})" if context else root
 
 
