@@ -4,15 +4,14 @@ way each production rate worsens. The tests themselves, and what each setting do
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from ragspine_pipeline.metrics import family
-from ragspine_pipeline.scoring.power import SampleTarget
 
-if TYPE_CHECKING:
-    from ragspine_pipeline.scoring.drop_results import DropTest
+DEFAULT_POWER = 0.8
+DEFAULT_SAMPLE_CAP = 20_000  # ``SampleTarget.max``
 
 # Every production proportion, and which way it worsens (the count of fabricating refusals by its rate
 # among refusals), from the registry (``ragspine_pipeline.metrics``).
@@ -41,6 +40,37 @@ class EffectThresholds(BaseModel):
         if "min_drop" in self.model_fields_set and self.min_drop is None:
             raise ValueError("min_drop must be a number (leave it out to use the section's)")
         return self
+
+
+class SampleTarget(BaseModel):
+    """``production: {sample: {...}}`` in the gates config: score each night as many traces as a drop of
+    ``detect`` rate points needs to be caught with ``power`` (``nightly_sample_plan``), at most ``max`` and
+    never fewer than the fixed sample size (``RAGSPINE_SAMPLE_SIZE`` / the component's ``sample_size``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    detect: float = Field(
+        strict=True, gt=0, le=1, allow_inf_nan=False, description="the drop to catch, in rate points (0.02)"
+    )
+    power: float = Field(
+        default=DEFAULT_POWER, strict=True, gt=0, lt=1, description="the chance of catching it (0.8)"
+    )
+    rate: str | None = Field(
+        default=None,
+        description="the production rate the target is for (default: the one that needs the most traces)",
+    )
+    max: int = Field(
+        default=DEFAULT_SAMPLE_CAP, ge=1, strict=True, description="the most traces scored a night"
+    )
+
+    @field_validator("rate")
+    @classmethod
+    def _known_rate(cls, rate: str | None) -> str | None:
+        if rate is not None and rate not in WORSE_WHEN:
+            raise ValueError(
+                f"unknown production rate {rate!r}; the rates tested nightly: {', '.join(WORSE_WHEN)}"
+            )
+        return rate
 
 
 class DropSettings(BaseModel):
@@ -179,18 +209,6 @@ class DropSettings(BaseModel):
             own.min_drop if "min_drop" in given else self.min_drop,
             own.min_relative_change if "min_relative_change" in given else self.min_relative_change,
         )
-
-    def large_enough(self, test: DropTest) -> bool:
-        """Is the change of ``test`` big enough to alert when significant: worse by at least ``min_drop``,
-        or its failure share grew (``worse_by > 0``) by at least ``min_relative_change`` of the trailing
-        failure share (the module docstring)?"""
-        if test.worse_by is None or test.trailing is None:
-            return False
-        min_drop, relative = self.thresholds(test.metric)
-        if test.worse_by >= min_drop:
-            return True
-        failure_share = test.trailing if WORSE_WHEN[test.metric] == "higher" else 1.0 - test.trailing
-        return relative is not None and test.worse_by > 0 and test.worse_by >= relative * failure_share
 
     @property
     def windows(self) -> list[int]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ragspine_pipeline.scoring.drop_results import MIX_ALONE, DropTest
 from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC, USUAL_MIX
-from ragspine_pipeline.scoring.drop_settings import DropSettings
+from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN, DropSettings
 from ragspine_pipeline.scoring.mix import Mix
 from ragspine_pipeline.scoring.random_effects import weighted_bh
 
@@ -40,7 +40,7 @@ def control(tests: list[DropTest], settings: DropSettings, mix: Mix | None = Non
     for i, q_value in zip(tested, q, strict=True):
         test = tests[i]
         significant = bool(q_value <= settings.fdr)
-        big_enough = settings.large_enough(test)
+        big_enough = large_enough(settings, test)
         out[i] = replace(
             test,
             q_value=float(q_value),
@@ -136,8 +136,9 @@ def _mix_note(test: DropTest, level: float, settings: DropSettings) -> str | Non
     adjusted = test.mix_adjusted
     if adjusted is None or adjusted.worse_by is None or adjusted.p_value is None:
         return None
-    alerts = adjusted.p_value <= level and settings.large_enough(
-        replace(test, current=adjusted.current, trailing=adjusted.trailing, worse_by=adjusted.worse_by)
+    alerts = adjusted.p_value <= level and large_enough(
+        settings,
+        replace(test, current=adjusted.current, trailing=adjusted.trailing, worse_by=adjusted.worse_by),
     )
     if alerts or test.worse_by - adjusted.worse_by < test.worse_by / 2:
         return None
@@ -150,3 +151,16 @@ def too_small(test: DropTest, settings: DropSettings) -> str:
     if relative is not None:
         reason += f" and its failure share grew by less than min_relative_change {relative:g} of itself"
     return reason
+
+
+def large_enough(settings: DropSettings, test: DropTest) -> bool:
+    """Is the change of ``test`` big enough to alert when significant: worse by at least the settings'
+    ``min_drop``, or its failure share grew (``worse_by > 0``) by at least ``min_relative_change`` of the
+    trailing failure share (``scoring.significance``)?"""
+    if test.worse_by is None or test.trailing is None:
+        return False
+    min_drop, relative = settings.thresholds(test.metric)
+    if test.worse_by >= min_drop:
+        return True
+    failure_share = test.trailing if WORSE_WHEN[test.metric] == "higher" else 1.0 - test.trailing
+    return relative is not None and test.worse_by > 0 and test.worse_by >= relative * failure_share

@@ -51,21 +51,27 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-if TYPE_CHECKING:
-    from ragspine_pipeline.scoring.drop_settings import DropSettings
+from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC, entry_counts
+from ragspine_pipeline.scoring.drop_settings import (
+    DEFAULT_POWER,
+    DEFAULT_SAMPLE_CAP,
+    WORSE_WHEN,
+    DropSettings,
+    SampleTarget,
+)
+from ragspine_pipeline.scoring.night_family import test_weight
+from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised
 
-# scipy is imported where it is used: ``SampleTarget`` is part of ``DropSettings``, hence of the gates
-# config every ``ragspine-eval score`` reads, and scipy costs half a second of start-up.
+# scipy is imported where it is used: it costs half a second of start-up, and ``ragspine-eval plan``
+# and the nightly path import this module.
+__all__ = ["DEFAULT_POWER", "DEFAULT_SAMPLE_CAP", "SampleTarget"]  # re-exported: where they were
 
-DEFAULT_POWER = 0.8
 DEFAULT_WINDOW = 14  # ``DropSettings.window``
 MAX_CASES = 200_000  # the golden-set search gives up above this many cases
-DEFAULT_SAMPLE_CAP = 20_000  # ``SampleTarget.max``
 # The flip rate (per direction) the release report assumes for its detectable drop: the strict comparison
 # is for a deterministic system (no flips), the paired test for one that samples (``ragspine-eval plan``'s
 # default).
@@ -253,39 +259,6 @@ def paired_sample_size(drop: float, design: PairedDesign, power: float = DEFAULT
 # -- the nightly sample size from a target ---------------------------------------------------------
 
 
-class SampleTarget(BaseModel):
-    """``production: {sample: {...}}`` in the gates config: score each night as many traces as a drop of
-    ``detect`` rate points needs to be caught with ``power`` (``nightly_sample_plan``), at most ``max`` and
-    never fewer than the fixed sample size (``RAGSPINE_SAMPLE_SIZE`` / the component's ``sample_size``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    detect: float = Field(
-        strict=True, gt=0, le=1, allow_inf_nan=False, description="the drop to catch, in rate points (0.02)"
-    )
-    power: float = Field(
-        default=DEFAULT_POWER, strict=True, gt=0, lt=1, description="the chance of catching it (0.8)"
-    )
-    rate: str | None = Field(
-        default=None,
-        description="the production rate the target is for (default: the one that needs the most traces)",
-    )
-    max: int = Field(
-        default=DEFAULT_SAMPLE_CAP, ge=1, strict=True, description="the most traces scored a night"
-    )
-
-    @field_validator("rate")
-    @classmethod
-    def _known_rate(cls, rate: str | None) -> str | None:
-        from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
-
-        if rate is not None and rate not in WORSE_WHEN:
-            raise ValueError(
-                f"unknown production rate {rate!r}; the rates tested nightly: {', '.join(WORSE_WHEN)}"
-            )
-        return rate
-
-
 @dataclass(frozen=True)
 class RateNeed:
     """What one rate's history says a target needs: its level (lower is worse), between-day variance,
@@ -411,7 +384,6 @@ def nightly_sample_plan(history: Sequence[dict], settings: DropSettings, fixed: 
     target = settings.sample
     if target is None:
         return SamplePlan(size=fixed, fixed=fixed, reason="fixed", window=settings.window)
-    from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
 
     nights = sorted((d for d in history if d.get("day")), key=lambda d: d["day"])[-settings.variance_window :]
     alpha = per_test_alpha(settings.fdr, _tests_per_weight(nights, settings))
@@ -448,9 +420,6 @@ def _rate_need(
 ) -> RateNeed | None:
     """One all-traffic rate's estimates over ``nights`` (None: fewer than ``min_days`` nights hold it,
     or its level is 0, where it cannot drop)."""
-    from ragspine_pipeline.scoring.drop_series import entry_counts
-    from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
-    from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised
 
     rows = []
     for night in nights:
@@ -492,8 +461,6 @@ def _tests_per_weight(nights: Sequence[dict], settings: DropSettings) -> float:
     """The night's test count over the all-traffic one-night test's normalised weight — the sum of the
     tests' weights over its weight — from the latest night that ran drop tests; ``nightly_tests``
     before any did."""
-    from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC
-    from ragspine_pipeline.scoring.night_family import test_weight
 
     for night in reversed(nights):
         ran = (night.get("drop_tests") or {}).get("tests") or []
@@ -509,9 +476,6 @@ def nightly_tests(settings: DropSettings, slices: int = 0) -> float:
     (the values of every tag dimension together) — over the all-traffic one-night test's weight:
     ``α = fdr / nightly_tests`` is that test's level (with one real change the night's two-stage
     procedure rejects at the flat procedure's first step, ``scoring.night_family``)."""
-    from ragspine_pipeline.scoring.drop_series import ALL_TRAFFIC
-    from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN
-    from ragspine_pipeline.scoring.night_family import test_weight
 
     per_rate = sum(test_weight(ALL_TRAFFIC, nights, settings) for nights in settings.windows)
     per_rate += slices * sum(test_weight("slice", nights, settings) for nights in settings.windows)

@@ -14,6 +14,7 @@ import pytest
 from scipy.stats import false_discovery_control
 
 from ragspine_pipeline.scoring.drop_settings import DropSettings
+from ragspine_pipeline.scoring.night_family import large_enough
 from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised, weighted_bh
 from ragspine_pipeline.scoring.significance import ALL_TRAFFIC, drop_tests
 
@@ -79,7 +80,7 @@ def test_with_no_change_at_most_one_night_in_thirty_alerts_although_each_night_r
     # Without the night's multiple-comparison control the same tests would alarm on most nights.
     settings = DropSettings()
     unadjusted = sum(
-        any(t.p_value <= settings.fdr and settings.large_enough(t) for t in n.tested) for n in nights
+        any(t.p_value <= settings.fdr and large_enough(settings, t) for t in n.tested) for n in nights
     )
     assert unadjusted >= 150, unadjusted
 
