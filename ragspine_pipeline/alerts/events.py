@@ -119,6 +119,14 @@ class OutboxView:
         return [entry for entry in self.entries if entry.expired_at]
 
 
+@dataclass
+class ReadOnlyView(OutboxView):
+    """What a read-only read returns: the view, and how many unreadable lines it left where they are
+    (``set_aside`` stays 0: nothing was moved)."""
+
+    corrupt: int = 0
+
+
 def batches(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
     """``entries`` by batch (:func:`batch_key`), in the order each batch's first entry comes."""
     grouped: dict[str, list[Entry]] = {}

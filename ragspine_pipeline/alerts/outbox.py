@@ -42,18 +42,18 @@ import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import ValidationError
 
 from ragspine_pipeline import inputs
-from ragspine_pipeline.alerts.events import (
+from ragspine_pipeline.alerts.events import (  # ReadOnlyView: also this module's
     AlertOutbox,
     Due,
     Entry,
     OutboxView,
+    ReadOnlyView,
     fold,
     queued_event,
     stamped,
@@ -78,14 +78,6 @@ QUEUED_THROUGH = "queued_through"  # in a stream's saved state: the last queued 
 _STATE_MARK = b'"stream_state"'  # what a queued event that carries its stream's state holds
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ReadOnlyView(OutboxView):
-    """What a read-only read returns: the view, and how many unreadable lines it left where they are
-    (``set_aside`` stays 0: nothing was moved)."""
-
-    corrupt: int = 0
 
 
 # libpq's keyword form (``host=db port=5432 dbname=evals user=u password=…``): at least two of its keys.

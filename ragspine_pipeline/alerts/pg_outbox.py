@@ -57,6 +57,7 @@ from ragspine_pipeline.alerts.events import (
     Due,
     Entry,
     OutboxView,
+    ReadOnlyView,
     batch_key,
     batches,
     dumps,
@@ -207,8 +208,6 @@ class PostgresOutbox(AlertOutbox):
         ``read_only`` (a read command) no event is moved: the unreadable ones are only counted
         (``ReadOnlyView.corrupt``)."""
         if read_only:
-            from ragspine_pipeline.alerts.outbox import ReadOnlyView
-
             view, corrupt = self._fold(ReadOnlyView())
             view.corrupt = len(corrupt)
             return view
