@@ -36,6 +36,7 @@ from ragspine_pipeline.alerts.model import (
     superseded_alert,
 )
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG
+from ragspine_pipeline.defs.executor import executor_from_env
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.release import DECISION_TAG, NO_DECISION
@@ -277,8 +278,6 @@ def revoke_celery_tasks(instance: dg.DagsterInstance, run_id: str, log=None) -> 
     """Where steps run on Celery (``RAGSPINE_EXECUTOR=celery``), revoke the tasks of the ended run
     ``run_id`` whose step had not finished (``defs.celery_app``: a worker also stops such a step
     itself); their ids. A broker that cannot be reached is a warning: the workers still stop them."""
-    from ragspine_pipeline.definitions import executor_from_env  # the code location imports this module
-
     if executor_from_env().name != "celery":
         return []
     from ragspine_pipeline.defs import celery_app  # the deploy extra, and the broker's settings
