@@ -462,7 +462,6 @@ def with_index_check(
             "index_versions": sorted({version for _path, versions in counts for version in versions}),
         }
     )
-    release = release.model_copy(update={"decision": "block" if release.blocks() else "ship"})
     return replace(evaluation, release=release)
 
 

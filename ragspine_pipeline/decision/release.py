@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_serializer, model_validator
 
 from ragspine_pipeline.decision.gates import Gate, GateResult
 
@@ -155,7 +155,6 @@ RUN_FIGURES = frozenset(
 class ReleaseDecision(BaseModel):
     model_config = _MODEL
 
-    decision: Literal["ship", "block"]
     failed_gates: list[FailedGate] = Field(default_factory=list)
     failed_slices: list[FailedSlice] = Field(default_factory=list)
     regressions: list[BaselineRegression] = Field(default_factory=list)
@@ -195,6 +194,22 @@ class ReleaseDecision(BaseModel):
             return None
         return [name for name, value in self.metrics.items() if value is None]
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def decision(self) -> Literal["ship", "block"]:
+        """``block`` when anything blocks (:meth:`blocks`), else ``ship``: derived here, the one place,
+        never stored apart from its reasons (a stored decision's own ``decision`` is read back from
+        them)."""
+        return "block" if self.blocks() else "ship"
+
+    @model_serializer(mode="wrap")
+    def _decision_first(self, serialize) -> Any:
+        """The decision leads what a reader sees (``release_decision.json``, the report's ``release``)."""
+        data = serialize(self)
+        if isinstance(data, dict) and "decision" in data:
+            return {"decision": data.pop("decision"), **data}
+        return data
+
     @property
     def ships(self) -> bool:
         return self.decision == "ship"
@@ -223,7 +238,7 @@ class ReleaseDecision(BaseModel):
                 ),
             }
         )
-        return decided.model_copy(update={"decision": "block" if decided.blocks() else "ship"})
+        return decided
 
     def with_run_figures(
         self,
@@ -467,7 +482,6 @@ def decide(
     regressions = [] if comparison is None else _regressions(comparison)
     seen = Counter(index_versions)
     decision = ReleaseDecision(
-        decision="ship",
         failed_gates=failed,
         failed_slices=slices_below,
         regressions=regressions,
@@ -497,7 +511,7 @@ def decide(
             comparison, causes.get("cases") if isinstance(causes, Mapping) else None
         ),
     )
-    return decision.model_copy(update={"decision": "block" if decision.blocks() else "ship"})
+    return decision
 
 
 def index_integrity(

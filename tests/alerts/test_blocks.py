@@ -204,8 +204,12 @@ def test_one_run_with_a_release_and_an_extraction_alert_is_one_message():
     assert "*Recovered: Extraction channels*" in texts(message_blocks)
 
 
+# The same release, repaired: nothing blocks it any more, so it ships (the decision follows its reasons).
+SHIPPED = {**BLOCKED, "failed_gates": [], "regressions": [], "failed_slices": []}
+
+
 def test_a_recovery_and_a_run_failure_render_without_a_table():
-    recovered = release_alert({**BLOCKED, "decision": "ship"}, "release:golden")
+    recovered = release_alert(SHIPPED, "release:golden")
     assert recovered.kind == "recovered" and recovered.findings == [] and recovered.causes is None
     assert fallback_text(recovered) == "Recovered: release ships on index ix-0002 (run abc-123)"
     assert "actions" not in [b["type"] for b in blocks(recovered)]  # no webserver URL configured
@@ -283,7 +287,7 @@ def test_a_decision_without_an_index_version_says_nothing_of_an_index():
     """A service without an index manifest names no index: the title says nothing of one (never
     "index unknown index")."""
     blocked = blocked_alert({**BLOCKED, "index_version": None})
-    recovered = release_alert({**BLOCKED, "index_version": None, "decision": "ship"}, "release:golden")
+    recovered = release_alert({**SHIPPED, "index_version": None}, "release:golden")
     assert blocked.title == "Release blocked" and recovered.title == "Recovered: release ships"
     assert "unknown" not in fallback_text(blocked) + fallback_text(recovered)
 
