@@ -125,6 +125,7 @@ def run_failure_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: 
     ).for_run_failure()
 
 
+@pytest.mark.system  # two whole code-location runs (~16 s)
 def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_the_regression(
     demo_env, fake_slack, closed_port, monkeypatch
 ):

@@ -294,6 +294,7 @@ def test_a_changed_golden_set_fails_golden_set_with_the_spec_message(demo, tmp_p
     assert "changed" in message and "gold.jsonl" in message and "\n" not in message
 
 
+@pytest.mark.system  # a whole code-location run against a closed port (~15 s)
 def test_an_unreachable_sut_fails_golden_traces_with_a_clear_error(demo, tmp_path, closed_port, monkeypatch):
     monkeypatch.setenv("RAGSPINE_STEP_RETRIES", "0")  # the step's error, not its retries (test_unattended)
     env = {"RAGSPINE_SUT": "http", "RAGSPINE_SUT_URL": f"http://127.0.0.1:{closed_port}"}

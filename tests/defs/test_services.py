@@ -218,6 +218,7 @@ def dg_command(folder: Path, *argv: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.system  # three `dg` subprocesses (~15 s)
 def test_the_component_is_listed_scaffolded_and_checked_in_a_project_of_ones_own(tmp_path):
     folder = project(tmp_path / "evals-project")
     listed = dg_command(folder, "list", "components")
@@ -231,6 +232,7 @@ def test_the_component_is_listed_scaffolded_and_checked_in_a_project_of_ones_own
     assert "All definitions loaded successfully." in checked.stdout + checked.stderr
 
 
+@pytest.mark.system  # a whole code-location run (~6 s)
 def test_a_scaffolded_service_evaluates_the_demo_as_written(tmp_path, monkeypatch):
     from ragspine_pipeline.cli import main
 
@@ -260,6 +262,7 @@ def test_a_scaffolded_service_evaluates_the_demo_as_written(tmp_path, monkeypatc
     assert (folder / "var" / "support_bot" / "baseline.json").exists()
 
 
+@pytest.mark.system  # `dg` subprocesses and a whole run (~14 s)
 def test_a_project_from_init_loads_in_dagster_and_decides_against_the_service(tmp_path, monkeypatch):
     """`ragspine-eval init` writes a Dagster project too: `dg check defs` passes, and its service's
     re-evaluation asks the (loopback) service and decides."""

@@ -71,6 +71,7 @@ def simulate(
 # -- the error rates -------------------------------------------------------------------------------
 
 
+@pytest.mark.system  # a statistical simulation of 30 nights (~20 s)
 def test_with_no_change_at_most_one_night_in_thirty_alerts_although_each_night_runs_dozens_of_tests():
     days = simulate(np.random.default_rng(20261123), WARMUP + 300, per_slice=125, jitter=0.1)
     nights = [drop_tests(day, days[:i]) for i, day in enumerate(days) if i >= WARMUP]
@@ -95,6 +96,7 @@ def test_a_five_point_drop_of_a_ninety_percent_rate_in_all_traffic_alerts_the_sa
     assert detected >= 32, detected  # ≥ 0.8
 
 
+@pytest.mark.system  # a statistical simulation (~6 s)
 def test_a_ten_point_drop_in_one_small_slice_alerts_within_three_nights():
     rng = np.random.default_rng(11)
     detected = 0
