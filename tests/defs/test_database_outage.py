@@ -25,26 +25,26 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 from dagster._core.events import EngineEventData
 from dagster._core.storage.tags import MAX_RETRIES_TAG, WILL_RETRY_TAG
 
 from ragspine_pipeline.defs.alerts import INSTANCE_DATABASE
 from ragspine_pipeline.defs.retry_guard import FAILED_RETRY, REARMED
-from tests.conftest import PG, pg_instance_env, wait_until
+from tests.conftest import PG, wait_until
 from tests.defs.test_host_loss import (
-    WORKSPACE,
-    instance_config,
+    HOLDER,
+    deployed,
+    hold_the_scoring_slot,
     queued_run_failures,
-    scoring_pool,
     start_daemon,
     succeeded_steps,
+    waiting_for_the_slot,
 )
-from tests.defs.test_local_crash import environment
 from tests.relay import TcpRelay
 
 JOB = "full_eval"
@@ -81,33 +81,16 @@ def test_a_database_outage_fails_the_run_says_so_and_its_lost_retry_is_launched_
     tmp_path, database, fake_slack, closed_port, monkeypatch
 ):
     pytest.importorskip("dagster_postgres", reason=NO_POSTGRES)
-    env = environment(tmp_path / "deployed")
-    home = Path(env["DAGSTER_HOME"])
-    home.mkdir(parents=True)
-    (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config()))
-    (tmp_path / "workspace.yaml").write_text(WORKSPACE)
-    env.update(
-        **pg_instance_env(database),
-        SLACK_BOT_TOKEN="xoxb-test-token",
-        SLACK_CHANNEL="#rag-alerts",
-        SLACK_API_BASE_URL=fake_slack.url,
-    )
     # The test reads and writes the instance directly; the daemon, the webserver, the code server and
     # the run reach it through the relay.
-    for name in ("DAGSTER_HOME", "DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_DB"):
-        monkeypatch.setenv(name, env[name])
-    monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
+    env = deployed(tmp_path, database, fake_slack, monkeypatch)
     relay = TcpRelay((PG["host"], PG["port"]))
     relay.restore()
     env["DAGSTER_PG_PORT"] = str(relay.port)
     outbox = Path(env["RAGSPINE_ALERTS_OUTBOX"])
     processes: list[subprocess.Popen] = []
     with dg.DagsterInstance.get() as instance:
-        pool, storage = scoring_pool(), instance.event_log_storage
-        if pool not in storage.get_concurrency_keys():
-            storage.set_concurrency_slots(pool, 1)
-        holder = "another-run"  # holds the pool's slot: the run waits for it, mid-run
-        assert storage.claim_concurrency_slot(pool, holder, "its_step").is_claimed
+        pool, storage = hold_the_scoring_slot(instance), instance.event_log_storage  # the run waits, mid-run
         try:
             daemon = start_daemon(env, tmp_path, tmp_path / "daemon.log")
             processes.append(daemon)
@@ -132,23 +115,15 @@ def test_a_database_outage_fails_the_run_says_so_and_its_lost_retry_is_launched_
             assert launch.returncode == 0, launch.stdout + launch.stderr
             [run] = instance.get_runs(dg.RunsFilter(job_name=JOB))
 
-            def waiting_for_the_slot() -> bool:
-                now = instance.get_run_by_id(run.run_id)
-                assert not now.is_finished, now.status
-                return (
-                    now.status == dg.DagsterRunStatus.STARTED
-                    and bool(succeeded_steps(instance, run.run_id))
-                    and run.run_id in storage.get_concurrency_info(pool).pending_run_ids
-                )
-
-            wait_until(waiting_for_the_slot, f"the run waiting for a slot of {pool}", 180, daemon)
+            waiting = partial(waiting_for_the_slot, instance, run.run_id, pool)
+            wait_until(waiting, f"the run waiting for a slot of {pool}", 180, daemon)
             wait_until(lambda: answers(closed_port), "the webserver", 120, web)
             assert graphql(closed_port, RUNS)["data"]["runsOrError"]["__typename"] == "Runs"  # pooled now
 
             done_before = succeeded_steps(instance, run.run_id)
             # The database goes away; the slot is given back meanwhile.
             relay.cut()
-            storage.free_concurrency_slots_for_run(holder)
+            storage.free_concurrency_slots_for_run(HOLDER)
             time.sleep(OUTAGE_S)  # the outage itself: its length is the scenario, not a wait for something
             relay.restore()
 

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
@@ -64,6 +65,53 @@ def instance_config() -> dict:
     config["run_launcher"] = INSTANCE["run_launcher"]
     config["run_monitoring"] = {**config["run_monitoring"], **INSTANCE["run_monitoring"]}
     return config
+
+
+def deployed(tmp_path: Path, database: str, fake_slack, monkeypatch, **settings: str) -> dict[str, str]:
+    """The demo deployed on ``database``: its environment (the test's instance file, the workspace, the
+    loopback PostgreSQL and Slack, and ``settings``), the test's own process pointed at the same
+    instance."""
+    env = environment(tmp_path / "deployed")
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config()))
+    (tmp_path / "workspace.yaml").write_text(WORKSPACE)
+    env.update(
+        **pg_instance_env(database),
+        **settings,
+        SLACK_BOT_TOKEN="xoxb-test-token",
+        SLACK_CHANNEL="#rag-alerts",
+        SLACK_API_BASE_URL=fake_slack.url,
+    )
+    for name in ("DAGSTER_HOME", "DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_DB"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
+    return env
+
+
+HOLDER = "another-run"  # a made-up run that holds the scoring pool's one slot
+
+
+def hold_the_scoring_slot(instance: dg.DagsterInstance) -> str:
+    """Give the scoring step's pool one slot and let :data:`HOLDER` hold it: a run then executes what
+    comes before the pool's steps and waits. The pool's name."""
+    pool, storage = scoring_pool(), instance.event_log_storage
+    if pool not in storage.get_concurrency_keys():
+        storage.set_concurrency_slots(pool, 1)
+    assert storage.claim_concurrency_slot(pool, HOLDER, "its_step").is_claimed
+    return pool
+
+
+def waiting_for_the_slot(instance: dg.DagsterInstance, run_id: str, pool: str) -> bool:
+    """Whether the run has started, done some steps, and waits for a slot of ``pool`` (it must not
+    have ended)."""
+    run = instance.get_run_by_id(run_id)
+    assert not run.is_finished, run.status
+    return (
+        run.status == dg.DagsterRunStatus.STARTED
+        and bool(succeeded_steps(instance, run_id))
+        and run_id in instance.event_log_storage.get_concurrency_info(pool).pending_run_ids
+    )
 
 
 def scoring_pool() -> str:
@@ -224,30 +272,12 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
         text=True,
     )
 
-    env = environment(tmp_path / "deployed")
-    home = Path(env["DAGSTER_HOME"])
-    home.mkdir(parents=True)
-    (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config()))
-    (tmp_path / "workspace.yaml").write_text(WORKSPACE)
-    env.update(
-        **pg_instance_env(database),
-        RAGSPINE_REBUILD_SENSOR_INTERVAL_S="2",
-        SLACK_BOT_TOKEN="xoxb-test-token",
-        SLACK_CHANNEL="#rag-alerts",
-        SLACK_API_BASE_URL=fake_slack.url,
-    )
-    for name in ("DAGSTER_HOME", "DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USER", "DAGSTER_PG_DB"):
-        monkeypatch.setenv(name, env[name])
-    monkeypatch.setenv("DAGSTER_PG_PASSWORD", "")
+    env = deployed(tmp_path, database, fake_slack, monkeypatch, RAGSPINE_REBUILD_SENSOR_INTERVAL_S="2")
     outbox = Path(env["RAGSPINE_ALERTS_OUTBOX"])
 
     daemon = None
     with dg.DagsterInstance.get() as instance:
-        pool, storage = scoring_pool(), instance.event_log_storage
-        if pool not in storage.get_concurrency_keys():
-            storage.set_concurrency_slots(pool, 1)
-        holder = "another-run"  # holds the pool's slot: the run will wait for it
-        assert storage.claim_concurrency_slot(pool, holder, "its_step").is_claimed
+        pool, storage = hold_the_scoring_slot(instance), instance.event_log_storage
         try:
             # The sensor is turned on while the daemon starts: its next tick launches the run.
             daemon = start_daemon(env, tmp_path, tmp_path / "daemon.log")
@@ -273,16 +303,8 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
                 lambda: instance.get_runs(dg.RunsFilter(job_name=JOB)), "a launched run", 120, daemon
             )
 
-            def waiting_to_score() -> bool:
-                run = instance.get_run_by_id(lost.run_id)
-                assert not run.is_finished, run.status
-                return (
-                    run.status == dg.DagsterRunStatus.STARTED
-                    and bool(succeeded_steps(instance, run.run_id))
-                    and run.run_id in storage.get_concurrency_info(pool).pending_run_ids
-                )
-
-            wait_until(waiting_to_score, f"the run waiting for a slot of {pool}", 120, daemon)
+            waiting = partial(waiting_for_the_slot, instance, lost.run_id, pool)
+            wait_until(waiting, f"the run waiting for a slot of {pool}", 120, daemon)
             done_before = succeeded_steps(instance, lost.run_id)
             wait_until(lambda: failure_sensor_ticked(instance), "the run-failure sensor ticked", 60, daemon)
 
@@ -296,7 +318,7 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
             wait_until(lambda: not any(process_started_by(p, time.time()) for p in doomed), "all killed", 30)
             assert instance.get_run_by_id(lost.run_id).status == dg.DagsterRunStatus.STARTED  # as left
 
-            storage.free_concurrency_slots_for_run(holder)
+            storage.free_concurrency_slots_for_run(HOLDER)
             restarted = time.monotonic()
             daemon = start_daemon(env, tmp_path, tmp_path / "daemon-restarted.log")
             wait_until(
