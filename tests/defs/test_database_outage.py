@@ -39,8 +39,10 @@ from tests.conftest import PG, wait_until
 from tests.defs.test_host_loss import (
     HOLDER,
     deployed,
+    finished_retries,
     hold_the_scoring_slot,
     queued_run_failures,
+    retry_replies,
     start_daemon,
     succeeded_steps,
     waiting_for_the_slot,
@@ -157,22 +159,9 @@ def test_a_database_outage_fails_the_run_says_so_and_its_lost_retry_is_launched_
             instance.report_engine_event(FAILED_RETRY, failed, engine_event_data=EngineEventData(error=error))
             instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "false"})
 
-            [retry] = wait_until(
-                lambda: [
-                    r
-                    for r in instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run.run_id}))
-                    if r.is_finished
-                ],
-                "the retry, asked for again by the guard, finished",
-                300,
-                daemon,
-            )
-            replied = wait_until(
-                lambda: [p for p in fake_slack.posts if "succeeded on retry" in p.get("text", "")],
-                "the retry's reply",
-                120,
-                daemon,
-            )
+            finished = partial(finished_retries, instance, run.run_id)
+            [retry] = wait_until(finished, "the retry, asked for again by the guard, finished", 300, daemon)
+            replied = wait_until(partial(retry_replies, fake_slack), "the retry's reply", 120, daemon)
         finally:
             for process in processes:
                 if process.poll() is None:

@@ -114,6 +114,17 @@ def waiting_for_the_slot(instance: dg.DagsterInstance, run_id: str, pool: str) -
     )
 
 
+def finished_retries(instance: dg.DagsterInstance, run_id: str) -> list[dg.DagsterRun]:
+    """The finished runs that retry (or re-execute) ``run_id``."""
+    children = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run_id}))
+    return [run for run in children if run.is_finished]
+
+
+def retry_replies(fake_slack) -> list[dict]:
+    """What Slack was posted saying a failed run succeeded on retry."""
+    return [post for post in fake_slack.posts if "succeeded on retry" in post.get("text", "")]
+
+
 def scoring_pool() -> str:
     """The pool of the step that scores the replay and decides (the one that writes metric_table)."""
     assets = code_location.resolve_asset_graph().assets_defs
@@ -329,14 +340,7 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
             )
             failed_after = time.monotonic() - restarted
             retried = wait_until(
-                lambda: [
-                    run
-                    for run in instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": lost.run_id}))
-                    if run.is_finished
-                ],
-                "the retry finished",
-                180,
-                daemon,
+                partial(finished_retries, instance, lost.run_id), "the retry finished", 180, daemon
             )
             alerted = wait_until(
                 lambda: [p for p in fake_slack.posts if lost.run_id in json.dumps(p)],
@@ -345,12 +349,7 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
                 daemon,
             )
             # The retry that succeeded says so in the failure's thread: Slack's last word is not "failed".
-            replied = wait_until(
-                lambda: [p for p in fake_slack.posts if "succeeded on retry" in p.get("text", "")],
-                "the retry's reply",
-                120,
-                daemon,
-            )
+            replied = wait_until(partial(retry_replies, fake_slack), "the retry's reply", 120, daemon)
             [failure] = instance.event_log_storage.get_records_for_run(
                 lost.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
             ).records
