@@ -220,7 +220,7 @@ def finish_failed_run(
         alerts.runbook("run_failure"),
         run_failure,
         succeeded_steps(instance, run.run_id),
-        engine_error(instance, run.run_id),
+        None if step_failures else engine_error(instance, run.run_id),  # read only where it is said
     )
     queued = alerts.queue(alert, log)
     queue_superseded(alerts, run, stream, log)
@@ -230,15 +230,16 @@ def finish_failed_run(
 def logged_failure_alert(alerts: AlertsResource, run: dg.DagsterRun, instance: dg.DagsterInstance) -> Alert:
     """The failed ``run``'s alert as the failure sensor makes it, from the instance's event log."""
     steps = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    failed = [record.dagster_event for record in steps if record.dagster_event]
     ends = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
     return step_failure_alert(
         run,
-        [record.dagster_event for record in steps if record.dagster_event],
+        failed,
         alerts.webserver_base_url,
         alerts.runbook("run_failure"),
         ends[-1].dagster_event if ends else None,
         succeeded_steps(instance, run.run_id),
-        engine_error(instance, run.run_id),
+        None if failed else engine_error(instance, run.run_id),  # read only where it is said
     )
 
 

@@ -208,8 +208,6 @@ def score_qa_gates(
     traces = traces.select([name for name in _OUTCOME if name in traces.column_names])
     aligned = (traces if trace_rows is None else traces.take(trace_rows)).combine_chunks()
     col = {name: aligned.column(name).chunk(0) if aligned.num_rows else pa.array([]) for name in _OUTCOME}
-    if "outcome_found_value_text" not in traces.column_names:  # a table built without the column
-        col["outcome_found_value_text"] = pa.nulls(aligned.num_rows, pa.string())
     g = {name: gold.column(name).chunk(0) for name in gold.column_names}
     n = gold.num_rows
 
