@@ -331,18 +331,17 @@ def runbook_line(stream: str, runbooks: dict[str, str] | None = None, url: str |
 
 
 def release_alert(
-    decision: ReleaseDecision | dict,
+    decision: ReleaseDecision,
     stream: str,
     webserver_base_url: str | None = None,
     runbook: str | None = None,
 ) -> Alert:
-    """The alert of one release decision (the model, or the ``release_decision`` value it was dumped
-    to): a regression when it blocks (with the decision's causes), a recovery when it ships.
+    """The alert of one release decision: a regression when it blocks (with the decision's causes), a
+    recovery when it ships.
 
     Whether it is posted at all is the outbox's call (``Outbox.observe``): a recovery only follows a
     regression, and a regression already announced is not announced again.
     """
-    decision = ReleaseDecision.model_validate(decision)
     index = decision.index_version  # a run of a service with no index manifest names none
     blocked = not decision.ships
     # The run's figures: every metric (rounded), and each gate's value as it was judged (unrounded).

@@ -6,9 +6,10 @@ failure is listed with its value, threshold and delta so an engineer knows what 
 ``causes`` say where the failing cases stop in the pipeline.
 
 :class:`ReleaseDecision` is one pydantic model for every place a decision travels: the ``release`` of
-the JSON report, ``release_decision.json`` and the ``release_decision`` asset (a plain dict at the
-Dagster boundary, :meth:`ReleaseDecision.asset_value`), and whatever reads them back — the gate
-checks, the baseline step, the alerts and the reports parse it with ``ReleaseDecision.model_validate``.
+the JSON report, ``release_decision.json`` and the ``release_decision`` asset (the model itself, kept
+as its JSON between steps), and whatever reads them back — the gate checks, the baseline step, the
+alerts and the reports take the model; what was written as JSON is read with
+``ReleaseDecision.model_validate``.
 The decision's own fields come from :func:`decide`; a shell adds the run's figures (``gates``,
 ``metrics``, ``warnings``; ``baseline_figures`` in the asset only) with :meth:`with_run_figures`. A
 metric that does not apply to the run has the value ``null``; ``not_applicable`` lists those metrics,
@@ -315,10 +316,6 @@ class ReleaseDecision(BaseModel):
     def as_dict(self) -> dict:
         """The decision alone, as JSON data (the report's ``release``)."""
         return self.model_dump(mode="json", by_alias=True, exclude=set(RUN_FIGURES))
-
-    def asset_value(self) -> dict:
-        """The ``release_decision`` asset: plain data a notebook loads without this package."""
-        return self.model_dump(mode="json", by_alias=True)
 
     def record(self) -> dict:
         """``release_decision.json``: the asset value without the baseline step's working figures."""

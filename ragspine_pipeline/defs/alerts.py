@@ -35,6 +35,7 @@ from ragspine_pipeline.alerts.model import (
     run_failure_alert,
     superseded_alert,
 )
+from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG
 from ragspine_pipeline.defs.executor import executor_from_env
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
@@ -66,7 +67,7 @@ def alert_defs(service: Service) -> tuple[list[dg.AssetChecksDefinition], list[d
         retry_policy=step_retries(),
     )
     def regression_alert(
-        context: dg.AssetCheckExecutionContext, release_decision: dict
+        context: dg.AssetCheckExecutionContext, release_decision: ReleaseDecision
     ) -> dg.AssetCheckResult:
         # The decision's run_id is the run that decided.
         stream = service.stream(f"release:{service.files.baseline_mode}")

@@ -3,8 +3,9 @@
 Scoring, gates, slices and the baseline comparison are :func:`decision.evaluation.evaluate`, the same
 call as ``ragspine-eval score``; the committed gates config is the one the checks were built from. The
 two assets come out of one computation: ``metric_table`` is the per-case × metric table (a DataFrame),
-``release_decision`` the decision as a small dict — what the gate checks, the alert and the baseline
-ratchet read, on whichever host they run. When an LLM judge is configured its scores join the table
+``release_decision`` the :class:`~ragspine_pipeline.decision.release.ReleaseDecision` itself (kept as
+its JSON between steps) — what the gate checks, the alert and the baseline ratchet read, on whichever
+host they run. When an LLM judge is configured its scores join the table
 and its aggregates can be gated; a judge that fails fails only the ``judge_completed`` check (WARN).
 """
 
@@ -25,6 +26,7 @@ from ragspine_pipeline.decision.evaluation import (
     with_replays,
 )
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
+from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.golden import GROUP, INDEX_VERSION_TAG, gold_of, replays_of
 from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.judge import EVALUATION_POOL, judge_check, judge_check_spec, judge_step
@@ -69,6 +71,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
                 group_name=service.node(GROUP),
                 description="`ship` or `block` with every reason: failed gates and slices, regressions, "
                 "the causes, index and golden versions; also written as release_decision.json.",
+                dagster_type=ReleaseDecision,  # kept as its JSON, read back as the model (defs.io)
             ),
         },
         internal_asset_deps={"metric_table": upstream, "release_decision": {*upstream, table_key}},
@@ -196,7 +199,7 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
             },
         )
         yield dg.Output(
-            decision.asset_value(),  # plain data at the Dagster boundary: a dict a notebook loads
+            decision,  # stored as its JSON (defs.io), read back as the model
             output_name="release_decision",
             metadata=decision_metadata(decision, decision_uri),
         )

@@ -1,9 +1,13 @@
-"""How values travel between steps: tables as Parquet, everything else pickled, in an object folder.
+"""How values travel between steps: tables as Parquet, typed records as JSON, everything else pickled,
+in an object folder.
 
-Asset values are plain data a notebook can load without this project: tables are pandas DataFrames
-with pyarrow-backed dtypes (``metric_table``, the slice table, ``production_metrics``, the daily
-sample), decisions small dicts. :class:`ObjectStoreIOManager` stores a DataFrame as Parquet
-(``<asset key>[/<partition>].parquet``) and anything else as a pickle (``….pickle``) in an
+Asset values are data a notebook can read without this project: tables are pandas DataFrames with
+pyarrow-backed dtypes (``metric_table``, the slice table, ``production_metrics``, the daily sample),
+typed records (the ``release_decision``, a :class:`~ragspine_pipeline.decision.release.ReleaseDecision`)
+pydantic models. :class:`ObjectStoreIOManager` stores a DataFrame as Parquet
+(``<asset key>[/<partition>].parquet``), a model as its JSON (``….json``: read back as the model the
+reading step's input is annotated with, or as plain data), and anything else as a pickle
+(``….pickle``) in an
 :class:`~ragspine_pipeline.sources.objects.ObjectFolder`: the instance's storage directory by default,
 ``RAGSPINE_IO_URI`` (``s3://bucket/prefix``) when steps run on several hosts — so a step never reads
 another step's local disk. Op outputs inside a graph (the sampling shards) go under
@@ -28,6 +32,7 @@ import dagster as dg
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel
 
 from ragspine_pipeline.sources.objects import ObjectFolder
 
@@ -67,6 +72,11 @@ class _ObjectStoreIO(dg.IOManager):
                 }
             )
             return
+        if isinstance(obj, BaseModel):
+            body = obj.model_dump_json(by_alias=True, indent=1).encode("utf-8")
+            path = self.folder.write_bytes(f"{name}.json", body, "asset value")
+            context.add_output_metadata({"path": dg.MetadataValue.path(path)})
+            return
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         path = self.folder.write_bytes(f"{name}.pickle", data, "step output")
         context.add_output_metadata({"path": dg.MetadataValue.path(path)})
@@ -80,8 +90,15 @@ class _ObjectStoreIO(dg.IOManager):
             frame = to_frame(table.replace_schema_metadata(None))
             frame.attrs.update(json.loads(attrs) if attrs else {})
             return frame
+        if self.folder.exists(f"{name}.json"):
+            data = self.folder.read_json(f"{name}.json", "asset value")
+            model = _model_type(context)
+            return model.model_validate(data) if model is not None else data
         # A value of unbounded size (a pickled shard result) is read whole, not through the JSON caps.
-        return pickle.loads(self.folder.read_bytes(f"{name}.pickle", "step output", limit=1 << 40))
+        value = pickle.loads(self.folder.read_bytes(f"{name}.pickle", "step output", limit=1 << 40))
+        # A decision an earlier version pickled as a dict, read by a re-execution after an upgrade.
+        model = _model_type(context) if isinstance(value, dict) else None
+        return model.model_validate(value) if model is not None else value
 
 
 def _name(context: dg.InputContext | dg.OutputContext) -> str:
@@ -92,6 +109,13 @@ def _name(context: dg.InputContext | dg.OutputContext) -> str:
         source = context.upstream_output if isinstance(context, dg.InputContext) else context
         parts = source.get_identifier()
     return "/".join(parts)
+
+
+def _model_type(context: dg.InputContext) -> type[BaseModel] | None:
+    """The pydantic model the reading step's input is annotated with (an asset value loader's
+    ``python_type``), else None: the plain JSON data, what a notebook without this package reads."""
+    wanted = getattr(context.dagster_type, "typing_type", None)
+    return wanted if isinstance(wanted, type) and issubclass(wanted, BaseModel) else None
 
 
 def _column_schema(schema: pa.Schema) -> dg.TableSchema:

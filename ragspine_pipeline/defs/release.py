@@ -1,6 +1,6 @@
 """The release decision's gates as asset checks, and the baseline ratchet.
 
-A blocked release is a successful evaluation: ``release_decision`` (a dict, from ``defs.evaluation``) is
+A blocked release is a successful evaluation: ``release_decision`` (the model, from ``defs.evaluation``) is
 always stored and the run succeeds, tagged ``ragspine/decision=ship|block``; a run fails only when no
 evaluation could be made, so on-call can tell "the release is bad" (a red check, a ``block`` tag) from
 "the pipeline broke" (a failed run). ``release_gates`` reports one check per gate of the committed config
@@ -69,8 +69,8 @@ def decision_value(
     """The ``release_decision`` of a run: the decision (as the report rounds it) with the gates, metrics
     and warnings of the run — what ``release_decision.json`` holds (:meth:`ReleaseDecision.record`) —
     and ``baseline_figures``, what the baseline step needs to compare and ratchet under the baseline's
-    lock (``decision.evaluation.BaselineFigures``), with the release of the service it evaluated. The
-    asset stores :meth:`ReleaseDecision.asset_value`, plain data."""
+    lock (``decision.evaluation.BaselineFigures``), with the release of the service it evaluated: the
+    asset's value, kept as its JSON between steps."""
     figures = evaluation.baseline_figures(paired=config.baseline_test == "paired")
     metrics = {name: None if v is None else round(v, 4) for name, v in evaluation.metrics.items()}
     release = ReleaseDecision.model_validate(report["release"]).with_run_figures(
@@ -191,8 +191,8 @@ def release_gates_check(
         pool=pool,
         retry_policy=step_retries(),
     )
-    def release_gates(release_decision: dict) -> Iterator[dg.AssetCheckResult]:
-        decision = ReleaseDecision.model_validate(release_decision)
+    def release_gates(release_decision: ReleaseDecision) -> Iterator[dg.AssetCheckResult]:
+        decision = release_decision
         why = None if decision.ships else cause_sentence(decision.causes)
         yield dg.AssetCheckResult(
             check_name=SHIPS_CHECK,
@@ -294,7 +294,9 @@ def release_assets(service: Service) -> list:
         pool=pool,
         retry_policy=step_retries(),
     )
-    def baseline(context: dg.AssetExecutionContext, release_decision: dict) -> Iterator[dg.MaterializeResult]:
+    def baseline(
+        context: dg.AssetExecutionContext, release_decision: ReleaseDecision
+    ) -> Iterator[dg.MaterializeResult]:
         """The baseline, tightened with a shipping run's metrics (it only ratchets up).
 
         It reads the decision and promotes only from `ship`: after a blocked release the step succeeds
@@ -310,7 +312,7 @@ def release_assets(service: Service) -> list:
         """
         eval_files = service.files
         path, mode = eval_files.baseline_path, eval_files.baseline_mode
-        decision = ReleaseDecision.model_validate(release_decision)
+        decision = release_decision
         with user_errors():
             config = service.config()
         # A run of the paired pool's founding release joins its pool blocked or not (decision.paired):

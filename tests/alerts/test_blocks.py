@@ -12,6 +12,7 @@ import numpy as np
 from ragspine_pipeline.alerts.blocks import blocks, fallback_text, message
 from ragspine_pipeline.alerts.model import Drop, gate_alert, release_alert, run_failure_alert
 from ragspine_pipeline.alerts.nightly import drop_alert
+from ragspine_pipeline.decision.release import ReleaseDecision
 
 CAUSES = {
     "cases": 84,
@@ -49,7 +50,9 @@ RUNBOOK = "Fix the first failed stage first; see the slice report."
 
 
 def blocked_alert(decision: dict = BLOCKED, runbook: str | None = RUNBOOK):
-    return release_alert(decision, "release:golden", "http://dagster.local:3000/", runbook)
+    return release_alert(
+        ReleaseDecision.model_validate(decision), "release:golden", "http://dagster.local:3000/", runbook
+    )
 
 
 def texts(message_blocks: list[dict]) -> list[str]:
@@ -209,7 +212,7 @@ SHIPPED = {**BLOCKED, "failed_gates": [], "regressions": [], "failed_slices": []
 
 
 def test_a_recovery_and_a_run_failure_render_without_a_table():
-    recovered = release_alert(SHIPPED, "release:golden")
+    recovered = release_alert(ReleaseDecision.model_validate(SHIPPED), "release:golden")
     assert recovered.kind == "recovered" and recovered.findings == [] and recovered.causes is None
     assert fallback_text(recovered) == "Recovered: release ships on index ix-0002 (run abc-123)"
     assert "actions" not in [b["type"] for b in blocks(recovered)]  # no webserver URL configured
@@ -287,7 +290,9 @@ def test_a_decision_without_an_index_version_says_nothing_of_an_index():
     """A service without an index manifest names no index: the title says nothing of one (never
     "index unknown index")."""
     blocked = blocked_alert({**BLOCKED, "index_version": None})
-    recovered = release_alert({**SHIPPED, "index_version": None}, "release:golden")
+    recovered = release_alert(
+        ReleaseDecision.model_validate({**SHIPPED, "index_version": None}), "release:golden"
+    )
     assert blocked.title == "Release blocked" and recovered.title == "Recovered: release ships"
     assert "unknown" not in fallback_text(blocked) + fallback_text(recovered)
 

@@ -291,6 +291,7 @@ def _texts(value, key: str = ""):
 
 def test_mentions_and_links_from_the_data_arrive_escaped_in_text_and_blocks(tmp_path, slack):
     from ragspine_pipeline.alerts.model import release_alert
+    from ragspine_pipeline.decision.release import ReleaseDecision
 
     hostile = "<!channel> <@U123> <http://x|y>"
     decision = {
@@ -308,7 +309,11 @@ def test_mentions_and_links_from_the_data_arrive_escaped_in_text_and_blocks(tmp_
         "integrity": [{"detail": f"mixed index versions {hostile}"}],
     }
     outbox = Outbox(tmp_path / "outbox.jsonl")
-    outbox.observe(release_alert(decision, "release:golden", "http://dagster", f"page {hostile}"))
+    outbox.observe(
+        release_alert(
+            ReleaseDecision.model_validate(decision), "release:golden", "http://dagster", f"page {hostile}"
+        )
+    )
     outbox.observe(run_failure_alert("nightly_eval", "run-esc", "sut", f"SUT said {hostile}"))
     assert len(flush(outbox, settings(slack)).delivered) == 2
     [message] = slack.messages

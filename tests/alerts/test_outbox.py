@@ -9,28 +9,31 @@ from concurrent.futures import ProcessPoolExecutor
 from ragspine_pipeline.alerts.events import AlertOutbox
 from ragspine_pipeline.alerts.model import release_alert, run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
+from ragspine_pipeline.decision.release import ReleaseDecision
 
 STREAM = "release:golden"
 
 
 def decision(
     index: str = "ix-1", gates: tuple[str, ...] = ("recall@k",), slices: tuple[str, ...] = ()
-) -> dict:
-    return {
-        "decision": "block" if gates or slices else "ship",
-        "index_version": index,
-        "golden_version": "g-1",
-        "run_id": f"run-{index}-{len(gates)}",
-        "failed_gates": [
-            {"metric": m, "value": 0.5, "op": ">=", "threshold": 0.9, "delta": -0.4, "severity": "hard"}
-            for m in gates
-        ],
-        "failed_slices": [
-            {"dimension": "workflow", "value": v, "n": 12, "releasable_rate": 0.5, "min_rate": 0.75}
-            for v in slices
-        ],
-        "regressions": [],
-    }
+) -> ReleaseDecision:
+    return ReleaseDecision.model_validate(
+        {
+            "decision": "block" if gates or slices else "ship",
+            "index_version": index,
+            "golden_version": "g-1",
+            "run_id": f"run-{index}-{len(gates)}",
+            "failed_gates": [
+                {"metric": m, "value": 0.5, "op": ">=", "threshold": 0.9, "delta": -0.4, "severity": "hard"}
+                for m in gates
+            ],
+            "failed_slices": [
+                {"dimension": "workflow", "value": v, "n": 12, "releasable_rate": 0.5, "min_rate": 0.75}
+                for v in slices
+            ],
+            "regressions": [],
+        }
+    )
 
 
 def observe(outbox: AlertOutbox, **kwargs) -> bool:

@@ -26,6 +26,7 @@ from ragspine_pipeline.alerts.model import (
 from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.slack import SlackSender
 from ragspine_pipeline.decision.causes import release_causes
+from ragspine_pipeline.decision.release import ReleaseDecision
 from tests.alerts.test_delivery import settings
 from tests.decision.test_causes import scored
 
@@ -68,7 +69,10 @@ def shipping(run_id: str = SHIP_RUN) -> dict:
 
 
 def queue(outbox: AlertOutbox, decision: dict) -> Alert:
-    alert = with_report_links(release_alert(decision, STREAM, UI, "Fix the first failed stage."), REPORTS)
+    alert = with_report_links(
+        release_alert(ReleaseDecision.model_validate(decision), STREAM, UI, "Fix the first failed stage."),
+        REPORTS,
+    )
     queued = outbox.observe(alert)
     assert queued is not None
     return queued
@@ -259,7 +263,7 @@ def test_a_recovered_production_rate_says_tonight_against_the_trailing_value_it_
 
 
 def test_a_recovery_with_nothing_known_to_close_says_what_it_said_before():
-    back = release_alert(shipping(), STREAM)
+    back = release_alert(ReleaseDecision.model_validate(shipping()), STREAM)
     assert closing(back, []) is back and back.recovered == []
     text, blocks = message([back])
     assert text == f"Recovered: release ships on index ix-8 (run {SHIP_RUN})"
@@ -275,7 +279,7 @@ def test_report_links_need_a_run_with_a_report_and_a_base_url(kind):
     alert = {
         "run_failure": run_failure_alert("nightly_eval", "r-1", None, "boom"),
         "no run": gate_alert([], "extraction", "Extraction channels"),
-        "no url": release_alert(shipping(), STREAM),
+        "no url": release_alert(ReleaseDecision.model_validate(shipping()), STREAM),
     }[kind]
     linked = with_report_links(alert, None if kind == "no url" else REPORTS)
     assert linked.report_url is None and linked.explorer_url is None

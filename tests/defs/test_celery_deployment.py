@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.reports.metric_table import SCHEMA
@@ -251,15 +252,15 @@ def test_the_whole_graph_on_celery_workers_decides_what_the_embedded_run_decides
             and "Celery worker" in (event.dagster_event.engine_event_data.metadata or {})
         }
         assert {host.split("@")[0] for host in hosts} == {f"w{n}" for n in range(1, WORKERS + 1)}
-        # What a notebook on any host gets: the tables as DataFrames, the decision as a dict.
+        # What a notebook on any host gets: the tables as DataFrames, the decision as its model.
         with build_definitions().get_asset_value_loader(instance) as loader:
             metric_table = loader.load_asset_value("metric_table")
-            decision = loader.load_asset_value("release_decision")
+            decision = loader.load_asset_value("release_decision", python_type=ReleaseDecision)
             sample = loader.load_asset_value("production_traces", partition_key=DAY)
-    assert isinstance(metric_table, pd.DataFrame) and isinstance(decision, dict)
+    assert isinstance(metric_table, pd.DataFrame) and isinstance(decision, ReleaseDecision)
     written = pq.read_table(reports / "metric_table.parquet")
     assert to_table(metric_table, SCHEMA).equals(written.replace_schema_metadata(None))
-    assert decision["decision"] == "ship" and len(sample) > 0
+    assert decision.decision == "ship" and len(sample) > 0
 
     deployed = json.loads(_s3_bytes(client, name, "reports/latest/release_decision.json"))
     embedded_decision = json.loads((reports / "release_decision.json").read_text())

@@ -18,6 +18,7 @@ import pytest
 
 from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
+from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import run_key
 from ragspine_pipeline.defs.io import to_table
@@ -143,11 +144,12 @@ def test_the_whole_graph_is_two_named_jobs_and_the_report_follows_everything_it_
     assert parents == {dg.AssetKey(k) for k in ("metric_table", "production_metrics", "extraction_scores")}
 
 
-def test_every_table_loads_as_a_dataframe_and_the_decision_as_a_dict(healthy_run, instance):
+def test_every_table_loads_as_a_dataframe_and_the_decision_as_its_model(healthy_run, instance):
     defs, _result, out = healthy_run
     with defs.get_asset_value_loader(instance) as loader:
         table = loader.load_asset_value("metric_table")
-        decision = loader.load_asset_value("release_decision")
+        decision = loader.load_asset_value("release_decision", python_type=ReleaseDecision)
+        plain = loader.load_asset_value("release_decision")  # a notebook without this package
         slices = loader.load_asset_value("slice_report")
         metrics = loader.load_asset_value("production_metrics", partition_key=YESTERDAY)
         sample = loader.load_asset_value("production_traces", partition_key=YESTERDAY)
@@ -157,8 +159,9 @@ def test_every_table_loads_as_a_dataframe_and_the_decision_as_a_dict(healthy_run
     written = pq.read_table(latest / "metric_table.parquet").replace_schema_metadata(None)
     assert to_table(table, METRIC_TABLE_SCHEMA).equals(written)
     record = json.loads((latest / "release_decision.json").read_text())
-    assert {key: value for key, value in decision.items() if key != "baseline_figures"} == record
-    assert decision["baseline_figures"]["n_cases"] == len(set(table["qid"]))
+    assert isinstance(decision, ReleaseDecision) and decision.record() == record
+    assert plain == decision.model_dump(mode="json", by_alias=True)
+    assert decision.baseline_figures["n_cases"] == len(set(table["qid"]))
     assert len(slices) > 0 and not slices["failed"].any()
     overall = metrics[metrics["dimension"].isna()].set_index("metric")
     summary = json.loads((out / "reports" / "production" / f"{YESTERDAY}.json").read_text())

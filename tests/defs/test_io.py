@@ -1,7 +1,8 @@
-"""Values between steps: DataFrames as Parquet and dicts as pickles, in a local folder or on S3 (a moto
-server on loopback), loadable by a notebook through the asset value loader."""
+"""Values between steps: DataFrames as Parquet, models as JSON and dicts as pickles, in a local folder
+or on S3 (a moto server on loopback), loadable by a notebook through the asset value loader."""
 
 import errno
+import json
 import os
 import pickle
 import subprocess
@@ -13,6 +14,7 @@ import dagster as dg
 import pandas as pd
 import pyarrow as pa
 import pytest
+from pydantic import BaseModel
 
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
 from ragspine_pipeline.defs.io import ObjectStoreIOManager, to_frame, to_table
@@ -198,3 +200,48 @@ def test_an_unreachable_store_is_one_line_naming_the_location(closed_port, aws_e
         folder.write_text("a.json", "{}", "report")
     message = str(raised.value)
     assert "reports/a.json" in message and "cannot write the report" in message and "\n" not in message
+
+
+class Verdict(BaseModel):
+    decision: str
+    reasons: list[str] = []
+
+
+@dg.asset
+def verdict_asset() -> Verdict:
+    return Verdict(decision="block", reasons=["recall@k fell"])
+
+
+@dg.asset
+def verdict_reader(verdict_asset: Verdict) -> int:
+    assert isinstance(verdict_asset, Verdict)  # the step gets the model, not its JSON
+    return len(verdict_asset.reasons)
+
+
+def test_a_model_is_kept_as_its_json_and_read_back_as_the_model(tmp_path):
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        assets = [verdict_asset, verdict_reader]
+        result = dg.materialize(assets, resources={"io_manager": ObjectStoreIOManager()}, instance=instance)
+        assert result.success and result.output_for_node("verdict_reader") == 1
+        stored = tmp_path / "storage" / "verdict_asset.json"
+        assert json.loads(stored.read_text()) == {"decision": "block", "reasons": ["recall@k fell"]}
+        assert not (tmp_path / "storage" / "verdict_asset.pickle").exists()
+        defs = dg.Definitions(assets=assets, resources={"io_manager": ObjectStoreIOManager()})
+        with defs.get_asset_value_loader(instance) as loader:
+            assert loader.load_asset_value("verdict_asset") == {
+                "decision": "block",
+                "reasons": ["recall@k fell"],
+            }
+            model = loader.load_asset_value("verdict_asset", python_type=Verdict)
+        assert model == Verdict(decision="block", reasons=["recall@k fell"])
+        # A value an earlier version pickled as a dict still reaches a step that takes the model.
+        stored.unlink()
+        old = {"decision": "ship", "reasons": []}
+        (tmp_path / "storage" / "verdict_asset.pickle").write_bytes(pickle.dumps(old))
+        again = dg.materialize(
+            assets,
+            resources={"io_manager": ObjectStoreIOManager()},
+            instance=instance,
+            selection="verdict_reader",
+        )
+        assert again.success and again.output_for_node("verdict_reader") == 0

@@ -72,7 +72,7 @@ def test_failures_above_the_share_fail_the_step_and_its_retry_asks_only_the_miss
     named = f"{reused} answers reused from replay {result.run_id} of "
     assert metadata["answers_reused"].value == reused and metadata["reused_from"].value.startswith(named)
     decision = result.output_for_node("golden_evaluation", "release_decision")
-    assert [w for w in decision["warnings"] if "reused" in w] == [metadata["reused_from"].value]
+    assert [w for w in decision.warnings if "reused" in w] == [metadata["reused_from"].value]
     reports = tmp_path / "out" / "reports" / "runs" / result.run_id
     assert metadata["reused_from"].value in json.loads((reports / "evaluation.json").read_text())["warnings"]
     assert named in (reports / "slice_report.html").read_text()
@@ -82,7 +82,7 @@ def test_failures_below_the_share_are_scored_missing_and_named_in_the_decision(d
     FAILING.add("FRZ-03")
     result = run(demo, tmp_path / "out", "0.05")
     decision = result.output_for_node("golden_evaluation", "release_decision")
-    [warning] = [w for w in decision["warnings"] if "could not be asked" in w]
+    [warning] = [w for w in decision.warnings if "could not be asked" in w]
     assert warning.startswith("1 case(s) could not be asked of the SUT and are scored as missing: FRZ-03 (")
     traces = result.output_for_node("golden_traces")
     assert "FRZ-03" not in set(traces["qid"]) and traces.attrs["failed"] == {
