@@ -89,12 +89,12 @@ def _environment(scratch: Path, postgres: str | None) -> dict[str, str]:
 
 def _in_process(scratch: Path, repeat: int) -> list[float]:
     """Wall seconds of ``execute_in_process`` for ``repeat`` fresh index versions."""
-    from ragspine_pipeline.definitions import build_definitions
+    from ragspine_pipeline.definitions import defs
     from ragspine_pipeline.defs.local import QUIET, local_instance
     from ragspine_pipeline.demo.build import rebuild_index
 
     instance = local_instance()
-    job = build_definitions().resolve_job_def(JOB)
+    job = defs.resolve_job_def(JOB)
     times = []
     for _ in range(repeat):
         version = rebuild_index(scratch / "demo")["index_version"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,15 +103,12 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        service = self.service(Path(context.path), Path(context.project_root))
-        defs = service_definitions(service)
-        if service.name is None:  # the one unprefixed instance lists its settings as resources
-            return dg.Definitions.merge(defs, dg.Definitions(resources=service.resources))
-        return defs
+        return definitions_of(self.service(Path(context.path), Path(context.project_root)))
 
-    def service(self, folder: Path, project_root: Path) -> Service:
-        """The service this declaration describes; a missing or malformed setting is one line naming it
-        and the file."""
+    def service(self, folder: Path, project_root: Path, env: Mapping[str, str] = os.environ) -> Service:
+        """The service this declaration (its ``defs.yaml`` in ``folder``) describes; a missing or
+        malformed setting is one line naming it and the file. A demo instance reads the settings it does
+        not give from ``env``."""
         where = str(folder / "defs.yaml")
         _refuse_duplicate_keys(folder / "defs.yaml")
         name = self.name or folder.name
@@ -122,7 +120,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
                     raise InputError(
                         where, f"{setting} is not set: say which {setting.replace('_', ' ')} to evaluate"
                     )
-        base = default_resources(os.environ) if self.demo else None
+        base = default_resources(env) if self.demo else None
 
         def path(value: str | None, default: str) -> str:
             if value is None:
@@ -223,6 +221,15 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
             answers_dir=None if "://" in work else posixpath.join(work, "answers"),
             reuse_answers=self.replay_reuse_answers,
         )
+
+
+def definitions_of(service: Service) -> dg.Definitions:
+    """The definitions of one declared service; the one unprefixed instance also lists its settings as
+    the code location's resources, as the UI shows them."""
+    defs = service_definitions(service)
+    if service.name is None:
+        return dg.Definitions.merge(defs, dg.Definitions(resources=service.resources))
+    return defs
 
 
 SCAFFOLD = """\

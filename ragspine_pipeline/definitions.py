@@ -1,6 +1,7 @@
-"""The ragspine_pipeline code location: the evaluated service's definitions (``defs.assemble``), how
-a run executes its steps, and where values between steps live. ``dg dev`` / ``dg check defs`` load
-this module (``[tool.dg.project]`` in pyproject.toml).
+"""The ragspine_pipeline code location: every evaluated service declared under
+``ragspine_pipeline/services`` (a ``defs.yaml`` each, built by the ``RagEvaluation`` component), how a
+run executes its steps, and where values between steps live. ``dg dev`` / ``dg check defs`` and
+``make run`` load this module (``[tool.dg.project]`` in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_pipeline.defs.assemble import service_definitions
 from ragspine_pipeline.defs.executor import executor_from_env
 from ragspine_pipeline.defs.io import ObjectStoreIOManager
-from ragspine_pipeline.defs.resources import default_resources
-from ragspine_pipeline.defs.service import Service
 
 
 def io_manager_from_env(env: Mapping[str, str] = os.environ) -> ObjectStoreIOManager:
@@ -29,18 +27,13 @@ def io_manager_from_env(env: Mapping[str, str] = os.environ) -> ObjectStoreIOMan
     )
 
 
-def build_definitions(resources: dict | None = None) -> dg.Definitions:
-    """The code location of one service, unnamed (plain asset keys and job names), its settings from
-    ``resources`` (tests pass their own: temp folders, a moto S3 endpoint), else from the environment.
-    The settings are also listed as the code location's resources, as the UI shows them."""
-    service = Service.from_resources(resources if resources is not None else default_resources())
+def location(services: dg.Definitions) -> dg.Definitions:
+    """``services`` (the definitions the component built for each service) with how a run executes its
+    steps and where values between steps live (written whole or not at all, so concurrent runs both
+    finish)."""
     return dg.Definitions.merge(
-        service_definitions(service),
-        dg.Definitions(
-            executor=executor_from_env(),
-            # Values between steps are written whole or not at all, so concurrent runs both finish.
-            resources={"io_manager": io_manager_from_env(), **service.resources},
-        ),
+        services,
+        dg.Definitions(executor=executor_from_env(), resources={"io_manager": io_manager_from_env()}),
     )
 
 
@@ -63,10 +56,7 @@ def code_location() -> dg.Definitions:
         warnings.simplefilter("ignore", dg.BetaWarning)
         warnings.simplefilter("ignore", dg.PreviewWarning)
         services = dg.ComponentTree.from_module(ragspine_pipeline.services, project_root).build_defs()
-    return dg.Definitions.merge(
-        services,
-        dg.Definitions(executor=executor_from_env(), resources={"io_manager": io_manager_from_env()}),
-    )
+    return location(services)
 
 
 defs = code_location()

@@ -346,9 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     instance = local_instance()
-    from ragspine_pipeline.definitions import build_definitions  # after DAGSTER_HOME is set
+    from ragspine_pipeline.definitions import code_location  # after DAGSTER_HOME is set
 
-    defs = build_definitions()
+    defs = code_location()  # read now: the environment of this invocation
+
     eval_files: EvalFiles = defs.resources["eval_files"]
     outbox = defs.resources["alerts"].outbox_path
     for run_id in recover_orphaned_runs(defs, instance):

@@ -6,13 +6,12 @@ Every asset, check, job, sensor and schedule of the code location is built for a
 objects the resources of ``defs.resources`` describe), so several services can live in one code
 location without their settings meeting. A named service's asset keys carry its name as a prefix
 (``support_bot/golden_set``) and its jobs, checks, sensors and schedules its name and two underscores
-(``support_bot__nightly_eval``); the unnamed service (``build_definitions``, the tests) keeps the plain
-names.
+(``support_bot__nightly_eval``); the one unprefixed service of a code location (the demo's,
+``prefixed: false``) keeps the plain names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,19 +41,6 @@ class Service:
     gates_config: Path = field(default_factory=gates_config_path)
     name: str | None = None
     nightly_at: tuple[int, int] = (2, 0)  # (hour, minute) UTC of the nightly run, for the previous day
-
-    @classmethod
-    def from_resources(cls, resources: Mapping[str, object], name: str | None = None) -> Service:
-        """The service a resource set describes (the keys of ``defs.resources.default_resources``)."""
-        return cls(
-            files=resources["eval_files"],
-            sut=resources["sut"],
-            alerts=resources["alerts"],
-            trace_store=resources["trace_store"],
-            index_manifest=resources["index_manifest"],
-            judge=resources.get("judge") or JudgeResource(),
-            name=name,
-        )
 
     @property
     def resources(self) -> dict[str, dg.ConfigurableResource]:

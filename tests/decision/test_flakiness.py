@@ -9,9 +9,8 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline.decision.flakiness import flakiness, flakiness_sentence
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.demo.build import init_demo
-from tests.defs.test_code_location import demo_resources
+from tests.defs.declared import demo_definitions, demo_env
 
 
 def test_flaky_cases_are_those_passed_on_some_replays_most_even_split_first():
@@ -31,7 +30,7 @@ def test_flaky_cases_are_those_passed_on_some_replays_most_even_split_first():
 
 def test_the_code_location_replays_the_golden_set_as_often_as_configured(tmp_path):
     init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=40)
-    defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path, RAGSPINE_REPLAY_REPEAT="3"))
+    defs = demo_definitions(demo_env(tmp_path / "demo", tmp_path, RAGSPINE_REPLAY_REPEAT="3"))
     with dg.instance_for_test() as instance:
         # The golden path up to the decision (golden_evaluation writes metric_table and release_decision).
         selection = ["golden_set", "golden_traces", "metric_table", "release_decision"]

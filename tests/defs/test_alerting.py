@@ -11,10 +11,9 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline import cli
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs import local
-from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo
+from tests.defs.declared import demo_definitions
 
 TOKEN = "xoxb-demo-secret-token-123"
 
@@ -97,7 +96,7 @@ def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fa
     assert "workflow=incident-response" in message and "http://dagster.example:3000/runs/" in message
 
     # The same re-evaluation again (same index, same failures): nothing new to say.
-    defs = build_definitions()
+    defs = demo_definitions()
     with dg.DagsterInstance.get() as instance:
         again = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
@@ -132,7 +131,7 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_the_regre
     monkeypatch.setenv("RAGSPINE_SUT", "http")
     monkeypatch.setenv("RAGSPINE_SUT_URL", f"http://127.0.0.1:{closed_port}")
     monkeypatch.setenv("RAGSPINE_STEP_RETRIES", "0")  # the crash's message, not the retries before it
-    defs = build_definitions(default_resources())
+    defs = demo_definitions()
     job = defs.resolve_job_def("reeval_on_index_rebuild")
     with dg.instance_for_test() as instance:
         crashed = job.execute_in_process(instance=instance, raise_on_error=False)
@@ -148,7 +147,7 @@ def test_a_crashed_run_posts_the_run_failure_message_and_a_blocked_one_the_regre
         # A blocked release is a successful run: the regression alert's news, not a crash.
         monkeypatch.setenv("RAGSPINE_SUT", "reference")
         rebuild(demo_env, "--degraded")
-        defs = build_definitions(default_resources())
+        defs = demo_definitions()
         blocked = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
         )
@@ -172,7 +171,7 @@ def run_status_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: d
 
 def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake_slack):
     rebuild(demo_env, "--degraded", "--degraded-parser")  # the release blocks and two channels fall
-    defs = build_definitions(default_resources())
+    defs = demo_definitions()
     job = defs.resolve_job_def("reeval_on_index_rebuild")
     with dg.instance_for_test() as instance:
         blocked = job.execute_in_process(instance=instance, raise_on_error=False)
@@ -205,7 +204,7 @@ def test_slack_down_leaves_the_run_outcome_unchanged_and_the_alert_pending(
     rebuild(demo_env)
     with dg.instance_for_test() as instance:
         healthy = (
-            build_definitions()
+            demo_definitions()
             .resolve_job_def("reeval_on_index_rebuild")
             .execute_in_process(instance=instance, raise_on_error=False)
         )

@@ -26,10 +26,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragspine_pipeline.decision.release import ReleaseDecision
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.reports.metric_table import SCHEMA
 from tests.conftest import pg_instance_env, pg_location
+from tests.defs.declared import demo_definitions
 from tests.defs.test_local_crash import DAY, environment, runner
 
 pytestmark = pytest.mark.system  # Celery workers, RabbitMQ, Redis, PostgreSQL
@@ -253,7 +253,7 @@ def test_the_whole_graph_on_celery_workers_decides_what_the_embedded_run_decides
         }
         assert {host.split("@")[0] for host in hosts} == {f"w{n}" for n in range(1, WORKERS + 1)}
         # What a notebook on any host gets: the tables as DataFrames, the decision as its model.
-        with build_definitions().get_asset_value_loader(instance) as loader:
+        with demo_definitions().get_asset_value_loader(instance) as loader:
             metric_table = loader.load_asset_value("metric_table")
             decision = loader.load_asset_value("release_decision", python_type=ReleaseDecision)
             sample = loader.load_asset_value("production_traces", partition_key=DAY)

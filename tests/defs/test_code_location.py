@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date, timedelta
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -19,7 +18,6 @@ import pytest
 from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
 from ragspine_pipeline.decision.release import ReleaseDecision
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import run_key
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.defs.release import (
@@ -35,22 +33,10 @@ from ragspine_pipeline.defs.release import (
 from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 from ragspine_pipeline.reports.metric_table import SCHEMA as METRIC_TABLE_SCHEMA
+from tests.defs.declared import demo_definitions, demo_env
 
 TODAY = date(2026, 11, 22)
 YESTERDAY = (TODAY - timedelta(days=1)).isoformat()
-
-
-def demo_resources(root: Path, out: Path, **env: str) -> dict:
-    return default_resources(
-        {
-            "RAGSPINE_HOME": str(root),
-            "RAGSPINE_REPORTS": str(out / "reports"),
-            "RAGSPINE_WORK": str(out / "work"),
-            "RAGSPINE_SAMPLE_SIZE": "80",
-            "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
-            **env,
-        }
-    )
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +55,7 @@ def instance():
 @pytest.fixture(scope="module")
 def healthy_run(demo, instance, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    defs = build_definitions(demo_resources(demo, out))
+    defs = demo_definitions(demo_env(demo, out))
     night = defs.resolve_job_def("nightly_eval").execute_in_process(
         instance=instance, partition_key=YESTERDAY, raise_on_error=False
     )
@@ -80,7 +66,7 @@ def healthy_run(demo, instance, tmp_path_factory):
 
 
 def test_the_definitions_load_with_one_check_per_committed_gate():
-    defs = build_definitions()
+    defs = demo_definitions()
     dg.Definitions.validate_loadable(defs)
     assert {job.name for job in defs.jobs} >= {"nightly_eval", "reeval_on_index_rebuild"}
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
@@ -252,7 +238,7 @@ def test_a_failed_extraction_channel_is_shown_in_the_report_not_skipped(healthy_
 
 
 def test_the_sensor_requests_one_run_per_new_index_version(demo, instance, tmp_path):
-    defs = build_definitions(demo_resources(demo, tmp_path))
+    defs = demo_definitions(demo_env(demo, tmp_path))
     index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     resources = {"index_manifest": defs.resources["index_manifest"]}
     version = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
@@ -272,7 +258,7 @@ def test_the_sensor_requests_one_run_per_new_index_version(demo, instance, tmp_p
 
 
 def test_a_missing_manifest_makes_the_sensor_skip_with_a_reason(tmp_path, instance):
-    defs = build_definitions(demo_resources(tmp_path / "nowhere", tmp_path))
+    defs = demo_definitions(demo_env(tmp_path / "nowhere", tmp_path))
     index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     context = dg.build_sensor_context(
         instance=instance, resources={"index_manifest": defs.resources["index_manifest"]}
@@ -287,7 +273,7 @@ def test_a_changed_golden_set_fails_golden_set_with_the_spec_message(demo, tmp_p
     gold = (demo / "golden" / "gold.jsonl").read_text().splitlines()
     (changed / "gold.jsonl").write_text("\n".join(gold[1:]) + "\n")  # one case removed
     (changed / "gold.jsonl.lock").write_text((demo / "golden" / "gold.jsonl.lock").read_text())
-    defs = build_definitions(demo_resources(demo, tmp_path, RAGSPINE_GOLDEN=str(changed / "gold.jsonl")))
+    defs = demo_definitions(demo_env(demo, tmp_path, RAGSPINE_GOLDEN=str(changed / "gold.jsonl")))
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
@@ -301,7 +287,7 @@ def test_a_changed_golden_set_fails_golden_set_with_the_spec_message(demo, tmp_p
 def test_an_unreachable_sut_fails_golden_traces_with_a_clear_error(demo, tmp_path, closed_port, monkeypatch):
     monkeypatch.setenv("RAGSPINE_STEP_RETRIES", "0")  # the step's error, not its retries (test_unattended)
     env = {"RAGSPINE_SUT": "http", "RAGSPINE_SUT_URL": f"http://127.0.0.1:{closed_port}"}
-    defs = build_definitions(demo_resources(demo, tmp_path, **env))
+    defs = demo_definitions(demo_env(demo, tmp_path, **env))
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
@@ -339,20 +325,20 @@ def test_runs_execute_in_process_unless_the_environment_asks_for_processes_or_ce
     from ragspine_pipeline.errors import InputError
 
     for name in ("nightly_eval", "reeval_on_index_rebuild"):
-        assert build_definitions().resolve_job_def(name).executor_def.name == "in_process"
+        assert demo_definitions().resolve_job_def(name).executor_def.name == "in_process"
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "multiprocess")
-    assert build_definitions().resolve_job_def("nightly_eval").executor_def.name == "multiprocess"
+    assert demo_definitions().resolve_job_def("nightly_eval").executor_def.name == "multiprocess"
     pytest.importorskip("dagster_celery", reason="dagster-celery is not installed (the deploy extra)")
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "celery")
-    executor = build_definitions().resolve_job_def("nightly_eval").executor_def
+    executor = demo_definitions().resolve_job_def("nightly_eval").executor_def
     assert executor.name == "celery"
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "kubernetes")
     with pytest.raises(InputError, match="unknown executor 'kubernetes'"):
-        build_definitions()
+        demo_definitions()
     monkeypatch.setenv("RAGSPINE_EXECUTOR", "celery")
     monkeypatch.setitem(sys.modules, "dagster_celery", None)  # a host without the deploy extra
     with pytest.raises(InputError, match=r"celery needs dagster-celery: pip install -e '\.\[deploy\]'"):
-        build_definitions()
+        demo_definitions()
 
 
 def test_locations_derived_from_an_s3_work_folder_stay_s3_uris():
@@ -374,7 +360,7 @@ def test_the_rebuild_sensor_interval_comes_from_the_environment():
 
 
 def test_versions_replaced_between_ticks_are_named_never_skipped_silently(demo, instance, tmp_path):
-    defs = build_definitions(demo_resources(demo, tmp_path))
+    defs = demo_definitions(demo_env(demo, tmp_path))
     index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     resources = {"index_manifest": defs.resources["index_manifest"]}
     evaluated = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
@@ -392,7 +378,7 @@ def test_versions_replaced_between_ticks_are_named_never_skipped_silently(demo, 
 
 
 def test_a_version_a_run_evaluated_meanwhile_is_not_called_missed(demo, tmp_path):
-    defs = build_definitions(demo_resources(demo, tmp_path))
+    defs = demo_definitions(demo_env(demo, tmp_path))
     sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     cursor = json.loads((demo / "index" / "manifest.json").read_text())["index_version"]
     first = rebuild_index(demo)["index_version"]

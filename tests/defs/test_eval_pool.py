@@ -5,6 +5,7 @@ whole-graph runs of the same index used to evaluate at the same time."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shutil
 import subprocess
@@ -18,9 +19,8 @@ from ragspine_pipeline.defs.assemble import service_definitions
 from ragspine_pipeline.defs.judge import EVALUATION_POOL, EVALUATION_SLOTS, JUDGE_POOL, TRACE_SCAN_POOL
 from ragspine_pipeline.defs.local import initialize_pools, local_instance
 from ragspine_pipeline.defs.release import DECISION_TAG
-from ragspine_pipeline.defs.resources import default_resources
-from ragspine_pipeline.defs.service import Service
 from tests.conftest import pg_instance_env
+from tests.defs.declared import demo_service
 from tests.defs.test_celery_deployment import _private
 from tests.defs.test_local_crash import DAY, environment
 from tests.defs.test_unattended import steps_of
@@ -38,8 +38,8 @@ EVALUATION_STEPS = {
 
 
 def _defs(name: str | None = None) -> dg.Definitions:
-    resources = default_resources({"RAGSPINE_HOME": "/nonexistent/ragspine"})
-    return service_definitions(Service.from_resources(resources, name=name))
+    service = demo_service({"RAGSPINE_HOME": "/nonexistent/ragspine"})
+    return service_definitions(dataclasses.replace(service, name=name))
 
 
 def test_the_evaluation_steps_of_a_service_are_its_one_pool():

@@ -10,11 +10,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.extraction import channel_check
 from ragspine_pipeline.defs.local import finish
-from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.workbook import write_extraction_demo
+from tests.defs.declared import demo_definitions
 
 SCORES, BASELINE = dg.AssetKey("extraction_scores"), dg.AssetKey("extraction_baseline")
 SELECTION = [SCORES, BASELINE]
@@ -29,16 +28,14 @@ def slack_env(monkeypatch, fake_slack):
 
 
 def defs_for(root: Path, out: Path, **env: str) -> dg.Definitions:
-    return build_definitions(
-        default_resources(
-            {
-                "RAGSPINE_HOME": str(root),
-                "RAGSPINE_REPORTS": str(out / "reports"),
-                "RAGSPINE_WORK": str(out / "work"),
-                "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
-                **env,
-            }
-        )
+    return demo_definitions(
+        {
+            "RAGSPINE_HOME": str(root),
+            "RAGSPINE_REPORTS": str(out / "reports"),
+            "RAGSPINE_WORK": str(out / "work"),
+            "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
+            **env,
+        }
     )
 
 

@@ -22,10 +22,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_pipeline.definitions import build_definitions
-from ragspine_pipeline.defs.resources import default_resources
 from tests.cli.test_production_backfill import _bench
 from tests.conftest import pg_instance_env
+from tests.defs.declared import demo_definitions
 
 pytestmark = pytest.mark.system  # PostgreSQL, the backfill command in its own process
 
@@ -82,7 +81,7 @@ def _first_night(env: dict[str, str]) -> tuple[dg.AssetMaterialization, dict]:
     """The nightly job for yesterday's partition, executed on the deployment's instance: its
     ``production_metrics`` materialisation and the night's summary."""
     day = _yesterday()
-    defs = build_definitions(default_resources(env))
+    defs = demo_definitions(env)
     with dg.DagsterInstance.get() as instance:
         result = defs.resolve_job_def("nightly_eval").execute_in_process(instance=instance, partition_key=day)
         assert result.success

@@ -10,10 +10,12 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from ragspine_pipeline.definitions import build_definitions
+from ragspine_pipeline.component import definitions_of
+from ragspine_pipeline.definitions import location
 from ragspine_pipeline.defs.release import check_name
 from ragspine_pipeline.demo.build import init_demo
-from tests.defs.test_code_location import TODAY, demo_resources
+from tests.defs.declared import demo_definitions, demo_env, demo_service
+from tests.defs.test_code_location import TODAY
 from tests.judge.fake_judge import FakeJudge
 
 PACKAGED_GATES = Path(__file__).resolve().parents[2] / "ragspine_pipeline" / "demo" / "gates.yaml"
@@ -36,7 +38,7 @@ def demo(tmp_path, monkeypatch):
 
 
 def reeval(root: Path):
-    defs = build_definitions(demo_resources(root / "demo", root, RAGSPINE_JUDGE_CACHE=str(root / "cache")))
+    defs = demo_definitions(demo_env(root / "demo", root, RAGSPINE_JUDGE_CACHE=str(root / "cache")))
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
@@ -70,8 +72,8 @@ def test_judged_scores_join_the_metric_table_and_their_gate_passes(demo, monkeyp
 
 def test_the_nightly_run_judges_a_seeded_sub_sample(demo, monkeypatch):
     day = (TODAY - timedelta(days=1)).isoformat()
-    resources = demo_resources(demo / "demo", demo, RAGSPINE_JUDGE_PRODUCTION_SAMPLE="7")
-    defs = build_definitions(resources)
+    service = demo_service(demo_env(demo / "demo", demo, RAGSPINE_JUDGE_PRODUCTION_SAMPLE="7"))
+    defs, resources = location(definitions_of(service)), service.resources
     with FakeJudge(reply_for=relevancy) as fake, dg.instance_for_test() as instance:
         monkeypatch.setenv("RAGSPINE_JUDGE_BASE_URL", fake.url)
         result = dg.materialize(

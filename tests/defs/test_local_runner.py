@@ -8,12 +8,11 @@ import dagster as dg
 from dagster._core.definitions.selector import InstigatorSelector
 from dagster._core.scheduler.instigation import TickStatus
 
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import EVALUATION_TAG
 from ragspine_pipeline.defs.local import backfill_production, reeval_as_sensor_requests
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
-from tests.defs.test_code_location import demo_resources
+from tests.defs.declared import demo_definitions, demo_env
 
 TODAY = date(2026, 11, 22)
 SENSOR_SELECTOR = InstigatorSelector(
@@ -23,7 +22,7 @@ SENSOR_SELECTOR = InstigatorSelector(
 
 def test_reeval_runs_once_per_index_version_like_the_daemon(tmp_path):
     init_demo(tmp_path / "demo", today=TODAY, traces_per_day=40)
-    defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path))
+    defs = demo_definitions(demo_env(tmp_path / "demo", tmp_path))
     with dg.instance_for_test() as instance:
         message, first = reeval_as_sensor_requests(defs, instance)
         assert first is not None and first.success, message
@@ -56,7 +55,7 @@ def test_reeval_runs_once_per_index_version_like_the_daemon(tmp_path):
 
 def test_a_run_key_already_launched_is_a_skipped_tick_even_without_a_cursor(tmp_path):
     init_demo(tmp_path / "demo", today=TODAY, traces_per_day=40)
-    defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path))
+    defs = demo_definitions(demo_env(tmp_path / "demo", tmp_path))
     resources = {"index_manifest": defs.resources["index_manifest"]}
     index_rebuild_sensor = defs.resolve_sensor_def("index_rebuild_sensor")
     with dg.instance_for_test() as instance:
@@ -71,7 +70,7 @@ def test_a_run_key_already_launched_is_a_skipped_tick_even_without_a_cursor(tmp_
 
 def test_the_backfill_scores_only_the_days_not_yet_on_the_instance(tmp_path):
     init_demo(tmp_path / "demo", today=TODAY, traces_per_day=40)
-    defs = build_definitions(demo_resources(tmp_path / "demo", tmp_path))
+    defs = demo_definitions(demo_env(tmp_path / "demo", tmp_path))
     days = [(TODAY - timedelta(days=back)).isoformat() for back in (3, 2, 1)]
     with dg.instance_for_test() as instance:
         first = backfill_production(defs, instance, days[:2])

@@ -12,9 +12,8 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.local import backfill_production
-from ragspine_pipeline.defs.resources import default_resources
+from tests.defs.declared import demo_definitions
 
 FIRST = date(2026, 11, 1)
 TRACES = 400
@@ -39,17 +38,15 @@ def write_day(store: Path, day: date, compliance: float, rng: np.random.Generato
 def nightly_definitions(tmp_path: Path, sample_size: int | None = None):
     """The code location on the traces written under ``tmp_path`` (no demo), every day sampled whole
     (or ``sample_size`` traces a night)."""
-    return build_definitions(
-        default_resources(
-            {
-                "RAGSPINE_HOME": str(tmp_path / "no-demo"),
-                "RAGSPINE_TRACE_STORE": str(tmp_path / "traces"),
-                "RAGSPINE_REPORTS": str(tmp_path / "reports"),
-                "RAGSPINE_WORK": str(tmp_path / "work"),
-                "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
-                "RAGSPINE_SAMPLE_SIZE": str(TRACES if sample_size is None else sample_size),
-            }
-        )
+    return demo_definitions(
+        {
+            "RAGSPINE_HOME": str(tmp_path / "no-demo"),
+            "RAGSPINE_TRACE_STORE": str(tmp_path / "traces"),
+            "RAGSPINE_REPORTS": str(tmp_path / "reports"),
+            "RAGSPINE_WORK": str(tmp_path / "work"),
+            "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
+            "RAGSPINE_SAMPLE_SIZE": str(TRACES if sample_size is None else sample_size),
+        }
     )
 
 

@@ -14,10 +14,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.demo.build import init_demo
 from ragspine_pipeline.demo.reference_engine import ReferenceEngine
-from tests.defs.test_code_location import demo_resources
+from tests.defs.declared import demo_definitions, demo_env
 
 ASKED: Counter[str] = Counter()
 FAILING: set[str] = set()
@@ -52,7 +51,7 @@ def run(demo: Path, out: Path, share: str):
     sut.parent.mkdir(parents=True, exist_ok=True)
     sut.write_text(json.dumps({"kind": "python", "function": f"{__name__}:answer"}))
     env = {"RAGSPINE_SUT_CONFIG": str(sut), "RAGSPINE_REPLAY_MAX_FAILED_SHARE": share}
-    defs = build_definitions(demo_resources(demo, out, **env))
+    defs = demo_definitions(demo_env(demo, out, **env))
     job = defs.resolve_job_def("reeval_on_index_rebuild")
     with dg.instance_for_test() as instance:
         return job.execute_in_process(instance=instance, raise_on_error=False)

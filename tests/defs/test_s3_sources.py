@@ -9,10 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.automation import run_key
-from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo
+from tests.defs.declared import demo_definitions
 
 TODAY = date(2026, 11, 22)
 DAY = "2026-11-19"  # the demo day with malformed lines and a duplicate request id
@@ -42,7 +41,7 @@ def s3_defs(demo: Path, out: Path, endpoint: str, bucket: str, manifest_key: str
         "RAGSPINE_INDEX_MANIFEST": f"s3://{bucket}/{manifest_key}",
         "RAGSPINE_S3_ENDPOINT_URL": endpoint,
     }
-    return build_definitions(default_resources(env))
+    return demo_definitions(env)
 
 
 def local_defs(demo: Path, out: Path):
@@ -53,7 +52,7 @@ def local_defs(demo: Path, out: Path):
         "RAGSPINE_ALERTS_OUTBOX": str(out / "alerts" / "outbox.jsonl"),
         "RAGSPINE_SAMPLE_SIZE": "50",
     }
-    return build_definitions(default_resources(env))
+    return demo_definitions(env)
 
 
 def nightly(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:

@@ -23,15 +23,14 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._utils.error import SerializableErrorInfo
 
 from ragspine_pipeline.alerts.model import run_failure_alert
-from ragspine_pipeline.definitions import build_definitions
 from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S, error_text, step_failure_alert
 from ragspine_pipeline.defs.metadata import user_errors
-from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.defs.retries import MAX_RETRIES, STEP_RETRIES, step_retries
 from ragspine_pipeline.defs.run_launcher import ProcessCheckingRunLauncher
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from tests.alerts.slack_server import TOKEN, SlackServer
+from tests.defs.declared import demo_definitions
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = [
@@ -104,7 +103,7 @@ def test_every_shipped_instance_monitors_runs_retries_them_and_bounds_their_runt
 
 
 def test_every_job_retries_a_run_from_failure_only():
-    defs = build_definitions(default_resources({"RAGSPINE_HOME": "/nonexistent/ragspine"}))
+    defs = demo_definitions({"RAGSPINE_HOME": "/nonexistent/ragspine"})
     for job in defs.get_repository_def().get_all_jobs():
         if not job.name.startswith("__"):
             assert job.run_tags.get("dagster/retry_strategy") == "FROM_FAILURE", job.name
@@ -146,7 +145,7 @@ def test_every_step_of_the_code_location_has_the_shared_retry_policy():
     """The S3 / trace store, SUT and judge steps included: every asset, check and op."""
     from ragspine_pipeline.definitions import defs as code_location  # the services folder, named
 
-    unnamed = build_definitions(default_resources({"RAGSPINE_HOME": "/nonexistent/ragspine"}))
+    unnamed = demo_definitions({"RAGSPINE_HOME": "/nonexistent/ragspine"})
     for defs in (unnamed, code_location):
         steps = steps_of(defs)
         for name in ("golden_set", "golden_traces", "golden_evaluation", "plan_day_shards",
@@ -297,15 +296,13 @@ def service_defs(tmp_path, monkeypatch, flaky_slack) -> dg.Definitions:
     monkeypatch.setenv("SLACK_CHANNEL", "#rag-alerts")
     monkeypatch.setenv("SLACK_API_BASE_URL", flaky_slack.url)
     monkeypatch.delenv("RAGSPINE_ALERT_CONFIRM_AFTER_S", raising=False)
-    return build_definitions(
-        default_resources(
-            {
-                "RAGSPINE_HOME": str(tmp_path / "nowhere"),
-                "RAGSPINE_REPORTS": str(tmp_path / "reports"),
-                "RAGSPINE_WORK": str(tmp_path / "work"),
-                "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
-            }
-        )
+    return demo_definitions(
+        {
+            "RAGSPINE_HOME": str(tmp_path / "nowhere"),
+            "RAGSPINE_REPORTS": str(tmp_path / "reports"),
+            "RAGSPINE_WORK": str(tmp_path / "work"),
+            "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
+        }
     )
 
 
