@@ -1,0 +1,103 @@
+"""The wiring of a declared service, checked in milliseconds without running anything: the
+:class:`Service` a ``defs.yaml`` resolves to, and the asset graph, jobs, checks, sensors and schedule the
+component builds for it. The whole runs that go through the same wiring end to end are system tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from ragspine_pipeline.component import RagEvaluation, definitions_of
+from ragspine_pipeline.defs.release import check_name, committed_gates
+from ragspine_pipeline.errors import InputError
+from tests.defs.declared import demo_service
+
+DAYS = {"production_traces", "production_metrics"}
+
+
+def declared(root: Path, **attributes) -> dg.Definitions:
+    """A service named support_bot declared under ``root`` (its project root), as a defs.yaml would."""
+    settings = {
+        "golden_set": "golden/gold.jsonl",
+        "trace_store": "traces",
+        "sut": {"kind": "http", "url": "{{ env.SB_URL }}"},
+    }
+    declaration = RagEvaluation.resolve_from_dict({**settings, **attributes})
+    return declaration.service(root / "defs" / "support_bot", root, env={})
+
+
+def test_the_demo_declaration_is_the_unprefixed_demo_read_from_the_environment():
+    service = demo_service(
+        {"RAGSPINE_HOME": "/srv/demo", "RAGSPINE_WORK": "s3://evals/work", "RAGSPINE_SAMPLE_SIZE": "50"}
+    )
+    assert service.name is None and service.key("golden_set") == dg.AssetKey("golden_set")
+    assert service.node("full_eval") == "full_eval" and service.alerts.service is None
+    assert service.files.golden_path == "/srv/demo/golden/gold.jsonl"
+    assert service.files.work_dir == "s3://evals/work" and service.files.production_sample_size == 50
+    assert service.files.extraction_facts == "/srv/demo/extraction/facts.jsonl" and service.extracts
+    assert service.sut.kind == "reference" and service.sut.manifest_path == "/srv/demo/index/manifest.json"
+
+
+def test_a_named_declaration_resolves_its_templated_settings_and_paths_against_the_project_root(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    service = declared(tmp_path, nightly_at="03:30", sample_size=120, alerts={"runbook": "https://wiki/sb"})
+    assert service.name == "support_bot" and service.alerts.service == "support_bot"
+    assert service.files.golden_path == str(tmp_path / "golden" / "gold.jsonl")
+    assert service.files.baseline_path == str(tmp_path / "var" / "support_bot" / "baseline.json")
+    assert service.alerts.outbox_path == str(tmp_path / "var" / "support_bot" / "alerts" / "outbox.jsonl")
+    assert service.files.production_sample_size == 120 and service.nightly_at == (3, 30)
+    assert service.alerts.runbook_url == "https://wiki/sb"
+    assert service.sut.kind == "declared" and "http://127.0.0.1:9/answer" in service.sut.settings_json
+    assert not service.extracts  # no facts and truth named: no extraction assets at all
+
+
+def test_a_named_services_graph_is_prefixed_and_each_job_selects_its_own_part(tmp_path, monkeypatch):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    service = declared(tmp_path, nightly_at="03:30")
+    defs = definitions_of(service)
+    graph = defs.resolve_asset_graph()
+    keys = graph.materializable_asset_keys
+    assert {key.path[-1] for key in keys} == {
+        "golden_set",
+        "golden_traces",
+        "metric_table",
+        "release_decision",
+        "baseline",
+        "slice_report",
+        *DAYS,
+    }
+    assert all(key.path[0] == "support_bot" for key in keys)
+    full = set(defs.resolve_job_def("support_bot__full_eval").asset_layer.selected_asset_keys)
+    nightly = set(defs.resolve_job_def("support_bot__nightly_eval").asset_layer.selected_asset_keys)
+    assert full == {key for key in keys if key.path[-1] not in DAYS}  # everything but a production day
+    assert {key.path[-1] for key in nightly} == DAYS | {"slice_report"}  # the night, and the report
+    schedule = defs.resolve_schedule_def("support_bot__nightly_eval_schedule")
+    assert schedule.cron_schedule == "30 3 * * *" and schedule.job_name == "support_bot__nightly_eval"
+    sensors = {sensor.name for sensor in defs.sensors}
+    assert {"support_bot__index_rebuild_sensor", "support_bot__evaluation_run_failure_sensor"} <= sensors
+    assert all(name.startswith("support_bot__") for name in sensors)
+
+
+def test_every_gate_of_the_services_config_is_a_check_on_its_release_decision(tmp_path, monkeypatch):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  precision: {min: 0.80}\n  chr: {min: 0.75}\n")
+    service = declared(tmp_path, gates="gates.yaml")
+    checks = definitions_of(service).resolve_asset_graph().asset_check_keys
+    on_decision = {c.name for c in checks if c.asset_key == dg.AssetKey(["support_bot", "release_decision"])}
+    _config, committed = committed_gates(gates)
+    assert {check_name(gate.metric) for gate in committed} <= on_decision
+    assert {"gate_precision", "gate_chr"} <= on_decision
+    assert {"release_ships", "slice_gate", "no_regression_vs_baseline", "regression_alert"} <= on_decision
+
+
+def test_a_malformed_setting_is_one_line_naming_the_file_and_the_field(tmp_path, monkeypatch):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    with pytest.raises(InputError) as info:
+        declared(tmp_path, nightly_at="25:00")
+    assert str(info.value).startswith(str(tmp_path / "defs" / "support_bot" / "defs.yaml"))
+    assert "nightly_at '25:00' is not HH:MM" in str(info.value)
