@@ -89,7 +89,7 @@ format: $(STAMP)
 
 # The suite in two layers (tests/conftest.py). `make test-fast`, for a developer's minute: everything
 # but the system tests (daemons, servers, `make dev`, a browser, Celery, PostgreSQL, many processes,
-# kill -9), each Hypothesis property on at most 25 examples. `make test` (and .ci/run): everything, each
+# kill -9), each Hypothesis property on at most 10 examples. `make test` (and .ci/run): everything, each
 # property on the examples it asks for. Both in TEST_WORKERS processes (pytest-xdist): the tests are
 # independent (their own folders, ports, databases, vhosts, Redis databases), and what one waits for
 # (a server, a retry's back-off, a subprocess) the other fills with work.

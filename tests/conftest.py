@@ -34,7 +34,7 @@ from tests.loopback import LoopbackServer
 # developer's minute) runs at most QUICK_EXAMPLES of each: an explicit @settings outranks any profile,
 # so pytest_collection_modifyitems lowers it per test, in this profile only. Neither profile has a
 # deadline: a property's speed on a loaded machine is not what it tests (each already says deadline=None).
-QUICK_EXAMPLES = 25
+QUICK_EXAMPLES = 10
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.register_profile("quick", settings.get_profile("ci"), max_examples=QUICK_EXAMPLES)

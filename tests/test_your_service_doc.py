@@ -79,6 +79,7 @@ def token() -> str:
     return re.search(r"export SUPPORT_BOT_TOKEN=(\S+)", DOC.read_text()).group(1)
 
 
+@pytest.mark.system  # the page's commands, each a subprocess
 def test_the_page_followed_literally_ships_a_good_release_and_blocks_a_worse_one(tmp_path):
     assert len(shell_blocks()) >= 4
     with FakeRagService(answers(), token=token(), path="/v1/answer", shape="sources") as service:

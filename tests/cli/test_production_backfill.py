@@ -63,6 +63,7 @@ def _backfill(root: Path, evidence: Path, until: str, days: int = 14, *more: str
     ]
 
 
+@pytest.mark.system  # a week of nights scored and sampled
 def test_a_backfill_gives_the_next_night_its_trailing_nights(deployment, capsys, monkeypatch):
     monkeypatch.delenv("RAGSPINE_GATES_CONFIG", raising=False)
     monkeypatch.delenv("RAGSPINE_SAMPLE_STRATIFY", raising=False)

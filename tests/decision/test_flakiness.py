@@ -28,6 +28,7 @@ def test_flaky_cases_are_those_passed_on_some_replays_most_even_split_first():
         flakiness([])
 
 
+@pytest.mark.system  # a whole code-location run
 def test_the_code_location_replays_the_golden_set_as_often_as_configured(tmp_path):
     init_demo(tmp_path / "demo", today=date(2026, 11, 22), traces_per_day=40)
     defs = demo_definitions(demo_env(tmp_path / "demo", tmp_path, RAGSPINE_REPLAY_REPEAT="3"))

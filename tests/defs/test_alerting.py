@@ -84,6 +84,7 @@ def test_the_make_targets_post_one_message_per_real_change_and_nothing_on_a_quie
     assert extraction["text"].startswith("Extraction channels: below baseline")
 
 
+@pytest.mark.system  # a whole code-location runs
 def test_the_demo_regression_posts_once_then_nothing_then_recovered(demo_env, fake_slack, tmp_path):
     rebuild(demo_env, "--degraded")
     assert local.main(["reeval", "--expect", "block"]) == 0
@@ -169,6 +170,7 @@ def run_status_context(instance: dg.DagsterInstance, run: dg.DagsterRun, defs: d
     )
 
 
+@pytest.mark.system  # a whole code-location runs
 def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake_slack):
     rebuild(demo_env, "--degraded", "--degraded-parser")  # the release blocks and two channels fall
     defs = demo_definitions()
@@ -194,6 +196,7 @@ def test_a_runs_alerts_wait_for_its_end_and_go_out_as_one_message(demo_env, fake
     assert "Also: Recovered: Extraction channels." in recovered["text"] and recovered["thread_ts"]
 
 
+@pytest.mark.system  # a whole code-location runs
 @pytest.mark.usefixtures("quick_slack_retries")
 def test_slack_down_leaves_the_run_outcome_unchanged_and_the_alert_pending(
     demo_env, fake_slack, closed_port, monkeypatch

@@ -89,6 +89,7 @@ def test_a_config_without_gates_gets_a_check_for_every_default_gate(tmp_path):
     assert names == {check_name(g.metric) for g in gates} | fixed
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_the_healthy_demo_ships_and_writes_every_report(healthy_run, instance):
     _defs, result, out = healthy_run
     assert result.success, [e.message for e in result.all_events if e.is_failure]
@@ -114,6 +115,7 @@ def test_the_healthy_demo_ships_and_writes_every_report(healthy_run, instance):
     assert reasons == "None: every gate, slice and baselined metric holds."
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_the_whole_graph_is_two_named_jobs_and_the_report_follows_everything_it_shows(healthy_run):
     """`full_eval` is everything but a production day and is not partitioned, so it runs as launched
     without a partition; `nightly_eval` is the production day; together they are the whole graph."""
@@ -130,6 +132,7 @@ def test_the_whole_graph_is_two_named_jobs_and_the_report_follows_everything_it_
     assert parents == {dg.AssetKey(k) for k in ("metric_table", "production_metrics", "extraction_scores")}
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_every_table_loads_as_a_dataframe_and_the_decision_as_its_model(healthy_run, instance):
     defs, _result, out = healthy_run
     with defs.get_asset_value_loader(instance) as loader:
@@ -155,6 +158,7 @@ def test_every_table_loads_as_a_dataframe_and_the_decision_as_its_model(healthy_
     assert len(sample) == summary["n"] == 80  # RAGSPINE_SAMPLE_SIZE
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_a_shipping_run_promotes_the_baseline(healthy_run, demo):
     _defs, result, _out = healthy_run
     baseline = json.loads((demo / "baseline.json").read_text())
@@ -170,6 +174,7 @@ def test_a_shipping_run_promotes_the_baseline(healthy_run, demo):
     } <= materialized
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_production_metadata_counts_quarantined_lines(healthy_run, instance):
     days = [(TODAY - timedelta(days=d)).isoformat() for d in range(1, 8)]
     _defs, _result, _out = healthy_run
@@ -180,6 +185,7 @@ def test_production_metadata_counts_quarantined_lines(healthy_run, instance):
     assert metadata["read"].value >= metadata["valid"].value + metadata["quarantined"].value
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healthy_run, demo, instance):
     defs, _result, out = healthy_run
     before = (demo / "baseline.json").read_text()
@@ -222,6 +228,7 @@ def test_a_degraded_index_blocks_records_the_decision_and_does_not_promote(healt
     rebuild_index(demo)  # healthy again for the tests that follow
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_a_failed_extraction_channel_is_shown_in_the_report_not_skipped(healthy_run, demo, instance):
     defs, _result, out = healthy_run
     rebuild_index(demo, degraded_parser=True)
@@ -267,6 +274,7 @@ def test_a_missing_manifest_makes_the_sensor_skip_with_a_reason(tmp_path, instan
     assert isinstance(outcome, dg.SkipReason) and "manifest.json" in outcome.skip_message
 
 
+@pytest.mark.system  # a whole code-location run
 def test_a_changed_golden_set_fails_golden_set_with_the_spec_message(demo, tmp_path):
     changed = tmp_path / "golden"
     changed.mkdir()
@@ -298,6 +306,7 @@ def test_an_unreachable_sut_fails_golden_traces_with_a_clear_error(demo, tmp_pat
     assert f"127.0.0.1:{closed_port}" in message and "\n" not in message
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_the_baseline_step_refuses_a_decision_a_concurrent_promotion_made_stale(healthy_run, demo, instance):
     """The run decided against the baseline it read; by the time it promotes, another run has promoted a
     stricter value. The step compares again under the lock, writes nothing, and says why."""
@@ -412,6 +421,7 @@ def test_what_the_sensor_says_about_superseded_versions():
     assert superseded("z", ["x", "y"], {"x", "y"}) == ([], None)
 
 
+@pytest.mark.system  # the demo's whole graph run (healthy_run)
 def test_every_gated_metric_is_a_number_on_the_metric_table_so_the_ui_plots_it(healthy_run, instance):
     _defs, result, out = healthy_run
     [event] = [

@@ -15,6 +15,9 @@ from ragspine_pipeline.defs.local import finish
 from ragspine_pipeline.demo.workbook import write_extraction_demo
 from tests.defs.declared import demo_definitions
 
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
+
 SCORES, BASELINE = dg.AssetKey("extraction_scores"), dg.AssetKey("extraction_baseline")
 SELECTION = [SCORES, BASELINE]
 

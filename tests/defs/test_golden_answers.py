@@ -82,6 +82,7 @@ def metadata(result) -> dict:
     return {key: value.value for key, value in materialization.metadata.items()}
 
 
+@pytest.mark.system  # a whole code-location runs
 def test_a_new_run_for_the_same_index_asks_the_changed_service_again_unless_told_to_reuse(tmp_path):
     with dg.instance_for_test() as instance:
         first = materialize(service_at(tmp_path), instance)
@@ -104,6 +105,7 @@ def golden_job() -> dg.JobDefinition:
     return dg.Definitions(assets=assets, jobs=[job]).resolve_job_def("golden")
 
 
+@pytest.mark.system  # a whole code-location runs
 def test_a_re_execution_from_failure_resumes_its_run_and_a_new_run_does_not(tmp_path, monkeypatch):
     monkeypatch.setenv(WORK, str(tmp_path))
     monkeypatch.setenv("RAGSPINE_STEP_RETRIES", "0")  # the failure fails the run

@@ -118,6 +118,7 @@ def test_values_go_to_s3_when_configured_and_load_back_anywhere(tmp_path, bucket
         _check_values(defs, instance)
 
 
+@pytest.mark.system  # a Python subprocess
 def test_a_value_loads_in_a_notebook_without_this_project(tmp_path):
     """What a notebook user gets: the Parquet file reads with pandas alone, the dict unpickles with no
     ragspine_pipeline class in it."""

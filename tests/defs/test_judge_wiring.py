@@ -18,6 +18,9 @@ from tests.defs.declared import demo_definitions, demo_env, demo_service
 from tests.defs.test_code_location import TODAY
 from tests.judge.fake_judge import FakeJudge
 
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
+
 PACKAGED_GATES = Path(__file__).resolve().parents[2] / "ragspine_pipeline" / "demo" / "gates.yaml"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 import dagster as dg
+import pytest
 from dagster._core.definitions.selector import InstigatorSelector
 from dagster._core.scheduler.instigation import TickStatus
 
@@ -13,6 +14,9 @@ from ragspine_pipeline.defs.local import backfill_production, reeval_as_sensor_r
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 from tests.defs.declared import demo_definitions, demo_env
+
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
 
 TODAY = date(2026, 11, 22)
 SENSOR_SELECTOR = InstigatorSelector(

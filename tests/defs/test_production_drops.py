@@ -11,9 +11,13 @@ from pathlib import Path
 
 import dagster as dg
 import numpy as np
+import pytest
 
 from ragspine_pipeline.defs.local import backfill_production
 from tests.defs.declared import demo_definitions
+
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
 
 FIRST = date(2026, 11, 1)
 TRACES = 400

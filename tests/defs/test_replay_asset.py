@@ -18,6 +18,9 @@ from ragspine_pipeline.demo.build import init_demo
 from ragspine_pipeline.demo.reference_engine import ReferenceEngine
 from tests.defs.declared import demo_definitions, demo_env
 
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
+
 ASKED: Counter[str] = Counter()
 FAILING: set[str] = set()
 FAILING_ONCE: set[str] = set()  # fail on their first call only: an upstream blip

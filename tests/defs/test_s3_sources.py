@@ -13,6 +13,9 @@ from ragspine_pipeline.defs.automation import run_key
 from ragspine_pipeline.demo.build import init_demo
 from tests.defs.declared import demo_definitions
 
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
+
 TODAY = date(2026, 11, 22)
 DAY = "2026-11-19"  # the demo day with malformed lines and a duplicate request id
 

@@ -70,6 +70,7 @@ def load(folder: Path, monkeypatch, package: str = "evals") -> dg.Definitions:
     return dg.load_from_defs_folder(path_within_project=folder / package)
 
 
+@pytest.mark.system  # a whole code-location runs
 def test_two_services_in_one_code_location_are_evaluated_apart(tmp_path, monkeypatch, fake_slack):
     folder = project(tmp_path / "evals-project")
     shutil.copy(WFGY / "gold.jsonl", folder / "gold.jsonl")

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from ragspine_pipeline.defs import local
 from ragspine_pipeline.defs.alerts import finish_failed_run, queue_superseded
@@ -17,6 +18,9 @@ from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.resources import AlertsResource
 from ragspine_pipeline.demo.build import rebuild_index
 from tests.defs.test_alerting import TOKEN, demo_env  # noqa: F401 - the fixture, used by name
+
+# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+pytestmark = pytest.mark.system
 
 JOB = "reeval_on_index_rebuild"
 

@@ -4,6 +4,7 @@ mode, with one line saying when the golden set changed and what was left out."""
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
 from ragspine_pipeline.defs.reports import golden_history
 from ragspine_pipeline.reports.html import render_html
@@ -84,6 +85,7 @@ def test_a_golden_set_that_leaves_too_few_runs_says_so_instead_of_a_chart():
     assert "trend" not in figures(root) and {"trend", "trend-left-out"} <= notes(root)
 
 
+@pytest.mark.system  # Dagster runs
 def test_golden_history_reads_the_golden_version_and_mode_of_each_materialisation():
     with dg.instance_for_test() as instance:
         for metadata in (
@@ -101,6 +103,7 @@ def test_golden_history_reads_the_golden_version_and_mode_of_each_materialisatio
     ]
 
 
+@pytest.mark.system  # Dagster runs
 def test_a_run_that_decided_and_then_failed_is_no_decision(tmp_path):
     """The decision is made (metric_table, the tag) and a later step fails: the failure path withdraws
     the tag, and the trend leaves the run out; a run that succeeded stays in."""

@@ -84,6 +84,7 @@ def unrounded(evaluation) -> str:
     )
 
 
+@pytest.mark.system  # the CLI's score of every shuffled order
 def test_shuffled_golden_and_trace_lines_give_the_same_report_and_decision(demo, tmp_path):
     """200 shuffles through the CLI (JSON report, rounded to 4 decimals); every fourth also through
     :func:`evaluate`, whose unrounded figures must be equal as floats, not merely close."""
