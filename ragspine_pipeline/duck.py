@@ -10,6 +10,8 @@ query at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import duckdb
 import pyarrow as pa
 
@@ -28,7 +30,32 @@ def query(sql: str, **tables: pa.Table) -> pa.Table:
         cursor.close()
 
 
-REFUSED = (duckdb.Error, UnicodeDecodeError)
+def batches(sql: str, rows: int, **tables: pa.Table) -> Iterator[pa.RecordBatch]:
+    """The result of ``sql`` as record batches of about ``rows`` rows each, as DuckDB produces them
+    (the whole result is never held at once). An error DuckDB meets on the way (it refuses an input)
+    is :class:`StreamRefused`: through Arrow's stream it would come as a bare OSError."""
+    cursor = _DATABASE.cursor()
+    try:
+        for name, table in tables.items():
+            cursor.register(name, table)
+        reader = cursor.sql(sql).to_arrow_reader(rows)
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except OSError as exc:
+                raise StreamRefused(str(exc)) from None
+            yield batch
+    finally:
+        cursor.close()
+
+
+class StreamRefused(Exception):
+    """DuckDB refused an input while streaming a result (:func:`batches`)."""
+
+
+REFUSED = (StreamRefused, duckdb.Error, UnicodeDecodeError)
 """What DuckDB raises when it refuses an input. Its message quotes the input, cut at a byte limit: when
 the cut falls inside a character, building the Python exception raises UnicodeDecodeError instead."""
 

@@ -2,9 +2,9 @@
 
 Two readers produce the columns, through the same canonical statement (``contracts.canonical``):
 
-* the **columnar reader**: DuckDB reads the JSON Lines file into the structure the record's model
-  derives (``contracts.shape``), tests every value against the model's field types in the same pass,
-  and maps the file to canonical columns;
+* the **columnar reader**: the typed fast read (``contracts.fast``): DuckDB reads the columns the
+  file's dialect has, each value's JSON type is checked against the model's field and converted to its
+  type, column by column, and the canonical statement maps the typed columns;
 * the **record reader** (``contracts.records``): the pydantic models validate the file record by record.
 
 The columnar reader is tried first. Whenever it cannot vouch for a file — a JSON array, a line DuckDB
@@ -16,6 +16,7 @@ and field.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from ragspine_pipeline import duck, inputs
-from ragspine_pipeline.contracts import canonical, shape
+from ragspine_pipeline.contracts import canonical, fast, shape
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GoldCase
 from ragspine_pipeline.contracts.jsonl import check_readable, first_char, read_errors
@@ -66,7 +67,7 @@ class _Kind:
     schema: pa.Schema
     unique: str | None = None  # a canonical column whose values may not repeat
     unusable: str = ""  # the message for a row the canonical statement finds unusable
-    record_only: str = "false"  # SQL: rows whose rules only the model states (the record reader reads)
+    record_only: tuple[str, ...] = ()  # fields whose rules only the model states (the record reader's)
     derived: tuple[str, ...] = ()  # required fields the canonical statement may derive
 
 
@@ -77,7 +78,7 @@ _GOLD = _Kind(
     GOLD_SCHEMA,
     unique="qid",
     # What a QA-gate case must state of its expectations (``gold.NEEDS``): only the model says it.
-    record_only="case_type IS NOT NULL OR expected IS NOT NULL",
+    record_only=("case_type", "expected"),
     derived=("answerable",),
 )
 _TRACE = _Kind(
@@ -131,42 +132,31 @@ def _load(path: str | Path, kind: _Kind) -> Loaded:
 
 
 def _columnar(path: Path, kind: _Kind) -> pa.Table | None:
-    """The file's canonical columns read by DuckDB, or None when only the record reader may read it."""
+    """The file's canonical columns from the typed fast read, or None when only the record reader may
+    read it."""
     # The guard reads the file beside DuckDB (both run outside the GIL for the most part): a line too
-    # long, nested or numbered beyond the caps, in any field, is the record reader's to name.
+    # long, nested or numbered beyond the caps, in any field (those the fast read skips included), is
+    # the record reader's to name.
     with read_errors(path), ThreadPoolExecutor(max_workers=1) as pool:  # EIO: one line, as everywhere
         plain = pool.submit(inputs.plain_json_lines, path)
-        table = _read(path, kind)
-        if not plain.result():
+        typed = fast.read_typed(path, kind.model, kind.record_only, kind.derived)
+        if not plain.result() or typed is None:
             return None
-    if table is None:
-        return None
-    vouched = pc.all(pc.fill_null(pc.and_(table.column("_conforms"), table.column("_usable")), False)).as_py()
-    if not vouched or (kind.unique and not _all_distinct(table.column(kind.unique))):
+    table = duck.query(kind.sql(_source(typed, kind.model, "typed")), typed=typed)
+    usable = pc.all(pc.fill_null(table.column("_usable"), False)).as_py()
+    if not usable or (kind.unique and not _all_distinct(table.column(kind.unique))):
         return None  # the record reader names the line (a duplicate: both lines)
     return _canonical(table, kind)
 
 
-def _read(path: Path, kind: _Kind) -> pa.Table | None:
-    """DuckDB's reading of the file: canonical columns, and per row whether it conforms to the model and
-    is usable; None when DuckDB refuses the file."""
-    source = (
-        f"read_json({duck.literal(str(path))}, format = 'newline_delimited', records = true, "
-        f"maximum_object_size = {inputs.MAX_LINE_BYTES}, columns = {_columns(kind.model)})"
-    )
-    conforms = shape.conforms(kind.model, skip_required=kind.derived)
-    checked = f"(SELECT *, ({conforms}) AND NOT ({kind.record_only}) AS _conforms FROM {source})"
-    try:
-        return duck.query(kind.sql(checked, extra=", _conforms"))
-    except duck.REFUSED:
-        return None  # e.g. a repeated key, a lone surrogate, invalid UTF-8, a line that is not an object
-
-
-def _columns(model: type[BaseModel]) -> str:
-    entries = ", ".join(
-        f"{duck.literal(key)}: {duck.literal(type_)}" for key, type_ in shape.structure(model).items()
-    )
-    return "{" + entries + "}"
+def _source(table: pa.Table, model: type[BaseModel], name: str) -> str:
+    """SQL: the relation ``name`` (``table``) with the typed columns it lacks added as nulls."""
+    absent = [
+        f'NULL::{shape.duck_type(type_)} AS "{key}"'
+        for key, type_ in shape.typed_structure(model).items()
+        if key not in table.column_names
+    ]
+    return f"(SELECT {', '.join(['*', *absent])} FROM {name})"
 
 
 def _canonical(table: pa.Table, kind: _Kind) -> pa.Table:
@@ -185,7 +175,7 @@ def _by_records(path: Path, kind: _Kind) -> pa.Table:
     lines, texts = plain_records(path, kind.name)
     if not texts:
         return kind.schema.empty_table()
-    structure = duck.literal(shape.json_structure(kind.model))
+    structure = duck.literal(json.dumps(shape.typed_structure(kind.model)))
     source = f"(SELECT unnest(from_json(record, {structure})) FROM records)"
     table = duck.query(kind.sql(source), records=pa.table({"record": pa.array(texts, pa.string())}))
     usable = table.column("_usable").to_pylist()

@@ -98,13 +98,18 @@ _READ = {
 
 def plain_records(path: str | Path, kind: str) -> tuple[list[int], list[str]]:
     """The line number and the plain JSON text of every record of ``path`` (``gold``, ``trace`` or
-    ``evidence``), validated by its model (the first invalid one raises, naming its line)."""
+    ``evidence``), validated by its model (the first invalid one raises, naming its line), in the typed
+    structure the canonical statements read (``shape.typed_structure``: a text answer as
+    ``answer_text``, versions as ``{key, value}`` pairs)."""
     model, id_aliases, key, hook = _READ[kind]
     lines, texts = [], []
     for line, raw, record in unique_records(path, model, id_aliases, key, hook):
         plain = declared(record)
-        if kind == "trace" and "versions" in raw:
-            plain["versions"] = _version_pairs(raw["versions"], record)
+        if kind == "trace":
+            if isinstance(plain.get("answer"), str):  # a text answer: its own typed column
+                plain["answer_text"] = plain.pop("answer")
+            if "versions" in raw:
+                plain["versions"] = _version_pairs(raw["versions"], record)
         lines.append(line)
         texts.append(json.dumps(plain, ensure_ascii=False, allow_nan=False))
     return lines, texts
@@ -125,14 +130,14 @@ def declared(value: Any) -> Any:
     return value
 
 
-def _version_pairs(raw: Any, trace: Trace) -> list[list[Any]] | None:
-    """``versions`` as ``[key, value]`` pairs in the order written, a repeated key repeated: a list as
+def _version_pairs(raw: Any, trace: Trace) -> list[dict[str, Any]] | None:
+    """``versions`` as ``{key, value}`` pairs in the order written, a repeated key repeated: a list as
     given, an object's entries then its repeated keys (JSON keeps only their last value)."""
     if isinstance(raw, list):
-        return [list(pair) for pair in raw]
+        return [{"key": key, "value": value} for key, value in raw]
     if trace.versions is None:
         return None
     repeated = getattr(raw, "repeated", [])
-    return [[key, value] for key, value in trace.versions.items()] + [
-        [key, trace.versions.get(key)] for key in repeated
+    return [{"key": key, "value": value} for key, value in trace.versions.items()] + [
+        {"key": key, "value": trace.versions.get(key)} for key in repeated
     ]

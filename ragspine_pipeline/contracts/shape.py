@@ -278,3 +278,101 @@ def _distinct_keys(value: str) -> str:
 def text(value: str) -> str:
     """SQL: a JSON value as text: a string unescaped, a number or flag as written (``->>``)."""
     return f"({value} ->> '$')"
+
+
+# -- the typed structure: what both readers hand the canonical statements ----------------------------------
+#
+# Each field of a model is one of a few kinds; the kind says the DuckDB type the canonical statements
+# read it as (``typed_structure``) and what the fast read (``contracts.fast``) must check of its JSON text
+# before it converts it to that type. A field whose value may take several JSON types that matter later
+# (an event time, a found value, a reference date) stays JSON, checked.
+
+TEXT, FLAG, INTEGER, NUMBER, JSON_VALUE = "text", "flag", "integer", "number", "json"
+MODEL, MODELS, TEXTS, JSONS, MAP, PAIRS, MODEL_OR_TEXT = (
+    "model",
+    "models",
+    "texts",
+    "jsons",
+    "map",
+    "pairs",
+    "model_or_text",
+)
+PAIR_FIELDS = frozenset({"versions"})
+"""Maps a model also accepts as a list of ``[key, value]`` pairs, a key possibly repeated: read as pairs."""
+
+
+def kind(name: str, annotation: Any) -> tuple[str, Any, list[Any]]:
+    """``(kind, inner annotation, metadata)`` of a field (see the kinds above)."""
+    inner, metadata = _unwrap(annotation)
+    origin = get_origin(inner)
+    if _is_model(inner):
+        return MODEL, inner, metadata
+    if origin is list:
+        item, item_metadata = _unwrap(get_args(inner)[0])
+        if _is_model(item):
+            return MODELS, item, item_metadata
+        if get_origin(item) in (Union, types.UnionType):
+            return JSONS, item, item_metadata
+        return TEXTS, item, item_metadata
+    if origin is dict:
+        return (PAIRS if name in PAIR_FIELDS else MAP), get_args(inner)[1], metadata
+    if origin in (Union, types.UnionType):
+        branches = get_args(inner)
+        if any(_is_model(branch) for branch in branches):
+            return MODEL_OR_TEXT, next(b for b in branches if _is_model(b)), metadata
+        return JSON_VALUE, inner, metadata
+    if inner is bool:
+        return FLAG, inner, metadata
+    if inner is int:
+        return INTEGER, inner, metadata
+    if inner is float:
+        return NUMBER, inner, metadata
+    if inner is date:
+        return JSON_VALUE, inner, metadata
+    return TEXT, inner, metadata  # str, an id, a tag text, a literal
+
+
+def model_fields(model: type[BaseModel]) -> list[tuple[str, str, Any, list[Any], bool]]:
+    """``(input name, kind, inner annotation, metadata, required)`` of every input name of ``model``."""
+    out = []
+    for name, field in model.model_fields.items():
+        field_kind, inner, metadata = kind(name, field.annotation)
+        metadata = [*metadata, *field.metadata]
+        for alias in field_aliases(model, name):
+            out.append((alias, field_kind, inner, metadata, field.is_required()))
+    return out
+
+
+def typed_structure(model: type[BaseModel]) -> dict[str, Any]:
+    """``{input name: type}`` in the JSON form ``from_json`` takes: the relation the canonical statements
+    read. A field that takes a model or a text is two columns: ``name`` (the model) and ``name_text``."""
+    out: dict[str, Any] = {}
+    for name, field_kind, inner, _, _ in model_fields(model):
+        out[name] = _typed(field_kind, inner)
+        if field_kind == MODEL_OR_TEXT:
+            out[f"{name}_text"] = "VARCHAR"
+    return out
+
+
+_SCALAR_TYPES = {TEXT: "VARCHAR", FLAG: "BOOLEAN", INTEGER: "BIGINT", NUMBER: "DOUBLE", JSON_VALUE: "JSON"}
+
+
+def _typed(field_kind: str, inner: Any) -> Any:
+    if field_kind in _SCALAR_TYPES:
+        return _SCALAR_TYPES[field_kind]
+    if field_kind in (MODEL, MODEL_OR_TEXT):
+        return typed_structure(inner)
+    if field_kind == MODELS:
+        return [typed_structure(inner)]
+    if field_kind == TEXTS:
+        return ["VARCHAR"]
+    if field_kind == JSONS:
+        return ["JSON"]
+    if field_kind == MAP:
+        return "MAP(VARCHAR, VARCHAR)"
+    return [{"key": "VARCHAR", "value": "VARCHAR"}]  # PAIRS
+
+
+def duck_type(structure: Any) -> str:
+    """A structure in the JSON form (:func:`typed_structure`) as a DuckDB type."""
+    return _duck_type(structure)

@@ -1,0 +1,471 @@
+"""The typed fast read: a JSON Lines file read by DuckDB into the columns its dialect has, each value's
+JSON type checked against the model and converted to the typed structure the canonical statements read
+(``shape.typed_structure``), in one pass over the file and vectorised passes over its columns.
+
+The dialect is sniffed from the first records: which of the model's input names they use (and, for a
+field that takes an object or a text, which). DuckDB reads those names with JSON leaves (a value's text
+as written, its JSON type visible: DuckDB would otherwise cast ``5`` into a text column as ``"5"``); any
+other name the model declares is read only to see whether a line gives it. Each leaf is then checked as
+its model field validates it — a text is a JSON string, a flag ``true`` or ``false``, a number finite, an
+integer within int64, a literal one of its values, an id a string or an integer, a required field given,
+a list item not null — and converted to its type, column by column.
+
+It vouches for nothing it has not checked: a line that gives a name the sniff did not see sends the file
+back for a second read that includes it; anything else it cannot vouch for — a value of another type, a
+line DuckDB refuses (a repeated key, a lone surrogate, invalid UTF-8, two objects on one line) — returns
+None, and the record reader (``contracts.records``) reads the file and names the line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel
+
+from ragspine_pipeline import duck, inputs
+from ragspine_pipeline.contracts import shape
+from ragspine_pipeline.contracts.types import calendar_date, id_to_str
+
+__all__ = ["read_typed"]
+
+_SNIFF_LINES = 1000
+_SNIFF_BYTES = 1 << 20
+_BATCH_ROWS = 1 << 18
+
+
+class CannotVouch(Exception):
+    """A value the fast read cannot vouch for: the record reader reads the file."""
+
+
+# -- the dialect: which input names the first records use ----------------------------------------------
+
+
+def sniff(path: Path) -> dict | None:
+    """The merged shape of the first records: ``{name: child shape}`` for objects, ``[shape]`` for
+    lists, ``"text"`` / ``"value"`` for strings and other scalars. None when a line does not parse (the
+    record reader names it)."""
+    merged: dict = {}
+    with inputs.open_regular(path) as fh:
+        head = fh.read(_SNIFF_BYTES)
+    lines = head.split(b"\n")
+    if len(head) == _SNIFF_BYTES:
+        lines = lines[:-1]  # the last may be cut
+    for line in lines[:_SNIFF_LINES]:
+        if not line.strip():
+            continue
+        if len(line) > inputs.MAX_LINE_BYTES or inputs.nesting_depth(line) > inputs.MAX_DEPTH:
+            return None
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        _merge(merged, value)
+    return merged
+
+
+def _merge(shape_: Any, value: Any) -> Any:
+    if isinstance(value, dict):
+        target = shape_ if isinstance(shape_, dict) else {}
+        for key, item in value.items():
+            target[key] = _merge(target.get(key), item)
+        return target
+    if isinstance(value, list):
+        target = shape_ if isinstance(shape_, list) else [None]
+        for item in value:
+            target[0] = _merge(target[0], item)
+        return target
+    if value is None:
+        return shape_
+    if isinstance(value, str):
+        return shape_ if shape_ is not None else "text"
+    return shape_ if shape_ is not None else "value"
+
+
+# -- the plan: what is read, and how each leaf is checked and typed ------------------------------------
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    kind: str
+    inner: Any
+    metadata: tuple
+    required: bool
+    as_object: bool = True  # a model-or-text field read as its model (the sniff saw an object, or nothing)
+
+
+def _plan(model: type[BaseModel], seen: dict | None = None) -> list[_Field]:
+    """Every input name of ``model``; ``seen`` (the sniffed shape) decides how a field that takes an
+    object or a text is read."""
+    fields = []
+    for name, field_kind, inner, metadata, required in shape.model_fields(model):
+        sniffed = (seen or {}).get(name)
+        as_object = sniffed is None or isinstance(sniffed, dict)
+        fields.append(_Field(name, field_kind, inner, tuple(metadata), required, as_object))
+    return fields
+
+
+def _read_type(field: _Field) -> str:
+    """The DuckDB type a field is read as (JSON leaves, so that the JSON type stays visible; a model
+    with every field it declares)."""
+    kind_ = field.kind
+    if kind_ == shape.MODEL or (kind_ == shape.MODEL_OR_TEXT and field.as_object):
+        return _struct(field.inner)
+    if kind_ == shape.MODELS:
+        return _struct(field.inner) + "[]"
+    if kind_ in (shape.TEXTS, shape.JSONS):
+        return "JSON[]"
+    if kind_ in (shape.MAP, shape.PAIRS):
+        return "MAP(VARCHAR, JSON)"
+    return "JSON"
+
+
+def _struct(model: type[BaseModel]) -> str:
+    children = ", ".join(f"{_quote(field.name)} {_read_type(field)}" for field in _plan(model))
+    return f"STRUCT({children})"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+
+def read_typed(
+    path: Path,
+    model: type[BaseModel],
+    record_only: tuple[str, ...] = (),
+    derived: tuple[str, ...] = (),
+) -> pa.Table | None:
+    """The file's records in ``shape.typed_structure(model)`` (only the top-level names its dialect uses;
+    the canonical statement's source adds the others as nulls), or None when the fast read cannot vouch
+    for it. ``record_only``: names whose rules only the model states (a file giving one is the record
+    reader's); ``derived``: required fields the canonical statement may derive."""
+    seen = sniff(path)
+    if seen is None:
+        return None
+    for _ in range(2):  # a name first given after the sniffed lines: read once more, with it
+        if any(name in seen for name in record_only):
+            return None
+        try:
+            table, others = _read(path, _plan(model, seen), seen)
+        except (*duck.REFUSED, CannotVouch):
+            return None
+        if not others:
+            return table if _required_given(model, table, derived) else None
+        seen = {**seen, **{name: None for name in others}}
+    return None
+
+
+def _required_given(model: type[BaseModel], table: pa.Table, derived: tuple[str, ...]) -> bool:
+    """Whether every row gives each required field of ``model`` (under one of its names)."""
+    for name, field in model.model_fields.items():
+        if not field.is_required() or name in derived or table.num_rows == 0:
+            continue
+        given = [table.column(alias).is_valid() for alias in shape.field_aliases(model, name)
+                 if alias in table.column_names]  # fmt: skip
+        if not given:
+            return False
+        present = given[0]
+        for other in given[1:]:
+            present = pc.or_(present, other)
+        if not pc.all(present).as_py():
+            return False
+    return True
+
+
+def _read(path: Path, plan: list[_Field], seen: dict) -> tuple[pa.Table | None, list[str]]:
+    """DuckDB's reading of the sniffed fields, checked and typed; ``(table, names first given later)``."""
+    read = [f for f in plan if f.name in seen]
+    others = [f for f in plan if f.name not in seen]
+    columns = ", ".join(
+        f"{duck.literal(f.name)}: {duck.literal(_read_type(f) if f.name in seen else 'JSON')}" for f in plan
+    )
+    source = (
+        f"read_json({duck.literal(str(path))}, format = 'newline_delimited', records = true, "
+        f"maximum_object_size = {inputs.MAX_LINE_BYTES}, columns = {{{columns}}})"
+    )
+    flags = " | ".join(
+        f"(CASE WHEN {_quote(f.name)} IS NOT NULL THEN {1 << i} ELSE 0 END)::BIGINT"
+        for i, f in enumerate(others)
+    )
+    selected = [_quote(f.name) for f in read] + [f"({flags or '0'}) AS _others"]
+    batches, given = [], 0
+    for batch in duck.batches(f"SELECT {', '.join(selected)} FROM {source}", _BATCH_ROWS):
+        if batch.num_rows:
+            given |= int(np.bitwise_or.reduce(np.asarray(batch.column("_others"))))
+        if given:
+            return None, [f.name for i, f in enumerate(others) if given >> i & 1]
+        batches.append(_typed_batch(batch, read))
+    return pa.Table.from_batches(batches, _typed_schema(read)), []
+
+
+def _typed_schema(read: list[_Field]) -> pa.Schema:
+    typed = [pa.field(name, type_) for field in read for name, type_ in _typed_columns(field, None)]
+    return pa.schema([pa.field("_line", pa.bool_()), *typed])
+
+
+def _typed_batch(batch: pa.RecordBatch, read: list[_Field]) -> pa.RecordBatch:
+    # ``_line``: a column even for lines that give no field the model declares (``{}``).
+    arrays, names = [pa.nulls(batch.num_rows, pa.bool_())], ["_line"]
+    for field in read:
+        for name, array in _typed_columns(field, batch.column(field.name)):
+            names.append(name)
+            arrays.append(array)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _typed_columns(field: _Field, array: pa.Array | None):
+    """``(name, typed array)`` of one read field (``array`` None: ``(name, type)``); a model-or-text
+    field gives two columns, ``name`` and ``name_text``."""
+    if field.kind != shape.MODEL_OR_TEXT:
+        yield field.name, _convert(field, array) if array is not None else _arrow_type(field)
+        return
+    model_type = _model_type(field.inner)
+    if array is None:
+        yield field.name, model_type
+        yield f"{field.name}_text", pa.string()
+    elif field.as_object:
+        yield field.name, _convert(field, array)
+        yield f"{field.name}_text", pa.nulls(len(array), pa.string())
+    else:
+        yield field.name, pa.nulls(len(array), model_type)
+        yield f"{field.name}_text", _strings(array)
+
+
+# -- checking and typing leaves ---------------------------------------------------------------------------
+
+
+def _arrow_type(field: _Field) -> pa.DataType:
+    kind_ = field.kind
+    if kind_ in (shape.MODEL, shape.MODEL_OR_TEXT):
+        return _model_type(field.inner)
+    if kind_ == shape.MODELS:
+        return pa.list_(_model_type(field.inner))
+    if kind_ in (shape.TEXTS, shape.JSONS):
+        return pa.list_(pa.string())
+    if kind_ == shape.MAP:
+        return pa.map_(pa.string(), pa.string())
+    if kind_ == shape.PAIRS:
+        return pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+    return {
+        shape.TEXT: pa.string(),
+        shape.FLAG: pa.bool_(),
+        shape.INTEGER: pa.int64(),
+        shape.NUMBER: pa.float64(),
+        shape.JSON_VALUE: pa.string(),
+    }[kind_]
+
+
+def _model_type(model: type[BaseModel]) -> pa.DataType:
+    return pa.struct(
+        [pa.field(name, type_) for field in _plan(model) for name, type_ in _typed_columns(field, None)]
+    )
+
+
+def _convert(field: _Field, array: pa.Array) -> pa.Array:
+    """One field's JSON-leaf array checked and typed (raises CannotVouch)."""
+    kind_ = field.kind
+    if kind_ in (shape.MODEL, shape.MODEL_OR_TEXT):
+        return _convert_model(field.inner, array)
+    if kind_ == shape.MODELS:
+        offsets, values = _items(array)
+        return _relist(array, offsets, _convert_model(field.inner, values))
+    if kind_ == shape.TEXTS:
+        offsets, values = _items(array)
+        return _relist(array, offsets, _text(values, field))
+    if kind_ == shape.JSONS:
+        offsets, values = _items(array)
+        _require(pc.all(pc.starts_with(values.cast(pa.string()), '"')), "an item that is not a text")
+        return _relist(array, offsets, values.cast(pa.string()))
+    if kind_ in (shape.MAP, shape.PAIRS):
+        return _convert_map(field, array)
+    if kind_ == shape.TEXT:
+        return _text(array, field)
+    if kind_ == shape.FLAG:
+        texts = array.cast(pa.string())
+        _require(pc.all(pc.is_in(texts.drop_null(), pa.array(["true", "false"]))), "not a flag")
+        return pc.equal(texts, "true")
+    if kind_ == shape.INTEGER:
+        return _integer(array)
+    if kind_ == shape.NUMBER:
+        return _number(array)
+    return _json_value(array, field)
+
+
+def _require(ok: pa.Scalar | bool, why: str) -> None:
+    value = ok.as_py() if isinstance(ok, pa.Scalar) else ok
+    if value is False:
+        raise CannotVouch(why)
+
+
+def _items(lists: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """``(offsets from 0, items)`` of a list column; a null item is the record reader's (a list holds
+    values)."""
+    offsets = np.asarray(lists.offsets)
+    start, end = int(offsets[0]), int(offsets[-1])
+    values = lists.values.slice(start, end - start)
+    _require(values.null_count == 0, "a null item")
+    return offsets - start, values
+
+
+def _relist(lists: pa.Array, offsets: np.ndarray, values: pa.Array) -> pa.Array:
+    mask = lists.is_null() if lists.null_count else None
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
+
+
+def _convert_model(model: type[BaseModel], array: pa.Array) -> pa.Array:
+    valid = array.is_valid()
+    names, children = [], []
+    for index, field in enumerate(_plan(model)):
+        child = array.field(index)
+        if field.required and child.null_count:
+            _require(pc.all(pc.or_(pc.invert(valid), child.is_valid())), "a required field missing")
+        for name, typed in _typed_columns(field, child):
+            names.append(name)
+            children.append(typed)
+    mask = pc.invert(valid) if array.null_count else None
+    return pa.StructArray.from_arrays(children, names=names, mask=mask)
+
+
+def _strings(array: pa.Array) -> pa.Array:
+    """JSON texts that are all strings (else CannotVouch), as the strings they write: the quotes cut
+    off (a valid UTF-8 text less its first and last byte, both quotes, is valid UTF-8), the few values
+    with an escape decoded by Python's JSON."""
+    texts = array.cast(pa.string())
+    _require(pc.all(pc.starts_with(texts, '"')), "not a text")  # a string's JSON text starts with a quote
+    plain = pc.binary_slice(texts.cast(pa.binary()), 1, -1).view(pa.string())
+    _, offsets_buffer, data_buffer = texts.buffers()
+    if data_buffer is None or len(texts) == 0:
+        return plain
+    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    data = memoryview(data_buffer)[offsets[0] : offsets[-1]]
+    if _BACKSLASH.search(data) is None:  # no escape anywhere (a search at memory speed)
+        return plain
+    at = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\\")) + offsets[0]
+    escaped = np.zeros(len(texts), dtype=bool)
+    escaped[np.searchsorted(offsets, at, side="right") - 1] = True
+    escaped = pa.array(escaped)
+    decoded = pa.array([json.loads(text) for text in texts.filter(escaped).to_pylist()], pa.string())
+    return pc.replace_with_mask(plain, escaped, decoded)
+
+
+_BACKSLASH = re.compile(rb"\\")
+
+
+_INTEGER = r"^(0|-?[1-9][0-9]{0,18})$"
+
+
+def _text(array: pa.Array, field: _Field) -> pa.Array:
+    """A text field: JSON strings (an id may also be an integer, read as its decimal text; a tag value
+    that is a number or a flag is the record reader's, which writes it as Python does)."""
+    texts = array.cast(pa.string())
+    if any(getattr(m, "func", None) is id_to_str for m in field.metadata):
+        is_string = pc.fill_null(pc.starts_with(texts, '"'), True)
+        if not pc.all(is_string).as_py():
+            # Within int64: anything longer is the record reader's, which reads it exactly.
+            integer = pc.match_substring_regex(texts, _INTEGER)
+            _require(pc.all(pc.or_(is_string, integer)), "an id that is neither a text nor an integer")
+            strings = _strings(pc.if_else(is_string, texts, pa.scalar(None, pa.string())))
+            return pc.if_else(is_string, strings, texts)
+    values = _strings(texts)
+    if get_origin(field.inner) is Literal:
+        allowed = pa.array([str(v) for v in get_args(field.inner)], pa.string())
+        _require(pc.all(pc.is_in(values.drop_null(), allowed)), "not one of the allowed values")
+    return values
+
+
+def _integer(array: pa.Array) -> pa.Array:
+    texts = array.cast(pa.string())
+    _require(pc.all(pc.match_substring_regex(texts, _INTEGER)), "not an integer")
+    try:
+        return texts.cast(pa.int64())
+    except pa.ArrowInvalid:  # past int64
+        raise CannotVouch("an integer past int64") from None
+
+
+_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
+
+
+def _number(array: pa.Array) -> pa.Array:
+    texts = array.cast(pa.string())
+    _require(pc.all(pc.match_substring_regex(texts, _NUMBER)), "not a number")
+    try:
+        numbers = texts.cast(pa.float64())
+    except pa.ArrowInvalid:
+        raise CannotVouch("not a number") from None
+    _require(pc.all(pc.is_finite(numbers)), "not finite")
+    return numbers
+
+
+def _json_value(array: pa.Array, field: _Field) -> pa.Array:
+    """A value kept as JSON (a union of scalars, a date): checked by the model's own validation of each
+    distinct value (few: event times, found values and dates repeat), kept as the JSON text."""
+    texts = array.cast(pa.string())
+    distinct = pc.unique(texts.drop_null())
+    if len(distinct) > 4096:
+        # Many distinct values: vouch only for strings and finite numbers (an event time, a found value).
+        _require(field.inner is not date, "many distinct dates")
+        number = pc.match_substring_regex(distinct, _NUMBER)
+        _require(pc.all(pc.or_(pc.starts_with(distinct, '"'), number)), "neither a text nor a number")
+        numbers = pc.if_else(number, distinct, pa.scalar(None, pa.string()))
+        try:
+            finite = pc.is_finite(numbers.cast(pa.float64()))
+        except pa.ArrowInvalid:
+            raise CannotVouch("not a number") from None
+        _require(pc.all(finite), "not finite")
+        return texts
+    for text in distinct.to_pylist():
+        _check_value(json.loads(text), field)
+    return texts
+
+
+def _check_value(value: Any, field: _Field) -> None:
+    """One distinct value of a JSON-kept field, as the model reads it."""
+    if field.inner is date:
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise CannotVouch("not a date")
+        try:
+            calendar_date(value)
+        except Exception:
+            raise CannotVouch("not a calendar date") from None
+        return
+    if isinstance(value, bool) or value is None:
+        raise CannotVouch("a flag")
+    if isinstance(value, float) and not np.isfinite(value):
+        raise CannotVouch("not finite")
+    if isinstance(value, int) and len(str(abs(value))) > 4300:
+        raise CannotVouch("too many digits")
+    if not isinstance(value, (str, int, float)):
+        raise CannotVouch("not a scalar")
+
+
+def _convert_map(field: _Field, array: pa.Array) -> pa.Array:
+    """A JSON object read as a map: values texts (a null value: absent); a map drops null entries, pairs
+    keep them (``versions``: a key given with null is written, not given)."""
+    keys, items = array.keys, array.items
+    offsets = np.asarray(array.offsets)
+    start, end = int(offsets[0]), int(offsets[-1])
+    keys, items = keys.slice(start, end - start), items.slice(start, end - start)
+    offsets = offsets - start
+    values = _strings(items)
+    mask = array.is_null() if array.null_count else None
+    if field.kind == shape.PAIRS:
+        pairs = pa.StructArray.from_arrays([keys, values], names=["key", "value"])
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pairs, mask=mask)
+    kept = np.asarray(values.is_valid(), dtype=bool)
+    if not kept.all():
+        offsets = np.concatenate(([0], np.cumsum(kept)))[offsets]
+        keys, values = keys.filter(pa.array(kept)), values.filter(pa.array(kept))
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), keys, values, mask=mask)
