@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 
-.PHONY: run dev demo-regression demo-extraction-regression test test-fast lint format bench lock clean
+.PHONY: run dev demo-regression demo-extraction-regression test test-fast test-deep lint format bench lock clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -90,7 +90,8 @@ format: $(STAMP)
 # The suite in two layers (tests/conftest.py). `make test-fast`, for a developer's minute: everything
 # but the system tests (daemons, servers, `make dev`, a browser, Celery, PostgreSQL, many processes,
 # kill -9), each Hypothesis property on at most 10 examples. `make test` (and .ci/run): everything, each
-# property on the examples it asks for. Both in TEST_WORKERS processes (pytest-xdist): the tests are
+# property on at most 100 examples. `make test-deep`: everything, each property on the examples it asks
+# for (up to 600), for a change to the readers or the scorers. Both in TEST_WORKERS processes (pytest-xdist): the tests are
 # independent (their own folders, ports, databases, vhosts, Redis databases), and what one waits for
 # (a server, a retry's back-off, a subprocess) the other fills with work.
 # Where PYTHONDONTWRITEBYTECODE is set (as on the machines this is built on), each of them would compile
@@ -104,6 +105,9 @@ test-fast: lint
 
 test: lint
 	HYPOTHESIS_PROFILE=ci $(PYTEST)
+
+test-deep: lint
+	HYPOTHESIS_PROFILE=deep $(PYTEST)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_score.py

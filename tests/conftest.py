@@ -30,14 +30,16 @@ from ragspine_pipeline.sources.s3 import s3_client
 from tests.loopback import LoopbackServer
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (the Makefile sets it; `ci` when unset). Every
-# property in the suite states its own max_examples, which `ci` keeps. `quick` (`make test-fast`, a
-# developer's minute) runs at most QUICK_EXAMPLES of each: an explicit @settings outranks any profile,
-# so pytest_collection_modifyitems lowers it per test, in this profile only. Neither profile has a
-# deadline: a property's speed on a loaded machine is not what it tests (each already says deadline=None).
-QUICK_EXAMPLES = 10
+# property in the suite states its own max_examples: `deep` (`make test-deep`) runs them all; `ci`
+# (`make test`, .ci/run) at most 100 of each, `quick` (`make test-fast`, a developer's minute) at most
+# 10. An explicit @settings outranks any profile, so pytest_collection_modifyitems lowers it per test.
+# No profile has a deadline: a property's speed on a loaded machine is not what it tests (each already
+# says deadline=None).
+MOST_EXAMPLES = {"quick": 10, "ci": 100, "deep": None}
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-settings.register_profile("ci", deadline=None, print_blob=True)
-settings.register_profile("quick", settings.get_profile("ci"), max_examples=QUICK_EXAMPLES)
+settings.register_profile("deep", deadline=None, print_blob=True)
+settings.register_profile("ci", settings.get_profile("deep"), max_examples=100)
+settings.register_profile("quick", settings.get_profile("deep"), max_examples=10)
 settings.load_profile(PROFILE)
 
 
@@ -47,16 +49,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # A test on the loopback PostgreSQL is a system test, whatever module it is in.
         if "database" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.system)
-        if PROFILE == "quick":
-            _at_most_quick_examples(getattr(item, "function", None))
+        if MOST_EXAMPLES.get(PROFILE) is not None:
+            _at_most(getattr(item, "function", None), MOST_EXAMPLES[PROFILE])
 
 
-def _at_most_quick_examples(test) -> None:
-    """Cap the test's own @settings at the quick profile's max_examples. Hypothesis keeps a test's
-    settings on the function it returns; without that attribute (another Hypothesis), nothing changes."""
+def _at_most(test, examples: int) -> None:
+    """Cap the test's own @settings at ``examples``. Hypothesis keeps a test's settings on the function it
+    returns; without that attribute (another Hypothesis), nothing changes."""
     own = getattr(test, "_hypothesis_internal_use_settings", None)
-    if getattr(test, "is_hypothesis_test", False) and own is not None and own.max_examples > QUICK_EXAMPLES:
-        test._hypothesis_internal_use_settings = settings(own, max_examples=QUICK_EXAMPLES)
+    if getattr(test, "is_hypothesis_test", False) and own is not None and own.max_examples > examples:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=examples)
 
 
 # The loopback PostgreSQL the deployment tests use: user postgres, trust authentication.

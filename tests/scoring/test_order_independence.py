@@ -24,8 +24,9 @@ from ragspine_pipeline.decision.release import decide
 from ragspine_pipeline.demo.build import init_demo, rebuild_index, replay_golden
 from tests.conftest import PROFILE
 
-# 200 orders in the full suite; the quick layer (make test-fast) draws the first 25 of the same orders.
-PERMUTATIONS = 25 if PROFILE == "quick" else 200
+# 200 orders in the deep suite (make test-deep), the first 50 of the same orders in make test, 10 in a
+# quick run.
+PERMUTATIONS = {"quick": 10, "ci": 50}.get(PROFILE, 200)
 EVALUATE_EVERY = 4  # unrounded figures for a quarter of them: the CLI run dominates the cost
 SEED = 20261122
 
