@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -25,7 +26,14 @@ from ragspine_pipeline.sources.errors import SourceError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _run(build_parser().parse_args(argv))
+    return _run(_parser().parse_args(argv))
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The command's parser, built once a process (about 30 ms): parsing leaves it as it was, so a
+    process that runs ``main`` many times (a notebook, the tests) builds it once."""
+    return build_parser()
 
 
 def console() -> NoReturn:
