@@ -189,6 +189,8 @@ def _read(path: Path, plan: list[_Field], seen: dict) -> tuple[pa.Table | None, 
     """DuckDB's reading of the sniffed fields, checked and typed; ``(table, names first given later)``."""
     read = [f for f in plan if f.name in seen]
     others = [f for f in plan if f.name not in seen]
+    if len(others) > 62:  # the names first given later are flagged in one BIGINT: wider, the record reader
+        raise CannotVouch("more names than one flag word holds")
     columns = ", ".join(
         f"{duck.literal(f.name)}: {duck.literal(_read_type(f) if f.name in seen else 'JSON')}" for f in plan
     )
