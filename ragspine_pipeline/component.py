@@ -20,6 +20,7 @@ definitions load.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import re
@@ -39,6 +40,7 @@ from ragspine_pipeline.defs.resources import (
     SutResource,
     TraceStoreResource,
     default_resources,
+    gates_config_path,
 )
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
@@ -184,21 +186,26 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
                 if value is not None
             }
         )
-        gates = Path(path(self.gates, str(STARTER_GATES))) if (self.gates or not base) else None
+        gates = (
+            Path(path(self.gates, str(STARTER_GATES))) if (self.gates or not base) else gates_config_path()
+        )
         hour, _, minute = self.nightly_at.partition(":")
         if not (hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
             raise InputError(where, f"nightly_at {self.nightly_at!r} is not HH:MM", field="nightly_at")
-        return Service(
+        service = Service(
             files=files,
             sut=sut,
             alerts=alerts,
             trace_store=trace_store,
             index_manifest=manifest,
             judge=base["judge"] if base else JudgeResource(),
-            **({"gates_config": gates} if gates is not None else {}),
+            gates_config=gates,
             name=name if self.prefixed else None,
             nightly_at=(int(hour), int(minute)),
         )
+        # The runbook line of each alert stream lives in the service's own gates config (`alerts.runbook`).
+        runbooks = dict(service.config().alerts.runbook)
+        return dataclasses.replace(service, alerts=service.alerts.model_copy(update={"runbooks": runbooks}))
 
     def _sut(self, where: str, work: str, base: dict | None, project_root: Path) -> SutResource:
         if self.sut is None or (

@@ -2,16 +2,15 @@
 in an object folder.
 
 Asset values are data a notebook can read without this project: tables are pandas DataFrames with
-pyarrow-backed dtypes (``metric_table``, the slice table, ``production_metrics``, the daily sample),
-typed records (the ``release_decision``, a :class:`~ragspine_pipeline.decision.release.ReleaseDecision`)
-pydantic models. :class:`ObjectStoreIOManager` stores a DataFrame as Parquet
-(``<asset key>[/<partition>].parquet``), a model as its JSON (``….json``: read back as the model the
-reading step's input is annotated with, or as plain data), and anything else as a pickle
-(``….pickle``) in an
-:class:`~ragspine_pipeline.sources.objects.ObjectFolder`: the instance's storage directory by default,
-``RAGSPINE_IO_URI`` (``s3://bucket/prefix``) when steps run on several hosts — so a step never reads
-another step's local disk. Op outputs inside a graph (the sampling shards) go under
-``<run id>/<step>/<output>``.
+pyarrow-backed dtypes (``metric_table``, the slice table, ``production_metrics``, the daily sample);
+typed records are pydantic models (the ``release_decision``, a
+:class:`~ragspine_pipeline.decision.release.ReleaseDecision`). :class:`ObjectStoreIOManager` stores a
+DataFrame as Parquet (``<asset key>[/<partition>].parquet``), a model as its JSON (``….json``: read
+back as the model the reading step's input is annotated with, or as plain data), and anything else as
+a pickle (``….pickle``) in an :class:`~ragspine_pipeline.sources.objects.ObjectFolder`: the instance's
+storage directory by default, ``RAGSPINE_IO_URI`` (``s3://bucket/prefix``) when steps run on several
+hosts — so a step never reads another step's local disk. Op outputs inside a graph (the sampling
+shards) go under ``<run id>/<step>/<output>``.
 
 Writes are whole or absent (a local file is renamed into place, an S3 object appears when its upload
 completes): two runs of the whole graph at once never read each other's half-written values. Each

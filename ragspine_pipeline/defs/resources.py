@@ -478,7 +478,6 @@ def default_resources(env: os._Environ | dict[str, str] = os.environ) -> dict[st
             or "http://127.0.0.1:3000",
             reports_base_url=env.get("RAGSPINE_REPORTS_URL") or None,
             runbook_url=env.get("RAGSPINE_RUNBOOK_URL") or None,
-            runbooks=dict(committed_config().alerts.runbook),
             ttl_hours=ttl_hours_from_env(env),
         ),
         "judge": JudgeResource(

@@ -101,3 +101,13 @@ def test_a_malformed_setting_is_one_line_naming_the_file_and_the_field(tmp_path,
         declared(tmp_path, nightly_at="25:00")
     assert str(info.value).startswith(str(tmp_path / "defs" / "support_bot" / "defs.yaml"))
     assert "nightly_at '25:00' is not HH:MM" in str(info.value)
+
+
+def test_a_services_alerts_carry_the_runbook_lines_of_its_own_gates_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("alerts:\n  runbook:\n    release: Roll the index back first.\n")
+    service = declared(tmp_path, gates="gates.yaml", alerts={"runbook": "https://wiki/sb"})
+    assert service.alerts.runbook("release").startswith("Roll the index back first.")
+    assert "https://wiki/sb" in service.alerts.runbook("release")  # the service's link, beside its line
+    assert service.alerts.runbook("production") != service.alerts.runbook("release")
