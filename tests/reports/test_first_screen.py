@@ -18,7 +18,8 @@ from ragspine_pipeline.reports.slice_report import slice_markdown
 from tests.reports.demo_pages import DemoPages, build_demo_pages
 from tests.reports.test_html import Node, parse
 
-# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+# The pages of a whole demo story built through the command (init, a week of production days, three
+# golden runs: build_demo_pages): the system layer.
 pytestmark = pytest.mark.system
 
 EVERYTHING_HOLDS = re.compile(r"every (gate|slice|channel)[^.]*holds?|nothing failed", re.IGNORECASE)

@@ -18,7 +18,8 @@ import pytest
 from tests.reports.demo_pages import DemoPages, build_demo_pages
 from tests.reports.test_html import Node, parse, table_rows
 
-# Whole code-location runs (Dagster jobs executed end to end): the system layer.
+# The pages of a whole demo story built through the command (init, a week of production days, three
+# golden runs: build_demo_pages): the system layer.
 pytestmark = pytest.mark.system
 
 VERDICTS = {True: "pass", False: "FAIL", None: "n/a: does not block"}
