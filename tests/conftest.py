@@ -38,8 +38,9 @@ from tests.loopback import LoopbackServer
 MOST_EXAMPLES = {"quick": 10, "ci": 100, "deep": None}
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("deep", deadline=None, print_blob=True)
-settings.register_profile("ci", settings.get_profile("deep"), max_examples=100)
-settings.register_profile("quick", settings.get_profile("deep"), max_examples=10)
+for _name, _most in MOST_EXAMPLES.items():
+    if _most is not None:
+        settings.register_profile(_name, settings.get_profile("deep"), max_examples=_most)
 settings.load_profile(PROFILE)
 
 

@@ -250,30 +250,30 @@ def _typed_columns(field: _Field, array: pa.Array | None):
 
 
 def _arrow_type(field: _Field) -> pa.DataType:
-    kind_ = field.kind
-    if kind_ in (shape.MODEL, shape.MODEL_OR_TEXT):
-        return _model_type(field.inner)
-    if kind_ == shape.MODELS:
-        return pa.list_(_model_type(field.inner))
-    if kind_ in (shape.TEXTS, shape.JSONS):
-        return pa.list_(pa.string())
-    if kind_ == shape.MAP:
-        return pa.map_(pa.string(), pa.string())
-    if kind_ == shape.PAIRS:
-        return pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
-    return {
-        shape.TEXT: pa.string(),
-        shape.FLAG: pa.bool_(),
-        shape.INTEGER: pa.int64(),
-        shape.NUMBER: pa.float64(),
-        shape.JSON_VALUE: pa.string(),
-    }[kind_]
+    return _arrow(shape.typed(field.kind, field.inner))
 
 
 def _model_type(model: type[BaseModel]) -> pa.DataType:
-    return pa.struct(
-        [pa.field(name, type_) for field in _plan(model) for name, type_ in _typed_columns(field, None)]
-    )
+    return _arrow(shape.typed_structure(model))
+
+
+_ARROW_SCALARS = {
+    "VARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+    "JSON": pa.string(),  # kept as its JSON text
+    "MAP(VARCHAR, VARCHAR)": pa.map_(pa.string(), pa.string()),
+}
+
+
+def _arrow(structure: Any) -> pa.DataType:
+    """A type in ``shape.typed_structure``'s JSON form as the Arrow type the fast read produces."""
+    if isinstance(structure, dict):
+        return pa.struct([pa.field(name, _arrow(child)) for name, child in structure.items()])
+    if isinstance(structure, list):
+        return pa.list_(_arrow(structure[0]))
+    return _ARROW_SCALARS[structure]
 
 
 def _convert(field: _Field, array: pa.Array) -> pa.Array:

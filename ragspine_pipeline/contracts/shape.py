@@ -348,7 +348,7 @@ def typed_structure(model: type[BaseModel]) -> dict[str, Any]:
     read. A field that takes a model or a text is two columns: ``name`` (the model) and ``name_text``."""
     out: dict[str, Any] = {}
     for name, field_kind, inner, _, _ in model_fields(model):
-        out[name] = _typed(field_kind, inner)
+        out[name] = typed(field_kind, inner)
         if field_kind == MODEL_OR_TEXT:
             out[f"{name}_text"] = "VARCHAR"
     return out
@@ -357,7 +357,8 @@ def typed_structure(model: type[BaseModel]) -> dict[str, Any]:
 _SCALAR_TYPES = {TEXT: "VARCHAR", FLAG: "BOOLEAN", INTEGER: "BIGINT", NUMBER: "DOUBLE", JSON_VALUE: "JSON"}
 
 
-def _typed(field_kind: str, inner: Any) -> Any:
+def typed(field_kind: str, inner: Any) -> Any:
+    """The type a field of ``field_kind`` is read as, in the JSON form ``from_json`` takes."""
     if field_kind in _SCALAR_TYPES:
         return _SCALAR_TYPES[field_kind]
     if field_kind in (MODEL, MODEL_OR_TEXT):
