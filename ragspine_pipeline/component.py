@@ -26,7 +26,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 from pydantic import Field, TypeAdapter, ValidationError
@@ -61,6 +61,24 @@ class AlertSettings(dg.Model):
     reports_url: str | None = Field(default=None, description="where the reports folder is served")
 
 
+class TraceStoreSettings(dg.Model):
+    """Where a service's production traces land and in what form."""
+
+    path: str = Field(description="a folder or s3:// prefix")
+    format: Literal["jsonl", "otlp"] = Field(
+        default="jsonl",
+        description="jsonl: trace lines under dt=YYYY-MM-DD/; otlp: OpenTelemetry spans (OTLP/JSON, or a "
+        "Parquet span table) under year=/month=/day=/... as the Collector's S3 exporter writes them, or dt=",
+    )
+    citation_pattern: str | None = Field(
+        default=None, description=r"spans: the citations in the answer text, e.g. '\[(\w+#\d+)\]'"
+    )
+    citation_attribute: str | None = Field(default=None, description="spans: an attribute listing them")
+    version_attribute: str = Field(
+        default="service.version", description="spans: the attribute naming the index version"
+    )
+
+
 class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
     """One evaluated RAG service: its golden replay and release decision, its nightly production
     sample, its report and its alerts."""
@@ -79,8 +97,10 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         description="the system under test: kind http, python or recorded and its settings, or the path "
         "of a SUT file (as `ragspine-eval replay --sut` reads)",
     )
-    trace_store: str | None = Field(
-        default=None, description="production traces: a folder or s3:// prefix of dt=YYYY-MM-DD/"
+    trace_store: str | TraceStoreSettings | None = Field(
+        default=None,
+        description="production traces: a folder or s3:// prefix of dt=YYYY-MM-DD/ trace lines, or "
+        "{path, format: otlp, ...} for OpenTelemetry spans as the Collector writes them",
     )
     index_manifest: str | None = Field(default=None, description="the index manifest the sensor watches")
     gates: str | None = Field(default=None, description="the gates config (default: the starter gates)")
@@ -159,9 +179,19 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
             ),
         )
         sut = self._sut(where, files.work_dir, base, project_root)
+        given = self.trace_store
+        if isinstance(given, str):
+            given = TraceStoreSettings(path=given)
         trace_store = (
-            TraceStoreResource(uri=path(self.trace_store, ""), endpoint_url=self.s3_endpoint_url)
-            if self.trace_store is not None
+            TraceStoreResource(
+                uri=path(given.path, ""),
+                endpoint_url=self.s3_endpoint_url,
+                format=given.format,
+                citation_pattern=given.citation_pattern,
+                citation_attribute=given.citation_attribute,
+                version_attribute=given.version_attribute,
+            )
+            if given is not None
             else base["trace_store"]
         )
         manifest = (

@@ -39,3 +39,19 @@ def share(raw: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError("must be between 0 and 1")
     return value
+
+
+def span_settings(args: argparse.Namespace):
+    """The ``contracts.spans.SpanSettings`` the span options of a command give (a usage error for a
+    pattern that does not compile)."""
+    from ragspine_pipeline.contracts.spans import SpanSettings
+
+    try:
+        return SpanSettings(
+            citation_pattern=args.citation_pattern,
+            citation_attribute=args.citation_attribute,
+            version_attribute=args.version_attribute,
+            case_id_attribute=args.case_id_attribute,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -18,11 +18,13 @@ import sys
 
 import pyarrow as pa
 
-from ragspine_pipeline.cli.args import EXIT_PASS, EXIT_UNUSABLE
+from ragspine_pipeline.cli.args import EXIT_PASS, EXIT_UNUSABLE, span_settings
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA, carried
+from ragspine_pipeline.contracts.spans import SPAN_FORMATS
 from ragspine_pipeline.metrics import BY_NAME, METRICS, RETRIEVAL_FIELDS, absent_inputs
 
+_FORMS = {"otlp": "OTLP/JSON", "span_table": "the flat span table"}
 # What an answer is made of: a trace carrying none of these gives no metric anything to measure.
 CONTENT = ("claim", "citations", "retrieved_ids", "selected_context_ids", "claims", "outcome_refused")
 
@@ -62,9 +64,15 @@ def measured(
 
 
 def run_check_traces(args: argparse.Namespace) -> int:
-    traces = load_traces(args.trace).table
+    loaded = load_traces(args.trace, span_settings(args))
+    traces = loaded.table
     n = traces.num_rows
-    print(f"{args.trace}: {n} trace(s)")
+    if loaded.reader in SPAN_FORMATS:
+        print(f"{args.trace}: {n} trace(s), grouped from OpenTelemetry spans ({_FORMS[loaded.reader]})")
+    else:
+        print(f"{args.trace}: {n} trace(s)")
+    for note in loaded.notes:
+        print(f"ragspine-eval: warning: {args.trace}: {note}", file=sys.stderr)
     width = max(len(name) for name in TRACE_SCHEMA.names)
     fields = carried(traces)
     for name, count in fields.items():

@@ -84,6 +84,35 @@ def _add_init(commands: Any) -> None:
     parser.set_defaults(run="ragspine_pipeline.cli.init:run_init")
 
 
+def _add_span_options(parser: argparse.ArgumentParser) -> None:
+    """How a file (or day) of OpenTelemetry spans becomes traces: OTLP/JSON or the flat span table is
+    told from the file itself; these say where a service's spans keep what the traces need."""
+    group = parser.add_argument_group(
+        "traces from OpenTelemetry / OpenInference spans",
+        "OTLP/JSON and the flat span table are read as they are: spans grouped by trace id",
+    )
+    group.add_argument(
+        "--citation-pattern",
+        metavar="REGEX",
+        help=r"the citations in the answer text: each match (its group, if any), e.g. '\[(\w+#\d+)\]'",
+    )
+    group.add_argument(
+        "--citation-attribute", metavar="KEY", help="a span attribute holding the answer's citations"
+    )
+    group.add_argument(
+        "--version-attribute",
+        metavar="KEY",
+        default="service.version",
+        help="the span or resource attribute naming the index version (default: service.version)",
+    )
+    group.add_argument(
+        "--case-id-attribute",
+        metavar="KEY",
+        help="the attribute carrying the golden case id (metadata.KEY: a metadata key); "
+        "without it traces join their golden case on the question",
+    )
+
+
 def _add_check_traces(commands: Any) -> None:
     parser = commands.add_parser(
         "check-traces",
@@ -94,6 +123,7 @@ def _add_check_traces(commands: Any) -> None:
     parser.add_argument("--gold", help="golden set: the golden run's metrics (default: the nightly ones)")
     parser.add_argument("--evidence", help="evidence registry (JSONL): adds the layered metrics")
     parser.add_argument("--config", help="gates config (YAML): its refusal phrases and snippet length")
+    _add_span_options(parser)
     parser.set_defaults(run="ragspine_pipeline.cli.check_traces:run_check_traces")
 
 
@@ -169,6 +199,7 @@ def _add_score(commands: Any) -> None:
         help="also write the case explorer (one standalone HTML page: every case, its answer and its flip "
         "against the per-case outcomes the --baseline entry kept)",
     )
+    _add_span_options(score)
     score.set_defaults(run="ragspine_pipeline.cli.score:run_score")
 
 
@@ -322,7 +353,19 @@ def _add_sample(commands: Any) -> None:
         default=True,
         help="redact personal data in the sampled traces (default: on)",
     )
+    _add_store_format(parser)
     parser.set_defaults(run="ragspine_pipeline.cli.sample:run_sample")
+
+
+def _add_store_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "otlp"),
+        default="jsonl",
+        help="jsonl: trace lines under dt=YYYY-MM-DD/; otlp: OpenTelemetry spans as the Collector writes "
+        "them (OTLP/JSON under year=/month=/day=/..., or dt=YYYY-MM-DD/)",
+    )
+    _add_span_options(parser)
 
 
 BACKFILL_DAYS = 90  # the most days one backfill fills (``cli.production.MAX_DAYS``)
@@ -357,6 +400,7 @@ def _add_production(commands: Any) -> None:
         help="trace store: a directory or s3://bucket/prefix "
         "(default: $RAGSPINE_TRACE_STORE, else $RAGSPINE_HOME/traces)",
     )
+    _add_store_format(parser)
     parser.add_argument(
         "--reports",
         help="reports folder, a directory or s3://: the summaries go to its production/ "

@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from importlib import resources as package_files
 from pathlib import Path
 
-from ragspine_pipeline.cli.args import EXIT_PASS, UsageError
+from ragspine_pipeline.cli.args import EXIT_PASS, UsageError, span_settings
 from ragspine_pipeline.contracts.columns import load_evidence
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
@@ -43,7 +43,8 @@ from ragspine_pipeline.sources.production_nights import (
     summary_name,
 )
 from ragspine_pipeline.sources.sampling import sample_day
-from ragspine_pipeline.sources.trace_store import TraceStore, check_day, open_trace_store
+from ragspine_pipeline.sources.span_store import open_store
+from ragspine_pipeline.sources.trace_store import TraceStore, check_day
 
 # The code location's defaults (``defs.resources``: ``default_resources``, ``EvalFiles``), which the
 # parser names in its help.
@@ -70,8 +71,9 @@ def run_backfill(args: argparse.Namespace) -> int:
     home = Path(env.get("RAGSPINE_HOME") or DEFAULT_HOME)
     endpoint = env.get("RAGSPINE_S3_ENDPOINT_URL") or None
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
-    store = open_trace_store(
+    store = open_store(
         args.store or env.get("RAGSPINE_TRACE_STORE") or str(home / "traces"),
+        spans=span_settings(args) if args.format == "otlp" else None,
         endpoint_url=endpoint,
         region=region,
     )

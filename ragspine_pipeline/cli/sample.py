@@ -14,12 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ragspine_pipeline.cli.args import span_settings
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import jsonl_lines, write_jsonl
 from ragspine_pipeline.redaction import redact_line, redact_trace
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.sampling import QUARANTINE_MAX_BYTES, sample_day
-from ragspine_pipeline.sources.trace_store import check_day, open_trace_store
+from ragspine_pipeline.sources.span_store import open_store
+from ragspine_pipeline.sources.trace_store import check_day
 
 EXIT_SAMPLED = 0
 
@@ -32,7 +34,8 @@ def run_sample(args: argparse.Namespace) -> int:
     if args.stratify is not None and not args.stratify.strip():
         raise InputError("--stratify", "names no tag dimension")
     quarantine = None if args.quarantine is None else Path(args.quarantine)
-    store = open_trace_store(args.source, endpoint_url=args.endpoint_url)
+    spans = span_settings(args) if args.format == "otlp" else None
+    store = open_store(args.source, spans=spans, endpoint_url=args.endpoint_url)
     try:
         sample = sample_day(
             store,

@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 import numpy.ma  # noqa: F401 - imported here, in one thread: see _gold_and_traces
 import pyarrow as pa
 
-from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError
+from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, UsageError, span_settings
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
+from ragspine_pipeline.contracts.spans import SpanSettings
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision import golden
 from ragspine_pipeline.decision.config import EvalConfig, load_config
@@ -79,7 +80,9 @@ def run_score(args: argparse.Namespace) -> int:
         entry = baselines.parse_baseline(text, store.name, scope)[1].get(mode)
         ragspine_baseline = baselines.is_ragspine_file(text, store.name)
     run_id = args.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    gold, traces = _gold_and_traces(args.gold, args.trace[0])
+    spans = span_settings(args)
+    gold, traces, notes = _gold_and_traces(args.gold, args.trace[0], spans)
+    warnings += notes
     if args.format in RAGSPINE_FORMATS and not has_qa_cases(gold):
         raise UsageError(
             f"--format {args.format} needs RAGSpine QA cases (case_type, expected) in {args.gold}"
@@ -100,7 +103,11 @@ def run_score(args: argparse.Namespace) -> int:
         expected_index_version=args.index_version,
     )
     if len(args.trace) > 1:
-        replays = [_traces(path) for path in args.trace[1:]]
+        replays = []
+        for path in args.trace[1:]:
+            replay, notes = _traces(path, spans)
+            replays.append(replay)
+            warnings += notes
         evaluation = with_replays(evaluation, gold, replays, config=config, evidence=evidence, k=args.k)
         named = list(zip(args.trace, [traces, *replays], strict=True))
         evaluation = with_index_check(evaluation, named, args.index_version)
@@ -139,7 +146,9 @@ def _write_explorer(
     write_text_atomically(path, render_explorer(document), "case explorer")
 
 
-def _gold_and_traces(gold_path: str, trace_path: str) -> tuple[pa.Table, pa.Table]:
+def _gold_and_traces(
+    gold_path: str, trace_path: str, spans: SpanSettings
+) -> tuple[pa.Table, pa.Table, tuple[str, ...]]:
     """The golden set and the first traces, read at the same time: parsing one file leaves a core idle
     in the stretches its own work is single-threaded. A broken golden set is reported first.
 
@@ -150,21 +159,21 @@ def _gold_and_traces(gold_path: str, trace_path: str) -> tuple[pa.Table, pa.Tabl
     with ThreadPoolExecutor(max_workers=1) as pool:
         gold = pool.submit(load_gold, gold_path)
         try:
-            traces = _traces(trace_path)
+            traces, notes = _traces(trace_path, spans)
         except BaseException:
             gold.result()
             raise
-        return gold.result().table, traces
+        return gold.result().table, traces, notes
 
 
-def _traces(path: str) -> pa.Table:
+def _traces(path: str, spans: SpanSettings) -> tuple[pa.Table, tuple[str, ...]]:
     """The traces of one ``--trace`` file. A file without any (empty, or blank lines only) is unusable
     input even when another replay has traces: the CI step that wrote it is broken, and scoring it would
     only report every case as missing."""
-    table = load_traces(path).table
-    if table.num_rows == 0:
+    loaded = load_traces(path, spans)
+    if loaded.table.num_rows == 0:
         raise InputError(path, "no traces")
-    return table
+    return loaded.table, tuple(f"{path}: {note}" for note in loaded.notes)
 
 
 def _check_references(path: str, where: str) -> None:

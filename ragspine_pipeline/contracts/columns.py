@@ -17,6 +17,7 @@ and field.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from ragspine_pipeline.contracts.gold import GoldCase
 from ragspine_pipeline.contracts.jsonl import check_readable, first_char, read_errors
 from ragspine_pipeline.contracts.records import plain_records
 from ragspine_pipeline.contracts.schemas import EVIDENCE_SCHEMA, GOLD_SCHEMA, TRACE_SCHEMA
+from ragspine_pipeline.contracts.spans import SpanSettings, span_format, span_traces
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.errors import InputError
 
@@ -53,7 +55,8 @@ class Loaded:
 
     path: str
     table: pa.Table
-    reader: str  # "columnar" or "record"
+    reader: str  # "columnar" or "record"; spans: "otlp" or "span_table"
+    notes: tuple[str, ...] = ()  # what the run's warnings say of the file (traces of spans left out)
 
 
 @dataclass(frozen=True)
@@ -106,10 +109,31 @@ def load_gold(path: str | Path) -> Loaded:
     return loaded
 
 
-def load_traces(path: str | Path) -> Loaded:
+def load_traces(path: str | Path, spans: SpanSettings | None = None) -> Loaded:
     """Load traces in any of their dialects (``contracts.trace``) into :data:`TRACE_SCHEMA` columns (file
-    order kept)."""
-    return _load(path, _TRACE)
+    order kept).
+
+    A file of OpenTelemetry spans (OTLP/JSON, or the flat span table: ``contracts.spans``) is grouped
+    into one trace per trace id first, as ``spans`` says (default settings without it), ordered by the
+    root span's start; a trace of spans that is not one (no root span, no answer) is left out and named
+    in ``notes``."""
+    form = span_format(check_readable(path))
+    if form is None:
+        return _load(path, _TRACE)
+    read = span_traces([path], spans or SpanSettings())
+    with tempfile.TemporaryDirectory(prefix="ragspine-spans-") as folder:
+        converted = Path(folder) / "traces.jsonl"
+        converted.write_text("".join(f"{line}\n" for line in read.lines), encoding="utf-8")
+        table = _load(converted, _TRACE).table
+    notes = (unusable_note(read.unusable),) if read.unusable else ()
+    return Loaded(str(path), table, form, notes)
+
+
+def unusable_note(unusable: list[tuple[str, str]]) -> str:
+    """One warning for the traces of spans that are not traces: how many, and the first few with why."""
+    shown = "; ".join(f"trace {trace_id}: {why}" for trace_id, why in unusable[:3])
+    more = f"; and {len(unusable) - 3} more" if len(unusable) > 3 else ""
+    return f"{len(unusable)} trace(s) of the spans left out, not a trace: {shown}{more}"
 
 
 def load_evidence(path: str | Path) -> Loaded:

@@ -27,6 +27,7 @@ from ragspine_pipeline.alerts.outbox import DEFAULT_OUTBOX, open_outbox
 from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings, ttl_hours_from_env
 from ragspine_pipeline.alerts.streams import StreamState
 from ragspine_pipeline.contracts.columns import load_evidence
+from ragspine_pipeline.contracts.spans import SpanSettings
 from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.errors import InputError
@@ -36,8 +37,9 @@ from ragspine_pipeline.sources.errors import ManifestMissing
 from ragspine_pipeline.sources.manifest import IndexManifest, read_manifest
 from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.replay import Answer
+from ragspine_pipeline.sources.span_store import open_store
 from ragspine_pipeline.sources.sut import HttpSut, PythonSut, RecordedSut, SutSettings, load_sut_settings
-from ragspine_pipeline.sources.trace_store import TraceStore, open_trace_store
+from ragspine_pipeline.sources.trace_store import TraceStore
 
 PACKAGED_GATES = "demo/gates.yaml"
 # The code location evaluates its golden set with an evidence registry (``EvalFiles.evidence_path``), so
@@ -273,10 +275,33 @@ class TraceStoreResource(dg.ConfigurableResource):
     endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (MinIO, moto, …)")
     region: str | None = None
     max_attempts: int = Field(default=5, ge=1, description="botocore standard-mode retry attempts")
+    format: str = Field(default="jsonl", description="jsonl (trace lines) or otlp (OpenTelemetry spans)")
+    citation_pattern: str | None = None
+    citation_attribute: str | None = None
+    version_attribute: str = "service.version"
+
+    def spans(self) -> SpanSettings | None:
+        """How the store's spans become traces; None for a store of trace lines."""
+        if self.format == "jsonl":
+            return None
+        if self.format != "otlp":
+            raise InputError("trace_store", f"format must be jsonl or otlp, got {self.format!r}")
+        try:
+            return SpanSettings(
+                citation_pattern=self.citation_pattern,
+                citation_attribute=self.citation_attribute,
+                version_attribute=self.version_attribute,
+            )
+        except ValueError as exc:
+            raise InputError("trace_store", str(exc)) from None
 
     def open(self) -> TraceStore:
-        return open_trace_store(
-            self.uri, endpoint_url=self.endpoint_url, region=self.region, max_attempts=self.max_attempts
+        return open_store(
+            self.uri,
+            spans=self.spans(),
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            max_attempts=self.max_attempts,
         )
 
 

@@ -32,6 +32,7 @@ from ragspine_pipeline.files import atomic_writer
 from ragspine_pipeline.sources.trace_store import RawLine
 
 __all__ = [
+    "NOT_A_TRACE",
     "QUARANTINE_MAX_BYTES",
     "QUARANTINE_REASONS",
     "Bad",
@@ -44,6 +45,10 @@ __all__ = [
 ]
 
 QUARANTINE_REASONS = ("invalid_json", "invalid_trace", "missing_request_id")
+NOT_A_TRACE = "#not-a-trace "
+"""How a store of spans (``span_store``) writes, in place of a trace line, spans that are not a trace
+(``{"trace_id", "error"}``) or a file that is not spans (``{"file", "error"}``): never JSON, so no reader
+vouches for it, and the record reader quarantines it as ``invalid_trace`` with that error."""
 QUARANTINE_MAX_BYTES = 64 << 20
 """Bytes of quarantine entries kept per day; beyond it bad lines are counted, not kept."""
 
@@ -65,6 +70,10 @@ def parse_line(line: RawLine) -> tuple[str, bytes, bytes, dict[str, str] | None]
     if line.oversize:
         return Bad("invalid_json", inputs.too_long_message(line.oversize))
     text = line.text.strip()
+    if text.startswith(NOT_A_TRACE):
+        said = json.loads(text[len(NOT_A_TRACE) :])
+        field = "trace_id" if "trace_id" in said else "file"
+        return Bad("invalid_trace", f"{field} {said[field]}: {said['error']}", field)
     if line.line_no == 1:  # a byte-order mark opening the file is skipped, as the scorer's reader does
         text = text.removeprefix("\ufeff")
     try:

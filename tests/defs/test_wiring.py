@@ -111,3 +111,20 @@ def test_a_services_alerts_carry_the_runbook_lines_of_its_own_gates_config(tmp_p
     assert service.alerts.runbook("release").startswith("Roll the index back first.")
     assert "https://wiki/sb" in service.alerts.runbook("release")  # the service's link, beside its line
     assert service.alerts.runbook("production") != service.alerts.runbook("release")
+
+
+def test_a_trace_store_of_opentelemetry_spans_is_declared_with_its_format_and_span_settings(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    from ragspine_pipeline.sources.span_store import SpanTraceStore
+    from ragspine_pipeline.sources.trace_store import LocalTraceStore
+
+    store = {"path": "collector", "format": "otlp", "citation_pattern": r"\[(\w+#\d+)\]"}
+    service = declared(tmp_path, trace_store=store)
+    opened = service.trace_store.open()
+    assert isinstance(opened, SpanTraceStore) and opened.settings.citation_pattern == r"\[(\w+#\d+)\]"
+    assert opened.describe() == str(tmp_path / "collector")
+    assert isinstance(declared(tmp_path).trace_store.open(), LocalTraceStore)  # a path: trace lines
+    with pytest.raises(InputError, match="citation pattern"):
+        declared(tmp_path, trace_store={**store, "citation_pattern": "(a)(b)"}).trace_store.open()

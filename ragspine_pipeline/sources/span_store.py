@@ -1,0 +1,200 @@
+"""A trace store of OpenTelemetry spans, as the Collector writes them: no export job before the night.
+
+The Collector's file exporter writes OTLP/JSON lines, its S3 exporter objects under time partitions
+(``year=YYYY/month=MM/day=DD/hour=HH/minute=MM/``); a team may also keep a day per ``dt=YYYY-MM-DD/``
+folder. Both layouts are read, in a local folder or under an ``s3://`` prefix, and any file of them
+that holds spans (``*.json``, ``*.jsonl``, either gzipped, or a Parquet span table) counts.
+
+The spans of one trace may lie in several files of the day (a Collector batches by time), so a day is
+one object here: every file of the day is read, the spans are grouped by trace id
+(``contracts.spans``), and the day's traces come out as lines of the project's trace dialect, each
+with its trace id as its request id — the sampler, its quarantine and the nightly summary read them as
+they read any trace store. The day's spans are grouped in memory (DuckDB); the trace lines are spooled
+to a temporary file and streamed from there in blocks.
+
+A trace of spans that is not one (no root span, no answer) is a line the sampler quarantines, naming the
+trace id and why (:data:`trace_lines.NOT_A_TRACE`); a file of the day that is not spans is one such line
+naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from pathlib import Path
+
+import pyarrow as pa
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ragspine_pipeline.contracts.spans import SpanSettings, read_spans, trace_batches
+from ragspine_pipeline.errors import InputError
+from ragspine_pipeline.sources.errors import SourceError
+from ragspine_pipeline.sources.s3 import aws_cause
+from ragspine_pipeline.sources.trace_lines import NOT_A_TRACE
+from ragspine_pipeline.sources.trace_store import (
+    LocalTraceStore,
+    RawBlock,
+    S3TraceStore,
+    TraceStore,
+    block_lines,
+    check_day,
+    open_trace_store,
+    split_blocks,
+)
+
+__all__ = ["SpanTraceStore", "open_store"]
+
+_SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz", ".parquet")
+_PARTS = re.compile(r"year=(\d{4})/month=(\d{2})/day=(\d{2})/")
+
+
+def _is_span_object(name: str) -> bool:
+    return name.endswith(_SUFFIXES)
+
+
+def _partition(day: str) -> str:
+    year, month, dom = check_day(day).split("-")
+    return f"year={year}/month={month}/day={dom}/"
+
+
+class SpanTraceStore:
+    """The traces of the spans under a local folder or an S3 prefix (``inner``: the store of the same
+    location, whose listing and reads this one uses), one object per day."""
+
+    def __init__(self, inner: LocalTraceStore | S3TraceStore, settings: SpanSettings) -> None:
+        self.inner = inner
+        self.settings = settings
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    # -- listing ---------------------------------------------------------------------------------
+
+    def _keys(self) -> list[str]:
+        """Every span file under the root, as a path relative to it."""
+        if isinstance(self.inner, LocalTraceStore):
+            root = self.inner.root
+            if not root.is_dir():
+                raise SourceError(self.describe(), "trace store root does not exist or is not a directory")
+            found = []
+            for folder, _dirs, files in os.walk(root):
+                relative = Path(folder).relative_to(root).as_posix()
+                found += [f"{relative}/{f}".removeprefix("./") for f in files if _is_span_object(f)]
+            return sorted(found)
+        store = self.inner
+        keys: list[str] = []
+        try:
+            for page in store.client.get_paginator("list_objects_v2").paginate(
+                Bucket=store.bucket, Prefix=store._base
+            ):
+                keys += [item["Key"][len(store._base) :] for item in page.get("Contents", ())]
+        except (BotoCoreError, ClientError) as exc:
+            raise SourceError(self.describe(), f"cannot list the store: {aws_cause(exc)}") from None
+        return sorted(key for key in keys if _is_span_object(key))
+
+    def _day_keys(self, day: str) -> list[str]:
+        folders = (f"dt={check_day(day)}/", _partition(day))
+        return [key for key in self._keys() if key.startswith(folders) and "/" in key]
+
+    def days(self) -> list[str]:
+        found = set()
+        for key in self._keys():
+            if key.startswith("dt=") and "/" in key:
+                found.add(key[3 : key.index("/")])
+            elif parts := _PARTS.match(key):
+                found.add("-".join(parts.groups()))
+        return sorted(day for day in found if _valid(day))
+
+    def objects(self, day: str) -> list[str]:
+        """One name for the whole day (``<day>.spans``) when it has span files, else none: the day is
+        grouped as one."""
+        return [f"{check_day(day)}.spans"] if self._day_keys(day) else []
+
+    def object_sizes(self, day: str) -> dict[str, int]:
+        return dict.fromkeys(self.objects(day), 1)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def iter_blocks(self, day: str, objects: Sequence[str] | None = None) -> Iterator[RawBlock]:
+        if objects is not None and list(objects) not in ([], self.objects(day)):
+            raise ValueError(f"not the day's span object: {list(objects)!r}")
+        if objects == []:
+            return
+        keys = self._day_keys(day)
+        source = f"{self.describe()} {day} (OpenTelemetry spans)"
+        with tempfile.TemporaryDirectory(prefix="ragspine-spans-") as folder:
+            spans, bad = [], []
+            for key in keys:
+                path = self._local(key, Path(folder))
+                try:
+                    spans.append(read_spans(path))
+                except InputError as exc:
+                    bad.append(f"{NOT_A_TRACE}{json.dumps({'file': key, 'error': exc.message})}")
+                if path.parent == Path(folder):
+                    path.unlink()
+            lines = Path(folder) / "traces.jsonl"
+            with lines.open("w", encoding="utf-8") as out:
+                for entry in bad:
+                    out.write(entry + "\n")
+                if spans:
+                    table = pa.concat_tables(spans)
+                    for batch in trace_batches(table, self.settings, request_ids=True):
+                        for trace_id, error, line in zip(
+                            *(batch.column(n).to_pylist() for n in ("trace_id", "error", "line")),
+                            strict=True,
+                        ):
+                            if error is None:
+                                out.write(line + "\n")
+                            else:
+                                entry = {"trace_id": trace_id, "error": error}
+                                out.write(f"{NOT_A_TRACE}{json.dumps(entry)}\n")
+            with lines.open("rb") as stream:
+                yield from split_blocks(stream, source)
+
+    def iter_lines(self, day: str):
+        for block in self.iter_blocks(day):
+            yield from block_lines(block)
+
+    def _local(self, key: str, folder: Path) -> Path:
+        """The span file ``key`` as a local path: the file itself, or an S3 object downloaded into
+        ``folder`` (its name kept: the reader tells gzip and Parquet by their bytes)."""
+        if isinstance(self.inner, LocalTraceStore):
+            return self.inner.root / key
+        store = self.inner
+        target = folder / re.sub(r"[^A-Za-z0-9._-]", "_", key)
+        try:
+            body = store.client.get_object(Bucket=store.bucket, Key=store._base + key)["Body"]
+            with closing(body), target.open("wb") as out:
+                shutil.copyfileobj(body, out, 1 << 20)
+        except (BotoCoreError, ClientError) as exc:
+            raise SourceError(
+                f"s3://{store.bucket}/{store._base}{key}", f"cannot read: {aws_cause(exc)}"
+            ) from None
+        return target
+
+
+def _valid(day: str) -> bool:
+    try:
+        check_day(day)
+        return True
+    except ValueError:
+        return False
+
+
+def open_store(
+    uri: str,
+    *,
+    spans: SpanSettings | None = None,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    max_attempts: int = 5,
+) -> TraceStore:
+    """The trace store at ``uri`` (``trace_store.open_trace_store``); with ``spans``, the location holds
+    OpenTelemetry spans, read with those settings (:class:`SpanTraceStore`)."""
+    store = open_trace_store(uri, endpoint_url=endpoint_url, region=region, max_attempts=max_attempts)
+    return store if spans is None else SpanTraceStore(store, spans)  # type: ignore[arg-type]
