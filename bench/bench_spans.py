@@ -167,7 +167,8 @@ def main() -> None:
     spans, lines = generate(args.traces)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(
-        f"files: {spans.name} {spans.stat().st_size / 1e6:.0f} MB, {lines.name} {lines.stat().st_size / 1e6:.0f} MB"
+        f"files: {spans.name} {spans.stat().st_size / 1e6:.0f} MB, "
+        f"{lines.name} {lines.stat().st_size / 1e6:.0f} MB"
     )
     print("| run | OTLP/JSON (3 spans a trace) | project dialect | ratio per trace |")
     print("|---|---|---|---|")

@@ -20,8 +20,8 @@ Spans are grouped by trace id into one trace per request, written in the project
 * ``retrieved_ids`` and ``contexts``: the documents of the RETRIEVER spans (``retrieval.documents.N.
   document.{id,content}``) in the order of the spans' start and then of N; ``reranked_ids``: those of
   RERANKER spans (``reranker.output_documents``);
-* ``latency_ms``: the root span's duration; ``ts``: its start (ISO 8601, UTC, in microseconds); ``token_usage``: the sum
-  of the LLM spans' ``llm.token_count.prompt`` / ``.completion``;
+* ``latency_ms``: the root span's duration; ``ts``: its start (ISO 8601, UTC, in microseconds);
+  ``token_usage``: the sum of the LLM spans' ``llm.token_count.prompt`` / ``.completion``;
 * ``tags``: ``session.id``, ``user.id`` and each key of ``metadata`` (a JSON object); ``versions.index``:
   the attribute :attr:`SpanSettings.version_attribute` (``service.version`` by default) of the root span,
   else of any span, else of the resource;
@@ -149,7 +149,14 @@ def span_format(path: str | Path) -> SpanFormat | None:
 
 # -- reading spans into one relation -----------------------------------------------------------------
 
-_ATTRIBUTES = [{"key": "VARCHAR", "value": "JSON"}]
+_ANY_VALUE = {
+    "stringValue": "VARCHAR",
+    "intValue": "VARCHAR",
+    "doubleValue": "VARCHAR",
+    "boolValue": "VARCHAR",
+    "arrayValue": "JSON",
+}
+_ATTRIBUTES = [{"key": "VARCHAR", "value": _ANY_VALUE}]
 _OTLP_STRUCTURE = json.dumps(
     {
         "resourceSpans": [
@@ -162,10 +169,10 @@ _OTLP_STRUCTURE = json.dumps(
                                 "traceId": "VARCHAR",
                                 "spanId": "VARCHAR",
                                 "parentSpanId": "VARCHAR",
-                                "startTimeUnixNano": "JSON",
-                                "endTimeUnixNano": "JSON",
+                                "startTimeUnixNano": "VARCHAR",
+                                "endTimeUnixNano": "VARCHAR",
                                 "attributes": _ATTRIBUTES,
-                                "status": {"code": "JSON", "message": "VARCHAR"},
+                                "status": {"code": "VARCHAR", "message": "VARCHAR"},
                             }
                         ]
                     }
@@ -176,13 +183,19 @@ _OTLP_STRUCTURE = json.dumps(
 )
 """What is read of an ``ExportTraceServiceRequest`` (the rest — scopes, names, events, links — is not).
 Objects are read whole and typed with ``from_json``: many times faster than ``read_json`` with typed
-columns over the Collector's long lines."""
-_ERROR_CODES = "('2', '\"STATUS_CODE_ERROR\"', '\"ERROR\"')"
+columns over the Collector's long lines. An attribute's value is kept as text: a string as it is, a
+number or flag in its JSON spelling (an int64 is a string in OTLP/JSON already), a list as its
+``arrayValue`` JSON."""
+_VALUE_TEXT = (
+    "coalesce({v}.stringValue, {v}.intValue, {v}.doubleValue, {v}.boolValue, CAST({v}.arrayValue AS VARCHAR))"
+)
+_ERROR_CODES = "('2', 'STATUS_CODE_ERROR', 'ERROR')"
 
 
 def _otlp_sql(path: Path) -> str:
     """SQL: the spans of an OTLP/JSON file as the relation :func:`_traces_sql` reads."""
     listed = duck.literal(str(path))
+    value = _VALUE_TEXT.format(v="a.value")
     return f"""
     WITH requests AS (
         SELECT unnest(from_json(json, {duck.literal(_OTLP_STRUCTURE)}).resourceSpans) AS rs
@@ -196,29 +209,34 @@ def _otlp_sql(path: Path) -> str:
         lower(s.traceId) AS trace_id,
         lower(s.spanId) AS span_id,
         nullif(lower(s.parentSpanId), '') AS parent_id,
-        TRY_CAST(s.startTimeUnixNano ->> '$' AS BIGINT) AS start_ns,
-        TRY_CAST(s.endTimeUnixNano ->> '$' AS BIGINT) AS end_ns,
-        CAST(s.status.code AS VARCHAR) IN {_ERROR_CODES} AS error,
+        TRY_CAST(s.startTimeUnixNano AS BIGINT) AS start_ns,
+        TRY_CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
+        coalesce(s.status.code IN {_ERROR_CODES}, false) AS error,
         s.status.message AS status_message,
-        coalesce(s.attributes, []) AS attrs,
-        coalesce(res, []) AS res
+        [{{'key': a.key, 'value': {value}}} FOR a IN coalesce(s.attributes, [])] AS attrs,
+        [{{'key': a.key, 'value': {value}}} FOR a IN coalesce(res, [])] AS res
     FROM spans
     """
 
 
-def _any_value(value: Any) -> Any:
-    """A value of the span table as OTLP's ``AnyValue`` (what :func:`_traces_sql` reads)."""
+def _value_text(value: Any) -> str:
+    """A value of the span table as the text an OTLP attribute's value is read as: a string as it is, a
+    number or flag in its JSON spelling, a list as OTLP's ``arrayValue``, an object as its JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return json.dumps({"values": [_any_value(v) for v in value]})
+    return json.dumps(value, default=str)
+
+
+def _any_value(value: Any) -> dict:
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):
         return {"intValue": str(value)}
     if isinstance(value, float):
         return {"doubleValue": value}
-    if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
-    if isinstance(value, dict):
-        return {"stringValue": json.dumps(value)}
-    return {"stringValue": str(value)}
+    return {"stringValue": value if isinstance(value, str) else json.dumps(value, default=str)}
 
 
 def _flat_attributes(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -234,9 +252,9 @@ def _flat_attributes(row: dict[str, Any]) -> list[dict[str, str]]:
             for i, item in enumerate(value):
                 for field, inner in item.items():
                     if inner is not None:
-                        flat.append({"key": f"{key}.{i}.{field}", "value": json.dumps(_any_value(inner))})
+                        flat.append({"key": f"{key}.{i}.{field}", "value": _value_text(inner)})
             continue
-        flat.append({"key": key, "value": json.dumps(_any_value(value))})
+        flat.append({"key": key, "value": _value_text(value)})
     return flat
 
 
@@ -300,9 +318,7 @@ def _span_table(path: Path) -> pa.Table:
                 raise InputError(str(path), "a span needs its trace id", line, None, "context.trace_id")
             attrs = _flat_attributes(row)
             if "span_kind" in row and not any(a["key"] == "openinference.span.kind" for a in attrs):
-                attrs.append(
-                    {"key": "openinference.span.kind", "value": json.dumps(_any_value(row["span_kind"]))}
-                )
+                attrs.append({"key": "openinference.span.kind", "value": _value_text(row["span_kind"])})
             rows["trace_id"].append(trace_id.lower())
             rows["span_id"].append(str(row.get("context.span_id", "")).lower())
             parent = row.get("parent_id")
@@ -322,20 +338,12 @@ def _span_table(path: Path) -> pa.Table:
 
 
 def _attr(key: str, within: str = "attrs") -> str:
-    """SQL: the ``AnyValue`` (JSON) of attribute ``key`` of a span (null when absent)."""
+    """SQL: the value (as text) of attribute ``key`` of a span (null when absent)."""
     return f"[a.value FOR a IN {within} IF a.key = {duck.literal(key)}][1]"
 
 
-def _text(value: str) -> str:
-    """SQL: an ``AnyValue`` as text (a number or flag in its JSON spelling)."""
-    return (
-        f"coalesce({value} ->> '$.stringValue', {value} ->> '$.intValue', "
-        f"CAST({value} -> '$.doubleValue' AS VARCHAR), CAST({value} -> '$.boolValue' AS VARCHAR))"
-    )
-
-
 def _integer(value: str) -> str:
-    return f"TRY_CAST(coalesce({value} ->> '$.intValue', {value} ->> '$.doubleValue') AS BIGINT)"
+    return f"CAST(TRY_CAST({value} AS DOUBLE) AS BIGINT)"
 
 
 def _unwrapped(value: str, mime: str, keys: tuple[str, ...]) -> str:
@@ -361,29 +369,29 @@ def _traces_sql(spans: str, settings: SpanSettings, request_ids: bool) -> str:
         case_expr = "NULL::VARCHAR"
     elif case_id.startswith("metadata."):
         case_expr = (
-            f"coalesce({_text(_attr(case_id))}, "
-            f"json_extract_string(try_cast({_text(_attr('metadata'))} AS JSON), "
+            f"coalesce({_attr(case_id)}, "
+            f"json_extract_string(try_cast({_attr('metadata')} AS JSON), "
             f"{duck.literal('$.' + json.dumps(case_id[len('metadata.') :]))}))"
         )
     else:
-        case_expr = _text(_attr(case_id))
+        case_expr = _attr(case_id)
     citation_attr = (
-        _attr(settings.citation_attribute) if settings.citation_attribute is not None else "NULL::JSON"
+        _attr(settings.citation_attribute) if settings.citation_attribute is not None else "NULL::VARCHAR"
     )
     return f"""
     WITH s AS (
         SELECT
             trace_id, span_id, parent_id, start_ns, end_ns, error, status_message,
-            upper({_text(_attr("openinference.span.kind"))}) AS kind,
-            {_text(_attr("input.value"))} AS input_value,
-            lower({_text(_attr("input.mime_type"))}) AS input_mime,
-            {_text(_attr("output.value"))} AS output_value,
-            lower({_text(_attr("output.mime_type"))}) AS output_mime,
-            {_text(_attr("session.id"))} AS session_id,
-            {_text(_attr("user.id"))} AS user_id,
-            {_text(_attr("metadata"))} AS metadata,
-            coalesce({_text(_attr(version))}, {_text(_attr(version, "res"))}) AS version,
-            {_text(_attr(version))} AS own_version,
+            upper({_attr("openinference.span.kind")}) AS kind,
+            {_attr("input.value")} AS input_value,
+            lower({_attr("input.mime_type")}) AS input_mime,
+            {_attr("output.value")} AS output_value,
+            lower({_attr("output.mime_type")}) AS output_mime,
+            {_attr("session.id")} AS session_id,
+            {_attr("user.id")} AS user_id,
+            {_attr("metadata")} AS metadata,
+            coalesce({_attr(version)}, {_attr(version, "res")}) AS version,
+            {_attr(version)} AS own_version,
             {case_expr} AS case_id,
             {citation_attr} AS citation_value,
             {_integer(_attr("llm.token_count.prompt"))} AS prompt_tokens,
@@ -393,7 +401,7 @@ def _traces_sql(spans: str, settings: SpanSettings, request_ids: bool) -> str:
     ), items AS (
         SELECT trace_id, span_id, start_ns,
             regexp_extract(a.key, {duck.literal(_LISTS)}, ['list', 'i', 'field']) AS p,
-            {_text("a.value")} AS v
+            a.value AS v
         FROM (SELECT trace_id, span_id, start_ns, unnest(listed) AS a FROM s)
     ), entries AS (
         SELECT trace_id, span_id, start_ns, p.list AS list, CAST(p.i AS INTEGER) AS i,
@@ -488,14 +496,15 @@ def _citations(settings: SpanSettings) -> str:
         group = 1 if re.compile(settings.citation_pattern).groups else 0
         return f"regexp_extract_all(answer, {duck.literal(settings.citation_pattern)}, {group})"
     if settings.citation_attribute is not None:
-        listed = "[x ->> '$.stringValue' FOR x IN (citation_value -> '$.arrayValue.values')::JSON[]]"
-        text = "citation_value ->> '$.stringValue'"
+        # A list attribute (OTLP's arrayValue), a JSON array in a string, or ids separated by commas.
+        value = "try_cast(citation_value AS JSON)"
         return f"""CASE
             WHEN citation_value IS NULL THEN NULL
-            WHEN json_type(citation_value -> '$.arrayValue') = 'OBJECT' THEN {listed}
-            WHEN json_type(try_cast({text} AS JSON)) = 'ARRAY'
-                THEN try_cast(try_cast({text} AS JSON) AS VARCHAR[])
-            ELSE [trim(x) FOR x IN string_split({text}, ',') IF trim(x) <> '']
+            WHEN json_type({value}, '$.values') = 'ARRAY'
+                THEN [x ->> '$.stringValue' FOR x IN json_extract({value}, '$.values[*]')
+                    IF x ->> '$.stringValue' IS NOT NULL]
+            WHEN json_type({value}) = 'ARRAY' THEN try_cast({value} AS VARCHAR[])
+            ELSE [trim(x) FOR x IN string_split(citation_value, ',') IF trim(x) <> '']
         END"""
     return "NULL::VARCHAR[]"
 

@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from ragspine_pipeline.cli import main
@@ -280,3 +281,31 @@ def test_the_collector_partitions_under_an_s3_prefix_sample_as_the_local_folder(
     b = sample_day(remote, "2026-11-28", n=4, seed=3, quarantine=None)
     assert a.records == b.records and len(a.records) == 4
     assert a.counts == b.counts
+
+
+def test_the_citation_patterns_the_docs_show_find_the_ids_they_say():
+    from ragspine_pipeline import duck
+    from ragspine_pipeline.contracts.spans import _citations
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "your-service.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(.+?)` \| `'(.+?)'` \|$", page, flags=re.M)
+    assert len(rows) == 3
+    for answer, pattern in rows:
+        sql = f"SELECT {_citations(SpanSettings(citation_pattern=pattern))} AS c FROM t"
+        found = duck.column(sql, t=pa.table({"answer": [answer.replace("…", "It says")]})).to_pylist()
+        assert found == [["leave-policy#1"]], (answer, pattern)
+
+
+def test_a_citation_attribute_is_read_as_a_list_a_json_array_or_ids_separated_by_commas():
+    from ragspine_pipeline import duck
+    from ragspine_pipeline.contracts.spans import _citations
+
+    values = [
+        '{"values": [{"stringValue": "a#1"}, {"stringValue": "b#2"}]}',  # OTLP's arrayValue
+        '["a#1", "b#2"]',
+        "a#1, b#2",
+        None,
+    ]
+    sql = f"SELECT {_citations(SpanSettings(citation_attribute='rag.citations'))} AS c FROM t"
+    found = duck.column(sql, t=pa.table({"citation_value": pa.array(values, pa.string())})).to_pylist()
+    assert found == [["a#1", "b#2"]] * 3 + [None]
