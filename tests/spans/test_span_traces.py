@@ -309,3 +309,44 @@ def test_a_citation_attribute_is_read_as_a_list_a_json_array_or_ids_separated_by
     sql = f"SELECT {_citations(SpanSettings(citation_attribute='rag.citations'))} AS c FROM t"
     found = duck.column(sql, t=pa.table({"citation_value": pa.array(values, pa.string())})).to_pylist()
     assert found == [["a#1", "b#2"]] * 3 + [None]
+
+
+def _nightly_summary(root: Path, trace_store, day: str) -> dict:
+    """The summary the nightly asset of a service declared with ``trace_store`` writes for ``day``."""
+    import dagster as dg
+
+    from ragspine_pipeline.component import RagEvaluation, definitions_of
+    from ragspine_pipeline.definitions import location
+    from ragspine_pipeline.defs.local import backfill_production
+
+    declaration = RagEvaluation.resolve_from_dict(
+        {
+            "name": "bot",
+            "prefixed": False,
+            "golden_set": "gold.jsonl",
+            "sut": {"kind": "http", "url": "http://127.0.0.1:9/answer"},
+            "trace_store": trace_store,
+            "sample_size": 5,
+        }
+    )
+    defs = location(definitions_of(declaration.service(root / "defs" / "bot", root, env={})))
+    with dg.instance_for_test() as instance:
+        (run,) = backfill_production(defs, instance, [day])
+        assert run.success
+    return json.loads((root / "var" / "bot" / "reports" / "production" / f"{day}.json").read_text())
+
+
+def test_the_nightly_asset_over_collector_partitions_writes_the_summary_of_the_same_traces_logged(tmp_path):
+    run = _run_app(tmp_path / "spans", partitioned=True)
+    logged = tmp_path / "logged" / "traces" / "dt=2026-11-28"
+    logged.mkdir(parents=True)
+    lines = [
+        json.dumps({**r.project_line(), "citations": re.findall(CITATIONS, r.answer)})
+        for r in run["results"]
+        if r.error is None
+    ]
+    (logged / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    own = _nightly_summary(tmp_path / "logged", "traces", "2026-11-28")
+    store = {"path": "collector", "format": "otlp", "citation_pattern": CITATIONS}
+    spans = _nightly_summary(tmp_path / "spans", store, "2026-11-28")
+    assert spans == own and spans["n"] == 5
