@@ -21,6 +21,7 @@ import platform
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -146,17 +147,17 @@ def generate(n: int, seed: int = 7) -> tuple[Path, Path]:
 
 
 def run(path: Path) -> tuple[float, float]:
-    """Wall seconds and the child's peak RSS (MB) of ``check-traces`` on ``path``."""
+    """Wall seconds and peak RSS (MB) of ``check-traces`` on ``path``, as its own process."""
     command = [sys.executable, "-m", "ragspine_pipeline.cli", "check-traces", str(path)]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"check-traces failed on {path}: {done.stderr}")
-    import resource
-
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, rss
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+        _pid, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"check-traces failed on {path}: {err.read().decode()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ and field.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from ragspine_pipeline.contracts.gold import GoldCase
 from ragspine_pipeline.contracts.jsonl import check_readable, first_char, read_errors
 from ragspine_pipeline.contracts.records import plain_records
 from ragspine_pipeline.contracts.schemas import EVIDENCE_SCHEMA, GOLD_SCHEMA, TRACE_SCHEMA
-from ragspine_pipeline.contracts.spans import SpanSettings, span_format, span_traces
+from ragspine_pipeline.contracts.spans import SpanSettings, span_format, typed_traces
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.errors import InputError
 
@@ -120,13 +119,12 @@ def load_traces(path: str | Path, spans: SpanSettings | None = None) -> Loaded:
     form = span_format(check_readable(path))
     if form is None:
         return _load(path, _TRACE)
-    read = span_traces([path], spans or SpanSettings())
-    with tempfile.TemporaryDirectory(prefix="ragspine-spans-") as folder:
-        converted = Path(folder) / "traces.jsonl"
-        converted.write_text("".join(f"{line}\n" for line in read.lines), encoding="utf-8")
-        table = _load(converted, _TRACE).table
-    notes = (unusable_note(read.unusable),) if read.unusable else ()
-    return Loaded(str(path), table, form, notes)
+    # The spans' traces are typed by the statement that groups them: the canonical statement reads them
+    # as it reads the fast read's columns.
+    typed, unusable = typed_traces(path, spans or SpanSettings())
+    table = duck.query(_TRACE.sql(_source(typed, Trace, "typed")), typed=typed)
+    notes = (unusable_note(unusable),) if unusable else ()
+    return Loaded(str(path), _canonical(table, _TRACE), form, notes)
 
 
 def unusable_note(unusable: list[tuple[str, str]]) -> str:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ragspine_pipeline import duck, inputs
 from ragspine_pipeline.contracts.jsonl import read_errors
@@ -62,6 +63,7 @@ __all__ = [
     "span_format",
     "span_traces",
     "trace_batches",
+    "typed_traces",
 ]
 
 SpanFormat = Literal["otlp", "span_table"]
@@ -467,28 +469,57 @@ def _traces_sql(spans: str, settings: SpanSettings, request_ids: bool) -> str:
             WHEN answer IS NULL THEN 'no answer: the root span has no output.value and no LLM span an '
                 || 'output message' || CASE WHEN failed THEN ' (a span failed: '
                 || coalesce(failure, 'status ERROR') || ')' ELSE '' END
+            {"" if request_ids else _NO_QUESTION}
         END AS error,
-        to_json(struct_pack(
-            {"request_id := trace_id," if request_ids else ""}
-            qid := case_id,
-            question := question,
-            answer := answer,
-            citations := {_citations(settings)},
-            retrieved_ids := retrieved_ids,
-            contexts := contexts,
-            reranked_ids := reranked_ids,
-            latency_ms := root_ns / 1e6,
-            ts := strftime(make_timestamp(root_start // 1000), '%Y-%m-%dT%H:%M:%S.%f+00:00'),
-            token_usage := CASE WHEN prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL
-                THEN struct_pack(prompt_tokens := prompt_tokens, completion_tokens := completion_tokens) END,
-            tags := {_tags()},
-            versions := CASE WHEN coalesce(root_version, any_version) IS NOT NULL
-                THEN MAP {{'index': coalesce(root_version, any_version)}} END,
-            ok := NOT failed
-        )) AS line
+        {"trace_id" if request_ids else "NULL::VARCHAR"} AS request_id,
+        case_id AS qid,
+        question,
+        answer AS answer_text,
+        {_citations(settings)} AS citations,
+        retrieved_ids,
+        contexts,
+        reranked_ids,
+        root_ns / 1e6 AS latency_ms,
+        to_json(strftime(make_timestamp(root_start // 1000), '%Y-%m-%dT%H:%M:%S.%f+00:00')) AS ts,
+        CASE WHEN prompt_tokens IS NOT NULL OR completion_tokens IS NOT NULL
+            THEN struct_pack(
+                prompt_tokens := TRY_CAST(prompt_tokens AS BIGINT), prompt := NULL::BIGINT,
+                completion_tokens := TRY_CAST(completion_tokens AS BIGINT), completion := NULL::BIGINT
+            ) END AS token_usage,
+        {_tags()} AS tags,
+        CASE WHEN coalesce(root_version, any_version) IS NOT NULL
+            THEN [{{'key': 'index', 'value': coalesce(root_version, any_version)}}] END AS versions,
+        NOT failed AS ok
     FROM assembled
     ORDER BY root_start NULLS LAST, trace_id
     """
+
+
+_NO_QUESTION = """WHEN question IS NULL AND case_id IS NULL THEN 'no question to join a golden case on: '
+                || 'the root span has no input.value and no LLM span a user message'"""
+
+_LINE = """
+    SELECT trace_id, error, to_json(struct_pack(
+        request_id := request_id,
+        qid := qid,
+        question := question,
+        answer := answer_text,
+        citations := citations,
+        retrieved_ids := retrieved_ids,
+        contexts := contexts,
+        reranked_ids := reranked_ids,
+        latency_ms := latency_ms,
+        ts := ts,
+        token_usage := struct_pack(
+            prompt_tokens := token_usage.prompt_tokens, completion_tokens := token_usage.completion_tokens
+        ),
+        tags := tags,
+        versions := map_from_entries(versions),
+        ok := ok
+    )) AS line
+    FROM ({traces})
+"""
+"""SQL: each trace of :func:`_traces_sql` as a line of the project's trace dialect (JSON)."""
 
 
 def _citations(settings: SpanSettings) -> str:
@@ -548,7 +579,26 @@ def trace_batches(
     ``trace_id``, ``error`` (why the spans are not a trace, else null) and ``line`` (the trace in the
     project's dialect, JSON), ordered by the root span's start, then trace id; the result is never held
     whole. ``request_ids``: each trace's id is its request id (a production day)."""
-    yield from duck.batches(_traces_sql("spans", settings, request_ids), 1 << 16, spans=spans)
+    sql = _LINE.format(traces=_traces_sql("spans", settings, request_ids))
+    yield from duck.batches(sql, 1 << 16, spans=spans)
+
+
+def typed_traces(path: str | Path, settings: SpanSettings) -> tuple[pa.Table, list[tuple[str, str]]]:
+    """The traces of one span file as the typed structure of the ``Trace`` model
+    (``shape.typed_structure``: what the canonical statement reads; the columns it lacks are absent) and
+    the ``(trace id, why)`` of the spans that are not a trace."""
+    spans = read_spans(path)
+    traces = duck.query(_traces_sql("spans", settings, False), spans=spans)
+    failed = traces.column("error").is_valid()
+    unusable = list(
+        zip(
+            traces.column("trace_id").filter(failed).to_pylist(),
+            traces.column("error").filter(failed).to_pylist(),
+            strict=True,
+        )
+    )
+    typed = traces.filter(pc.invert(failed)).drop_columns(["trace_id", "error"])
+    return typed, unusable
 
 
 def span_traces(
