@@ -194,10 +194,43 @@ _VALUE_TEXT = (
 _ERROR_CODES = "('2', 'STATUS_CODE_ERROR', 'ERROR')"
 
 
-def _otlp_sql(path: Path) -> str:
-    """SQL: the spans of an OTLP/JSON file as the relation :func:`_traces_sql` reads."""
+def _read_keys(settings: SpanSettings) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The attribute keys (and key prefixes: the OpenInference lists) the traces are made of."""
+    named = (settings.version_attribute, settings.case_id_attribute, settings.citation_attribute)
+    return _KEYS | {key for key in named if key is not None}, _LIST_PREFIXES
+
+
+_KEYS = frozenset(
+    {
+        "openinference.span.kind",
+        "input.value",
+        "input.mime_type",
+        "output.value",
+        "output.mime_type",
+        "session.id",
+        "user.id",
+        "metadata",
+        "llm.token_count.prompt",
+        "llm.token_count.completion",
+    }
+)
+_LIST_PREFIXES = (
+    "retrieval.documents.",
+    "reranker.output_documents.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+)
+
+
+def _otlp_sql(path: Path, keys: frozenset[str], prefixes: tuple[str, ...]) -> str:
+    """SQL: the spans of an OTLP/JSON file as the relation :func:`_traces_sql` reads, with the attributes
+    of ``keys`` and ``prefixes`` (every other attribute is dropped as it is read)."""
     listed = duck.literal(str(path))
     value = _VALUE_TEXT.format(v="a.value")
+    wanted = " OR ".join(
+        [f"a.key IN ({', '.join(duck.literal(k) for k in sorted(keys))})"]
+        + [f"starts_with(a.key, {duck.literal(prefix)})" for prefix in prefixes]
+    )
     return f"""
     WITH requests AS (
         SELECT unnest(from_json(json, {duck.literal(_OTLP_STRUCTURE)}).resourceSpans) AS rs
@@ -215,8 +248,8 @@ def _otlp_sql(path: Path) -> str:
         TRY_CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
         coalesce(s.status.code IN {_ERROR_CODES}, false) AS error,
         s.status.message AS status_message,
-        [{{'key': a.key, 'value': {value}}} FOR a IN coalesce(s.attributes, [])] AS attrs,
-        [{{'key': a.key, 'value': {value}}} FOR a IN coalesce(res, [])] AS res
+        [{{'key': a.key, 'value': {value}}} FOR a IN coalesce(s.attributes, []) IF {wanted}] AS attrs,
+        [{{'key': a.key, 'value': {value}}} FOR a IN coalesce(res, []) IF {wanted}] AS res
     FROM spans
     """
 
@@ -310,8 +343,9 @@ def _table_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield line_no, record
 
 
-def _span_table(path: Path) -> pa.Table:
-    """The spans of a span table (JSON lines or Parquet) as the relation :func:`_traces_sql` reads."""
+def _span_table(path: Path, keys: frozenset[str], prefixes: tuple[str, ...]) -> pa.Table:
+    """The spans of a span table (JSON lines or Parquet) as the relation :func:`_traces_sql` reads, with
+    the attributes of ``keys`` and ``prefixes``."""
     rows: dict[str, list] = {name: [] for name in _SPANS_SCHEMA.names}
     with read_errors(path):
         for line, row in _table_rows(path):
@@ -331,7 +365,7 @@ def _span_table(path: Path) -> pa.Table:
                 str(row.get("status_code", "")).upper() in ("ERROR", "STATUS_CODE_ERROR", "2")
             )
             rows["status_message"].append(row.get("status_message") or None)
-            rows["attrs"].append(attrs)
+            rows["attrs"].append([a for a in attrs if a["key"] in keys or a["key"].startswith(prefixes)])
             rows["res"].append([])
     return pa.table(rows, schema=_SPANS_SCHEMA)
 
@@ -553,20 +587,22 @@ def _tags() -> str:
     return f"CASE WHEN len({entries}) > 0 THEN map_from_entries({entries}) END"
 
 
-def read_spans(path: str | Path, form: SpanFormat | None = None) -> pa.Table:
+def read_spans(path: str | Path, settings: SpanSettings, form: SpanFormat | None = None) -> pa.Table:
     """The spans of one file (``form``: sniffed when not given) as one relation: trace, span and parent
-    ids (lower-case hex), start and end (ns), whether the span failed, and its attributes and its
-    resource's as OTLP's flat ``{key, value}`` pairs (the value an ``AnyValue``, as JSON).
+    ids (lower-case hex), start and end (ns), whether the span failed, and the attributes the traces
+    are made of (those ``settings`` name included; no other), with the resource's, as OTLP's flat
+    ``{key, value}`` pairs, the value as text.
 
     Raises InputError naming the file when it is not spans in either form, or DuckDB cannot read it."""
     path = Path(path)
     form = form or span_format(path)
     if form is None:
         raise InputError(str(path), "not OpenTelemetry spans (neither OTLP/JSON nor the flat span table)")
+    keys, prefixes = _read_keys(settings)
     if form == "span_table":
-        return _span_table(path)
+        return _span_table(path, keys, prefixes)
     try:
-        return duck.query(_otlp_sql(path)).cast(_SPANS_SCHEMA)
+        return duck.query(_otlp_sql(path, keys, prefixes)).cast(_SPANS_SCHEMA)
     except duck.REFUSED as exc:
         message = " ".join(str(exc).split("\n")[0].split())[:300]
         raise InputError(str(path), f"not OpenTelemetry spans as OTLP/JSON: {message}") from None
@@ -587,7 +623,7 @@ def typed_traces(path: str | Path, settings: SpanSettings) -> tuple[pa.Table, li
     """The traces of one span file as the typed structure of the ``Trace`` model
     (``shape.typed_structure``: what the canonical statement reads; the columns it lacks are absent) and
     the ``(trace id, why)`` of the spans that are not a trace."""
-    spans = read_spans(path)
+    spans = read_spans(path, settings)
     traces = duck.query(_traces_sql("spans", settings, False), spans=spans)
     failed = traces.column("error").is_valid()
     unusable = list(
@@ -606,7 +642,8 @@ def span_traces(
 ) -> SpanTraces:
     """The traces of span ``files`` (each OTLP/JSON or a span table), grouped by trace id across the
     files. Raises InputError, naming the file, for a file that is not spans."""
-    spans = pa.concat_tables([read_spans(f) for f in files]) if files else _SPANS_SCHEMA.empty_table()
+    tables = [read_spans(f, settings) for f in files]
+    spans = pa.concat_tables(tables) if tables else _SPANS_SCHEMA.empty_table()
     usable: list[str] = []
     unusable: list[tuple[str, str]] = []
     for batch in trace_batches(spans, settings, request_ids=request_ids):

@@ -132,7 +132,7 @@ class SpanTraceStore:
             for key in keys:
                 path = self._local(key, Path(folder))
                 try:
-                    spans.append(read_spans(path))
+                    spans.append(read_spans(path, self.settings))
                 except InputError as exc:
                     bad.append(f"{NOT_A_TRACE}{json.dumps({'file': key, 'error': exc.message})}")
                 if path.parent == Path(folder):
