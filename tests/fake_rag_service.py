@@ -21,7 +21,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl
 
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, send_json
 
 NESTED_MAPPING = {
     "answer_json": "data.reply",
@@ -126,12 +126,7 @@ class FakeRagService(LoopbackServer):
                 self._send(*service.reply(body))
 
             def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def log_message(self, format: str, *args) -> None:
                 pass

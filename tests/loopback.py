@@ -3,7 +3,9 @@ a port the operating system picks, serving from a daemon thread until :meth:`Loo
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -42,3 +44,33 @@ class LoopbackServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+    """Answer ``handler``'s request with ``payload`` as JSON."""
+    data = json.dumps(payload).encode("utf-8")
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def chat_completion(
+    reply_id: str, model: str, content: str, prompt_tokens: int, completion_tokens: int
+) -> dict:
+    """The body of an OpenAI-compatible ``chat.completion`` answering ``content``."""
+    return {
+        "id": reply_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from tests.loopback import chat_completion
+
 DEFAULT_REPLY = '{"score": 4, "reason": "supported"}'
 
 
@@ -215,20 +217,13 @@ class FakeJudge:
                 content = dataclasses.replace(content, content=DEFAULT_REPLY)
             return self._render(content, request_json)
         prompt_tokens, completion_tokens = count_prompt_tokens(request_json), len(content) // 4
-        payload = {
-            "id": f"chatcmpl-fake-{next(self._ids)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request_json.get("model", "fake"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        payload = chat_completion(
+            f"chatcmpl-fake-{next(self._ids)}",
+            request_json.get("model", "fake"),
+            content,
+            prompt_tokens,
+            completion_tokens,
+        )
         return 200, json.dumps(payload).encode(), reply.headers
 
 

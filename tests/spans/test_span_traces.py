@@ -97,6 +97,19 @@ def _run_app(folder: Path, *, good: bool = True, rerank: bool = False, partition
     return {"collector": collector, "table": table, "results": results}
 
 
+def _log_day(run: dict, store: Path) -> None:
+    """The answered requests of ``run`` as the app would have logged them in the project's dialect (its
+    citations found in the answer as the pattern finds them), one day under ``store``."""
+    day = store / "dt=2026-11-28"
+    day.mkdir(parents=True)
+    lines = [
+        json.dumps({**r.project_line(), "citations": re.findall(CITATIONS, r.answer)})
+        for r in run["results"]
+        if r.error is None
+    ]
+    (day / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     folder = tmp_path_factory.mktemp("traced")
@@ -199,14 +212,7 @@ def test_a_day_of_collector_partitions_gives_the_nightly_summary_of_the_same_tra
     files = run["collector"].files
     assert files and all("year=2026/month=11/day=28/hour=" in f.as_posix() for f in files)
     # The same requests as the app logged them, in the project's own dialect.
-    logged = tmp_path / "logged" / "dt=2026-11-28"
-    logged.mkdir(parents=True)
-    lines = [
-        json.dumps({**r.project_line(), "citations": re.findall(CITATIONS, r.answer)})
-        for r in run["results"]
-        if r.error is None
-    ]
-    (logged / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    _log_day(run, tmp_path / "logged")
 
     def backfill(store: Path, reports: Path, *more: str) -> dict:
         args = ["production", "backfill", "--days", "1", "--until", "2026-11-28", "--store", str(store)]
@@ -338,14 +344,7 @@ def _nightly_summary(root: Path, trace_store, day: str) -> dict:
 
 def test_the_nightly_asset_over_collector_partitions_writes_the_summary_of_the_same_traces_logged(tmp_path):
     run = _run_app(tmp_path / "spans", partitioned=True)
-    logged = tmp_path / "logged" / "traces" / "dt=2026-11-28"
-    logged.mkdir(parents=True)
-    lines = [
-        json.dumps({**r.project_line(), "citations": re.findall(CITATIONS, r.answer)})
-        for r in run["results"]
-        if r.error is None
-    ]
-    (logged / "part-0.jsonl").write_text("\n".join(lines) + "\n")
+    _log_day(run, tmp_path / "logged" / "traces")
     own = _nightly_summary(tmp_path / "logged", "traces", "2026-11-28")
     store = {"path": "collector", "format": "otlp", "citation_pattern": CITATIONS}
     spans = _nightly_summary(tmp_path / "spans", store, "2026-11-28")

@@ -29,7 +29,6 @@ import json
 import random
 import re
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,7 +55,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status, StatusCode
 
-from tests.loopback import LoopbackServer
+from tests.loopback import LoopbackServer, chat_completion, send_json
 
 DEFAULT_ANSWER = "I don't know."
 MODEL = "stand-in"
@@ -113,20 +112,10 @@ class StandInLLM(LoopbackServer):
         content = self.answer_for(question)
         prompt_tokens = sum(count_words(m["content"]) for m in messages if isinstance(m.get("content"), str))
         completion_tokens = count_words(content)
-        return 200, {
-            "id": f"chatcmpl-standin-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", MODEL),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        reply = chat_completion(
+            f"chatcmpl-standin-{number}", body.get("model", MODEL), content, prompt_tokens, completion_tokens
+        )
+        return 200, reply
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -141,12 +130,7 @@ class StandInLLM(LoopbackServer):
                 self._send(*server.reply(json.loads(body or b"{}")))
 
             def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def log_message(self, format: str, *args) -> None:
                 pass
