@@ -45,6 +45,7 @@ from urllib3.util import Retry
 from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts.columns import load_traces
 from ragspine_pipeline.contracts.jsonl import iter_records
+from ragspine_pipeline.contracts.spans import SpanSettings, span_format, span_traces
 from ragspine_pipeline.contracts.trace import Trace
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import RefusedReply, SourceError
@@ -217,11 +218,28 @@ class PythonSut(_Settings):
 
 
 class RecordedSut(_Settings):
-    """Traces recorded earlier (JSONL or a JSON array)."""
+    """Traces recorded earlier (JSONL or a JSON array), or the OpenTelemetry spans of a golden run
+    through a traced service (OTLP/JSON or Phoenix's span table: ``contracts.spans``), read with the span
+    settings given here."""
 
     kind: Literal["recorded"] = "recorded"
     path: str
     concurrency: int = 1
+    citation_pattern: str | None = None
+    citation_attribute: str | None = None
+    version_attribute: str = "service.version"
+    case_id_attribute: str | None = None
+
+    def spans(self) -> SpanSettings:
+        try:
+            return SpanSettings(
+                citation_pattern=self.citation_pattern,
+                citation_attribute=self.citation_attribute,
+                version_attribute=self.version_attribute,
+                case_id_attribute=self.case_id_attribute,
+            )
+        except ValueError as exc:
+            raise InputError(self.path, str(exc)) from None
 
     def identity(self) -> str:
         """The recording's content (sha256), not its path: a file replaced at the same path is
@@ -231,10 +249,11 @@ class RecordedSut(_Settings):
                 content = hashlib.file_digest(recording, "sha256").hexdigest()
         except OSError as exc:
             raise InputError(self.path, f"cannot read the recorded traces: {exc.strerror or exc}") from None
-        return _identity({"kind": self.kind, "sha256": content})
+        spans = self.model_dump(include={"citation_pattern", "citation_attribute", "case_id_attribute"})
+        return _identity({"kind": self.kind, "sha256": content, **{k: v for k, v in spans.items() if v}})
 
     def client(self, env: Mapping[str, str] = os.environ) -> RecordedSutClient:
-        return RecordedSutClient(Path(self.path))
+        return RecordedSutClient(Path(self.path), self.spans())
 
 
 SutSettings = Annotated[HttpSut | PythonSut | RecordedSut, Field(discriminator="kind")]
@@ -547,7 +566,8 @@ def _with_qid(trace: dict, qid: str, where: str) -> dict:
 
 
 class RecordedSutClient:
-    """Answers from a recorded trace file (JSONL or a JSON array of traces).
+    """Answers from a recorded trace file (JSONL or a JSON array of traces, or spans: see
+    :class:`RecordedSut`).
 
     A case is answered by its qid (any alias of the trace contract), or, for a trace without an id, by
     its exact question text; a case not in the file has no answer (None). The file is validated by the
@@ -555,12 +575,17 @@ class RecordedSutClient:
     trace wins, as in scoring. Every answer is a copy, and carries the asked qid.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, spans: SpanSettings | None = None) -> None:
         self.path = Path(path)
-        load_traces(self.path)  # the loader's validation and its one-line errors
+        spans = spans or SpanSettings()
+        load_traces(self.path, spans)  # the loader's validation and its one-line errors
         self._by_qid: dict[str, dict] = {}
         self._by_question: dict[str, dict] = {}
-        for _, raw in iter_records(self.path):
+        if span_format(self.path) is not None:  # spans: their traces, as the loader groups them
+            records = (json.loads(line) for line in span_traces([self.path], spans).lines)
+        else:
+            records = (raw for _, raw in iter_records(self.path))
+        for raw in records:
             trace = Trace.model_validate(raw)
             if trace.qid is not None:
                 self._by_qid[trace.qid] = raw

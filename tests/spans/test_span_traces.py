@@ -349,3 +349,18 @@ def test_the_nightly_asset_over_collector_partitions_writes_the_summary_of_the_s
     store = {"path": "collector", "format": "otlp", "citation_pattern": CITATIONS}
     spans = _nightly_summary(tmp_path / "spans", store, "2026-11-28")
     assert spans == own and spans["n"] == 5
+
+
+def test_a_golden_replay_recorded_as_spans_answers_each_case_by_its_question(traced, tmp_path, capsys):
+    folder, _run = traced
+    gold = _gold(tmp_path / "gold.jsonl")
+    sut = tmp_path / "sut.yaml"
+    sut.write_text(f"kind: recorded\npath: {folder / 'spans.json'}\ncitation_pattern: '{CITATIONS}'\n")
+    replayed = tmp_path / "replayed.jsonl"
+    assert main(["replay", "--gold", str(gold), "--sut", str(sut), "--out", str(replayed)]) == 0
+    traces = [json.loads(line) for line in replayed.read_text().splitlines()]
+    assert sorted(t["qid"] for t in traces) == [f"case-{i}" for i in range(len(CASES))]
+    assert all(t["citations"] for t in traces)
+    capsys.readouterr()
+    assert main(["score", "--gold", str(gold), "--trace", str(replayed), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == 1.0
