@@ -10,12 +10,18 @@ query at once.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-_DATABASE = duckdb.connect(":memory:")
+# Where DuckDB spills what does not fit in memory (a day of spans grouped by trace, say): the system's
+# temporary folder, never the working directory (DuckDB's default, ``.tmp`` wherever a command runs).
+_SPILL = Path(tempfile.gettempdir()) / f"ragspine-duckdb-{getattr(os, 'getuid', lambda: 0)()}"
+_DATABASE = duckdb.connect(":memory:", config={"temp_directory": str(_SPILL)})
 
 
 def query(sql: str, **tables: pa.Table) -> pa.Table:
