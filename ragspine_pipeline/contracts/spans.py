@@ -11,8 +11,10 @@ Arize Phoenix reads) have spans, not one line per request. Two forms are read:
   or Parquet), the OpenInference lists nested (``attributes.retrieval.documents`` as a list of
   ``{"document.id", "document.content", "document.score"}``).
 
-Spans are grouped by trace id into one trace per request, written in the project's own trace dialect
-(``contracts.trace``), so that every reader reads them as it reads any trace file:
+Spans are grouped by trace id into one trace per request, in the project's own trace dialect
+(``contracts.trace``): as the typed columns the canonical statement reads (``score``, ``check-traces``),
+or as trace lines (the sampler and the nightly store), so that every reader reads them as it reads any
+trace file:
 
 * ``question`` / answer: the root span's ``input.value`` / ``output.value`` (a JSON value of mime type
   ``application/json`` gives its ``question``/``query``/``input`` and ``answer``/``output``/``response``
@@ -34,7 +36,8 @@ Spans are grouped by trace id into one trace per request, written in the project
   (a production day: the nightly sample's de-duplication key).
 
 Span kinds other than those are read only for their status. A trace with no root span (a span without a
-parent) or no answer is not a trace: it is returned as unusable, with its trace id and why.
+parent), no answer, or (outside a production day) neither a question nor a case id to join a golden
+case on is not a trace: it is returned as unusable, with its trace id and why.
 """
 
 from __future__ import annotations
@@ -91,6 +94,13 @@ class SpanSettings:
                 raise ValueError(
                     f"citation pattern {self.citation_pattern!r}: at most one group (the citation id)"
                 )
+            try:  # DuckDB runs it: RE2's syntax (no look-around, no back-references)
+                duck.query(f"SELECT regexp_extract_all('', {duck.literal(self.citation_pattern)}, 0)")
+            except duck.REFUSED as exc:
+                reason = str(exc).split("\n")[0][:200]
+                raise ValueError(
+                    f"citation pattern {self.citation_pattern!r}: not RE2 syntax: {reason}"
+                ) from None
         for name in ("citation_attribute", "version_attribute", "case_id_attribute"):
             value = getattr(self, name)
             if value is not None and not value.strip():
@@ -624,7 +634,11 @@ def typed_traces(path: str | Path, settings: SpanSettings) -> tuple[pa.Table, li
     (``shape.typed_structure``: what the canonical statement reads; the columns it lacks are absent) and
     the ``(trace id, why)`` of the spans that are not a trace."""
     spans = read_spans(path, settings)
-    traces = duck.query(_traces_sql("spans", settings, False), spans=spans)
+    try:
+        traces = duck.query(_traces_sql("spans", settings, False), spans=spans)
+    except duck.REFUSED as exc:
+        message = " ".join(str(exc).split("\n")[0].split())[:300]
+        raise InputError(str(path), f"cannot group the spans into traces: {message}") from None
     failed = traces.column("error").is_valid()
     unusable = list(
         zip(

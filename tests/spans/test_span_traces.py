@@ -364,3 +364,11 @@ def test_a_golden_replay_recorded_as_spans_answers_each_case_by_its_question(tra
     capsys.readouterr()
     assert main(["score", "--gold", str(gold), "--trace", str(replayed), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["precision"] == 1.0
+
+
+def test_a_citation_pattern_duckdb_cannot_run_is_a_usage_error_of_one_line(traced, capsys):
+    folder, _run = traced
+    for pattern in (r"(?<=\[)[\w-]+#\d+", "(a)(b)", "(unclosed"):
+        assert main(["check-traces", str(folder / "spans.json"), "--citation-pattern", pattern]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "citation pattern" in err, err
