@@ -63,10 +63,16 @@ def traces(worse: bool = False) -> dict[str, dict]:
     return {row["qid"]: row for row in rows}
 
 
-def load(folder: Path, monkeypatch, package: str = "evals") -> dg.Definitions:
-    monkeypatch.syspath_prepend(str(folder))
+def forget(package: str = "evals") -> None:
+    """Drop an earlier test's project package of the same name from this process's imports: each test
+    writes its own ``evals``, and a worker process runs many such tests."""
     for module in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
         del sys.modules[module]
+
+
+def load(folder: Path, monkeypatch, package: str = "evals") -> dg.Definitions:
+    monkeypatch.syspath_prepend(str(folder))
+    forget(package)
     return dg.load_from_defs_folder(path_within_project=folder / package)
 
 

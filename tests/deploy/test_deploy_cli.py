@@ -286,8 +286,9 @@ def test_check_names_every_services_evaluation_pool_of_the_code_location(
     """A service added to the deployed code location claims its own evaluation pool
     (`second_bot__evaluation`): `deploy -m MODULE check` names it until it is set, as it names the shipped
     pools; a module that does not load is one line."""
-    from tests.defs.test_services import declare, project
+    from tests.defs.test_services import declare, forget, project
 
+    forget("evals")  # another test's `evals` project, imported earlier in this worker
     folder = project(tmp_path / "evals-project")
     sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
     declare(folder, "second_bot", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
