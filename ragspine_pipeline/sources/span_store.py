@@ -75,39 +75,66 @@ class SpanTraceStore:
 
     # -- listing ---------------------------------------------------------------------------------
 
-    def _keys(self) -> list[str]:
-        """Every span file under the root, as a path relative to it."""
+    def _keys(self, folder: str = "") -> list[str]:
+        """The span files under ``folder`` (a path relative to the root, ending in ``/``; every folder
+        below it included), as paths relative to the root."""
         if isinstance(self.inner, LocalTraceStore):
             root = self.inner.root
             if not root.is_dir():
                 raise SourceError(self.describe(), "trace store root does not exist or is not a directory")
             found = []
-            for folder, _dirs, files in os.walk(root):
-                relative = Path(folder).relative_to(root).as_posix()
+            for here, _dirs, files in os.walk(root / folder):
+                relative = Path(here).relative_to(root).as_posix()
                 found += [f"{relative}/{f}".removeprefix("./") for f in files if _is_span_object(f)]
             return sorted(found)
-        store = self.inner
-        keys: list[str] = []
-        try:
-            for page in store.client.get_paginator("list_objects_v2").paginate(
-                Bucket=store.bucket, Prefix=store._base
-            ):
-                keys += [item["Key"][len(store._base) :] for item in page.get("Contents", ())]
-        except (BotoCoreError, ClientError) as exc:
-            raise SourceError(self.describe(), f"cannot list the store: {aws_cause(exc)}") from None
+        keys, _ = self._s3_list(folder, delimiter=False)
         return sorted(key for key in keys if _is_span_object(key))
 
+    def _s3_list(self, folder: str, delimiter: bool) -> tuple[list[str], list[str]]:
+        """Keys and (with ``delimiter``) sub-folders under ``folder``, relative to the root."""
+        store = self.inner
+        assert isinstance(store, S3TraceStore)
+        keys: list[str] = []
+        folders: list[str] = []
+        options = {"Delimiter": "/"} if delimiter else {}
+        pages = store.client.get_paginator("list_objects_v2")
+        try:
+            for page in pages.paginate(Bucket=store.bucket, Prefix=store._base + folder, **options):
+                keys += [item["Key"][len(store._base) :] for item in page.get("Contents", ())]
+                folders += [item["Prefix"][len(store._base) :] for item in page.get("CommonPrefixes", ())]
+        except (BotoCoreError, ClientError) as exc:
+            raise SourceError(self.describe(), f"cannot list the store: {aws_cause(exc)}") from None
+        return keys, folders
+
+    def _folders(self, folder: str) -> list[str]:
+        """The folders directly under ``folder`` (relative to the root, each ending in ``/``)."""
+        if isinstance(self.inner, LocalTraceStore):
+            here = self.inner.root / folder
+            if not here.is_dir():
+                if not folder:
+                    raise SourceError(
+                        self.describe(), "trace store root does not exist or is not a directory"
+                    )
+                return []
+            return sorted(f"{folder}{entry.name}/" for entry in here.iterdir() if entry.is_dir())
+        return sorted(self._s3_list(folder, delimiter=True)[1])
+
     def _day_keys(self, day: str) -> list[str]:
-        folders = (f"dt={check_day(day)}/", _partition(day))
-        return [key for key in self._keys() if key.startswith(folders) and "/" in key]
+        """The day's span files: its ``dt=`` folder and its Collector partition, every hour and minute."""
+        return [key for folder in (f"dt={check_day(day)}/", _partition(day)) for key in self._keys(folder)]
 
     def days(self) -> list[str]:
+        """The days with a ``dt=`` folder or a ``year=/month=/day=`` partition (listed level by level,
+        never file by file)."""
         found = set()
-        for key in self._keys():
-            if key.startswith("dt=") and "/" in key:
-                found.add(key[3 : key.index("/")])
-            elif parts := _PARTS.match(key):
-                found.add("-".join(parts.groups()))
+        for top in self._folders(""):
+            if top.startswith("dt="):
+                found.add(top[3:-1])
+            elif top.startswith("year="):
+                for month in self._folders(top):
+                    for day in self._folders(month):
+                        if parts := _PARTS.fullmatch(day):
+                            found.add("-".join(parts.groups()))
         return sorted(day for day in found if _valid(day))
 
     def objects(self, day: str) -> list[str]:

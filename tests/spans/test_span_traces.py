@@ -279,10 +279,17 @@ def test_the_collector_partitions_under_an_s3_prefix_sample_as_the_local_folder(
     root = tmp_path / "collector"
     for path in run["collector"].files:
         client.upload_file(str(path), name, f"otel/{path.relative_to(root).as_posix()}")
+    # A day kept in a dt= folder beside the Collector's partitions (the spans of the day before).
+    earlier = root / "dt=2026-11-27" / "spans.json"
+    earlier.parent.mkdir()
+    earlier.write_bytes(run["collector"].files[0].read_bytes())
+    client.upload_file(str(earlier), name, "otel/dt=2026-11-27/spans.json")
     settings = SpanSettings(citation_pattern=CITATIONS)
     local = open_store(str(root), spans=settings)
     remote = open_store(f"s3://{name}/otel", spans=settings, endpoint_url=s3_endpoint)
-    assert remote.days() == local.days() == ["2026-11-28"]
+    assert remote.days() == local.days() == ["2026-11-27", "2026-11-28"]
+    assert remote.objects("2026-11-27") == local.objects("2026-11-27") == ["2026-11-27.spans"]
+    assert local.objects("2026-11-26") == []
     a = sample_day(local, "2026-11-28", n=4, seed=3, quarantine=None)
     b = sample_day(remote, "2026-11-28", n=4, seed=3, quarantine=None)
     assert a.records == b.records and len(a.records) == 4
