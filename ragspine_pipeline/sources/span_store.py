@@ -85,7 +85,12 @@ class SpanTraceStore:
             found = []
             for here, _dirs, files in os.walk(root / folder):
                 relative = Path(here).relative_to(root).as_posix()
-                found += [f"{relative}/{f}".removeprefix("./") for f in files if _is_span_object(f)]
+                # Regular files only: a FIFO or a device named *.json would block or never end.
+                found += [
+                    f"{relative}/{f}".removeprefix("./")
+                    for f in files
+                    if _is_span_object(f) and os.path.isfile(os.path.join(here, f))
+                ]
             return sorted(found)
         keys, _ = self._s3_list(folder, delimiter=False)
         return sorted(key for key in keys if _is_span_object(key))

@@ -379,3 +379,13 @@ def test_a_citation_pattern_duckdb_cannot_run_is_a_usage_error_of_one_line(trace
         assert main(["check-traces", str(folder / "spans.json"), "--citation-pattern", pattern]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "citation pattern" in err, err
+
+
+def test_a_fifo_named_like_a_span_file_in_a_day_is_not_read(tmp_path):
+    import os
+
+    run = _run_app(tmp_path, partitioned=True)
+    os.mkfifo(run["collector"].files[0].parent / "stuck.json")
+    store = open_store(str(tmp_path / "collector"), spans=SpanSettings())
+    sample = sample_day(store, "2026-11-28", n=50, seed=7, quarantine=None)
+    assert sample.counts["valid"] == len(CASES)
