@@ -47,11 +47,6 @@ def span_settings(args: argparse.Namespace):
     from ragspine_pipeline.contracts.spans import SpanSettings
 
     try:
-        return SpanSettings(
-            citation_pattern=args.citation_pattern,
-            citation_attribute=args.citation_attribute,
-            version_attribute=args.version_attribute,
-            case_id_attribute=args.case_id_attribute,
-        )
+        return SpanSettings.of(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

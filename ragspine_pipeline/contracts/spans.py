@@ -46,7 +46,7 @@ import gzip
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -83,6 +83,13 @@ class SpanSettings:
     citation_attribute: str | None = None
     version_attribute: str = "service.version"
     case_id_attribute: str | None = None
+
+    @classmethod
+    def of(cls, holder: Any) -> SpanSettings:
+        """The settings ``holder`` names by the same attribute names (a command's arguments, a
+        resource's or a SUT's settings; one it lacks keeps its default); ValueError for a setting that
+        cannot be."""
+        return cls(**{f.name: getattr(holder, f.name, f.default) for f in fields(cls)})
 
     def __post_init__(self) -> None:
         if self.citation_pattern is not None:

@@ -287,11 +287,7 @@ class TraceStoreResource(dg.ConfigurableResource):
         if self.format != "otlp":
             raise InputError("trace_store", f"format must be jsonl or otlp, got {self.format!r}")
         try:
-            return SpanSettings(
-                citation_pattern=self.citation_pattern,
-                citation_attribute=self.citation_attribute,
-                version_attribute=self.version_attribute,
-            )
+            return SpanSettings.of(self)
         except ValueError as exc:
             raise InputError("trace_store", str(exc)) from None
 

@@ -232,12 +232,7 @@ class RecordedSut(_Settings):
 
     def spans(self) -> SpanSettings:
         try:
-            return SpanSettings(
-                citation_pattern=self.citation_pattern,
-                citation_attribute=self.citation_attribute,
-                version_attribute=self.version_attribute,
-                case_id_attribute=self.case_id_attribute,
-            )
+            return SpanSettings.of(self)
         except ValueError as exc:
             raise InputError(self.path, str(exc)) from None
 
