@@ -121,7 +121,7 @@ def load_traces(path: str | Path, spans: SpanSettings | None = None) -> Loaded:
         return _load(path, _TRACE)
     # The spans' traces are typed by the statement that groups them: the canonical statement reads them
     # as it reads the fast read's columns.
-    typed, unusable = typed_traces(path, spans or SpanSettings())
+    typed, unusable = typed_traces(path, spans or SpanSettings(), form)
     table = duck.query(_TRACE.sql(_source(typed, Trace, "typed")), typed=typed)
     notes = (unusable_note(unusable),) if unusable else ()
     return Loaded(str(path), _canonical(table, _TRACE), form, notes)

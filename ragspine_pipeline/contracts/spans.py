@@ -62,10 +62,10 @@ __all__ = [
     "SPAN_FORMATS",
     "SpanSettings",
     "SpanTraces",
+    "iter_traces",
     "read_spans",
     "span_format",
     "span_traces",
-    "trace_batches",
     "typed_traces",
 ]
 
@@ -117,12 +117,11 @@ class SpanSettings:
 @dataclass(frozen=True)
 class SpanTraces:
     """The traces of some span files: ``lines`` in the project's trace dialect (one JSON object each,
-    ordered by the root span's start, then trace id), ``unusable`` ``(trace id, why)`` of the traces
-    that are not one, and how many ``spans`` were read."""
+    ordered by the root span's start, then trace id) and ``unusable`` ``(trace id, why)`` of the traces
+    that are not one."""
 
     lines: list[str]
     unusable: list[tuple[str, str]]
-    spans: int
 
 
 # -- which form a file is in -----------------------------------------------------------------------
@@ -211,10 +210,10 @@ _VALUE_TEXT = (
 _ERROR_CODES = "('2', 'STATUS_CODE_ERROR', 'ERROR')"
 
 
-def _read_keys(settings: SpanSettings) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The attribute keys (and key prefixes: the OpenInference lists) the traces are made of."""
+def _read_keys(settings: SpanSettings) -> frozenset[str]:
+    """The attribute keys the traces are made of (beside the OpenInference lists: :data:`_LIST_PREFIXES`)."""
     named = (settings.version_attribute, settings.case_id_attribute, settings.citation_attribute)
-    return _KEYS | {key for key in named if key is not None}, _LIST_PREFIXES
+    return _KEYS | {key for key in named if key is not None}
 
 
 _KEYS = frozenset(
@@ -239,14 +238,15 @@ _LIST_PREFIXES = (
 )
 
 
-def _otlp_sql(path: Path, keys: frozenset[str], prefixes: tuple[str, ...]) -> str:
+def _otlp_sql(path: Path, keys: frozenset[str]) -> str:
     """SQL: the spans of an OTLP/JSON file as the relation :func:`_traces_sql` reads, with the attributes
-    of ``keys`` and ``prefixes`` (every other attribute is dropped as it is read)."""
+    of ``keys`` and the OpenInference lists (every other attribute is dropped as it is read: the
+    Collector's files carry many, and each costs its Arrow round trip)."""
     listed = duck.literal(str(path))
     value = _VALUE_TEXT.format(v="a.value")
     wanted = " OR ".join(
         [f"a.key IN ({', '.join(duck.literal(k) for k in sorted(keys))})"]
-        + [f"starts_with(a.key, {duck.literal(prefix)})" for prefix in prefixes]
+        + [f"starts_with(a.key, {duck.literal(prefix)})" for prefix in _LIST_PREFIXES]
     )
     return f"""
     WITH requests AS (
@@ -360,9 +360,8 @@ def _table_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield line_no, record
 
 
-def _span_table(path: Path, keys: frozenset[str], prefixes: tuple[str, ...]) -> pa.Table:
-    """The spans of a span table (JSON lines or Parquet) as the relation :func:`_traces_sql` reads, with
-    the attributes of ``keys`` and ``prefixes``."""
+def _span_table(path: Path) -> pa.Table:
+    """The spans of a span table (JSON lines or Parquet) as the relation :func:`_traces_sql` reads."""
     rows: dict[str, list] = {name: [] for name in _SPANS_SCHEMA.names}
     with read_errors(path):
         for line, row in _table_rows(path):
@@ -382,7 +381,7 @@ def _span_table(path: Path, keys: frozenset[str], prefixes: tuple[str, ...]) -> 
                 str(row.get("status_code", "")).upper() in ("ERROR", "STATUS_CODE_ERROR", "2")
             )
             rows["status_message"].append(row.get("status_message") or None)
-            rows["attrs"].append([a for a in attrs if a["key"] in keys or a["key"].startswith(prefixes)])
+            rows["attrs"].append(attrs)
             rows["res"].append([])
     return pa.table(rows, schema=_SPANS_SCHEMA)
 
@@ -606,41 +605,44 @@ def _tags() -> str:
 
 def read_spans(path: str | Path, settings: SpanSettings, form: SpanFormat | None = None) -> pa.Table:
     """The spans of one file (``form``: sniffed when not given) as one relation: trace, span and parent
-    ids (lower-case hex), start and end (ns), whether the span failed, and the attributes the traces
-    are made of (those ``settings`` name included; no other), with the resource's, as OTLP's flat
-    ``{key, value}`` pairs, the value as text.
+    ids (lower-case hex), start and end (ns), whether the span failed, and its attributes with the
+    resource's, as OTLP's flat ``{key, value}`` pairs, the value as text. Of an OTLP file only the
+    attributes the traces are made of are read (those ``settings`` name included).
 
     Raises InputError naming the file when it is not spans in either form, or DuckDB cannot read it."""
     path = Path(path)
     form = form or span_format(path)
     if form is None:
         raise InputError(str(path), "not OpenTelemetry spans (neither OTLP/JSON nor the flat span table)")
-    keys, prefixes = _read_keys(settings)
     if form == "span_table":
-        return _span_table(path, keys, prefixes)
+        return _span_table(path)
     try:
-        return duck.query(_otlp_sql(path, keys, prefixes)).cast(_SPANS_SCHEMA)
+        return duck.query(_otlp_sql(path, _read_keys(settings))).cast(_SPANS_SCHEMA)
     except duck.REFUSED as exc:
         message = " ".join(str(exc).split("\n")[0].split())[:300]
         raise InputError(str(path), f"not OpenTelemetry spans as OTLP/JSON: {message}") from None
 
 
-def trace_batches(
+def iter_traces(
     spans: pa.Table, settings: SpanSettings, *, request_ids: bool = False
-) -> Iterator[pa.RecordBatch]:
-    """The traces of ``spans`` (:func:`read_spans`, of one file or several concatenated) as batches of
-    ``trace_id``, ``error`` (why the spans are not a trace, else null) and ``line`` (the trace in the
-    project's dialect, JSON), ordered by the root span's start, then trace id; the result is never held
-    whole. ``request_ids``: each trace's id is its request id (a production day)."""
+) -> Iterator[tuple[str, str | None, str]]:
+    """The traces of ``spans`` (:func:`read_spans`, of one file or several concatenated) as
+    ``(trace id, why it is not a trace or None, the trace as a line of the project's dialect)``, ordered
+    by the root span's start, then trace id; DuckDB hands them over in batches, never all at once.
+    ``request_ids``: each trace's id is its request id (a production day)."""
     sql = _LINE.format(traces=_traces_sql("spans", settings, request_ids))
-    yield from duck.batches(sql, 1 << 16, spans=spans)
+    for batch in duck.batches(sql, 1 << 16, spans=spans):
+        yield from zip(*(batch.column(n).to_pylist() for n in ("trace_id", "error", "line")), strict=True)
 
 
-def typed_traces(path: str | Path, settings: SpanSettings) -> tuple[pa.Table, list[tuple[str, str]]]:
+def typed_traces(
+    path: str | Path, settings: SpanSettings, form: SpanFormat | None = None
+) -> tuple[pa.Table, list[tuple[str, str]]]:
     """The traces of one span file as the typed structure of the ``Trace`` model
     (``shape.typed_structure``: what the canonical statement reads; the columns it lacks are absent) and
-    the ``(trace id, why)`` of the spans that are not a trace."""
-    spans = read_spans(path, settings)
+    the ``(trace id, why)`` of the spans that are not a trace. ``form``: as :func:`span_format` told
+    it, when the caller has asked already."""
+    spans = read_spans(path, settings, form)
     try:
         traces = duck.query(_traces_sql("spans", settings, False), spans=spans)
     except duck.REFUSED as exc:
@@ -667,12 +669,9 @@ def span_traces(
     spans = pa.concat_tables(tables) if tables else _SPANS_SCHEMA.empty_table()
     usable: list[str] = []
     unusable: list[tuple[str, str]] = []
-    for batch in trace_batches(spans, settings, request_ids=request_ids):
-        for trace_id, error, line in zip(
-            *(batch.column(n).to_pylist() for n in ("trace_id", "error", "line")), strict=True
-        ):
-            if error is None:
-                usable.append(line)
-            else:
-                unusable.append((trace_id, error))
-    return SpanTraces(usable, unusable, spans.num_rows)
+    for trace_id, error, line in iter_traces(spans, settings, request_ids=request_ids):
+        if error is None:
+            usable.append(line)
+        else:
+            unusable.append((trace_id, error))
+    return SpanTraces(usable, unusable)

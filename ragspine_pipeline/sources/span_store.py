@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ragspine_pipeline.contracts.spans import SpanSettings, read_spans, trace_batches
+from ragspine_pipeline.contracts.spans import SpanSettings, iter_traces, read_spans
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 from ragspine_pipeline.sources.s3 import aws_cause
@@ -41,7 +41,7 @@ from ragspine_pipeline.sources.trace_store import (
     RawBlock,
     S3TraceStore,
     TraceStore,
-    block_lines,
+    _LinesFromBlocks,
     check_day,
     open_trace_store,
     split_blocks,
@@ -62,7 +62,7 @@ def _partition(day: str) -> str:
     return f"year={year}/month={month}/day={dom}/"
 
 
-class SpanTraceStore:
+class SpanTraceStore(_LinesFromBlocks):
     """The traces of the spans under a local folder or an S3 prefix (``inner``: the store of the same
     location, whose listing and reads this one uses), one object per day."""
 
@@ -145,7 +145,7 @@ class SpanTraceStore:
     def objects(self, day: str) -> list[str]:
         """One name for the whole day (``<day>.spans``) when it has span files, else none: the day is
         grouped as one."""
-        return [f"{check_day(day)}.spans"] if self._day_keys(day) else []
+        return _day_object(day, self._day_keys(day))
 
     def object_sizes(self, day: str) -> dict[str, int]:
         return dict.fromkeys(self.objects(day), 1)
@@ -153,11 +153,11 @@ class SpanTraceStore:
     # -- reading ---------------------------------------------------------------------------------
 
     def iter_blocks(self, day: str, objects: Sequence[str] | None = None) -> Iterator[RawBlock]:
-        if objects is not None and list(objects) not in ([], self.objects(day)):
+        keys = self._day_keys(day)  # listed once: the day's object is derived from them
+        if objects is not None and list(objects) not in ([], _day_object(day, keys)):
             raise ValueError(f"not the day's span object: {list(objects)!r}")
         if objects == []:
             return
-        keys = self._day_keys(day)
         source = f"{self.describe()} {day} (OpenTelemetry spans)"
         with tempfile.TemporaryDirectory(prefix="ragspine-spans-") as folder:
             spans, bad = [], []
@@ -174,23 +174,15 @@ class SpanTraceStore:
                 for entry in bad:
                     out.write(entry + "\n")
                 if spans:
-                    table = pa.concat_tables(spans)
-                    for batch in trace_batches(table, self.settings, request_ids=True):
-                        for trace_id, error, line in zip(
-                            *(batch.column(n).to_pylist() for n in ("trace_id", "error", "line")),
-                            strict=True,
-                        ):
-                            if error is None:
-                                out.write(line + "\n")
-                            else:
-                                entry = {"trace_id": trace_id, "error": error}
-                                out.write(f"{NOT_A_TRACE}{json.dumps(entry)}\n")
+                    traces = iter_traces(pa.concat_tables(spans), self.settings, request_ids=True)
+                    for trace_id, error, line in traces:
+                        if error is None:
+                            out.write(line + "\n")
+                        else:
+                            entry = {"trace_id": trace_id, "error": error}
+                            out.write(f"{NOT_A_TRACE}{json.dumps(entry)}\n")
             with lines.open("rb") as stream:
                 yield from split_blocks(stream, source)
-
-    def iter_lines(self, day: str):
-        for block in self.iter_blocks(day):
-            yield from block_lines(block)
 
     def _local(self, key: str, folder: Path) -> Path:
         """The span file ``key`` as a local path: the file itself, or an S3 object downloaded into
@@ -208,6 +200,10 @@ class SpanTraceStore:
                 f"s3://{store.bucket}/{store._base}{key}", f"cannot read: {aws_cause(exc)}"
             ) from None
         return target
+
+
+def _day_object(day: str, keys: list[str]) -> list[str]:
+    return [f"{check_day(day)}.spans"] if keys else []
 
 
 def _valid(day: str) -> bool:

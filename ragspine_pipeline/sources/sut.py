@@ -572,13 +572,12 @@ class RecordedSutClient:
 
     def __init__(self, path: Path, spans: SpanSettings | None = None) -> None:
         self.path = Path(path)
-        spans = spans or SpanSettings()
-        load_traces(self.path, spans)  # the loader's validation and its one-line errors
         self._by_qid: dict[str, dict] = {}
         self._by_question: dict[str, dict] = {}
-        if span_format(self.path) is not None:  # spans: their traces, as the loader groups them
-            records = (json.loads(line) for line in span_traces([self.path], spans).lines)
+        if span_format(self.path) is not None:  # spans: their traces, grouped as the loader groups them
+            records = (json.loads(line) for line in span_traces([self.path], spans or SpanSettings()).lines)
         else:
+            load_traces(self.path)  # the loader's validation and its one-line errors
             records = (raw for _, raw in iter_records(self.path))
         for raw in records:
             trace = Trace.model_validate(raw)
