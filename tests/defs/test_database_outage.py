@@ -70,6 +70,11 @@ def graphql(port: int, query: str) -> dict:
         raise AssertionError(f"{error}: {error.read().decode(errors='replace')[:3000]}") from None
 
 
+def run_states(instance: dg.DagsterInstance) -> list[tuple[str, str, str | None]]:
+    """``(run id, status, parent run id)`` of every run, for a failure's message."""
+    return [(r.run_id, r.status.value, r.tags.get("dagster/parent_run_id")) for r in instance.get_runs()]
+
+
 def answers(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as response:
@@ -160,7 +165,13 @@ def test_a_database_outage_fails_the_run_says_so_and_its_lost_retry_is_launched_
             instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "false"})
 
             finished = partial(finished_retries, instance, run.run_id)
-            [retry] = wait_until(finished, "the retry, asked for again by the guard, finished", 300, daemon)
+            # 70 s on an idle machine: the guard's minute, the slot the failed run held freed a minute
+            # after it ended, a run process started and the remaining steps run each in a process.
+            what = "the retry, asked for again by the guard, finished"
+            try:
+                [retry] = wait_until(finished, what, 600, daemon)
+            except AssertionError as late:
+                raise AssertionError(f"{late}; runs now: {run_states(instance)}") from None
             replied = wait_until(partial(retry_replies, fake_slack), "the retry's reply", 120, daemon)
         finally:
             for process in processes:

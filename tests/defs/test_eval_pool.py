@@ -81,17 +81,30 @@ def _materialize(env: dict[str, str], folder: Path) -> subprocess.Popen:
     )
 
 
-def _pool_steps(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[float, float]]:
-    """``{step: (started, succeeded)}`` of the run's evaluation steps, from its event log."""
-    types = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS}
-    started, succeeded = {}, {}
-    for entry in instance.all_logs(run_id, of_type=types):
-        if entry.step_key in EVALUATION_STEPS:
-            kind = entry.dagster_event.event_type
-            (started if kind == dg.DagsterEventType.STEP_START else succeeded)[entry.step_key] = (
-                entry.timestamp
-            )
-    return {step: (started[step], succeeded[step]) for step in started}
+BEGINS = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_RESTARTED}
+ENDS = {
+    dg.DagsterEventType.STEP_SUCCESS,
+    dg.DagsterEventType.STEP_UP_FOR_RETRY,
+    dg.DagsterEventType.STEP_FAILURE,
+}
+
+
+def _pool_attempts(instance: dg.DagsterInstance, run_id: str) -> list[tuple[float, float, str, str]]:
+    """``(started, ended, step, how it ended)`` of each attempt of the run's evaluation steps, from its
+    event log. A step retried by its retry policy gives its slot back between attempts (another run's
+    step may hold the pool then), so each attempt is a span of its own, not the step's first start to
+    its last end."""
+    attempts, begun = [], {}
+    for entry in instance.all_logs(run_id, of_type=BEGINS | ENDS):
+        if entry.step_key not in EVALUATION_STEPS:
+            continue
+        kind = entry.dagster_event.event_type
+        if kind in BEGINS:
+            begun[entry.step_key] = entry.timestamp
+        else:
+            attempts.append((begun.pop(entry.step_key), entry.timestamp, entry.step_key, kind.value))
+    assert not begun, f"run {run_id}: attempts that never ended: {begun}"
+    return attempts
 
 
 @pytest.mark.system  # two whole-graph runs at once, in two processes, on PostgreSQL
@@ -122,14 +135,17 @@ def test_two_manual_runs_of_one_index_never_run_evaluation_steps_at_the_same_tim
         # Both runs decided, the same: the index and the golden set did not change between them.
         assert [run.tags.get(DECISION_TAG) for run in runs] == ["ship", "ship"]
         records = {record.dagster_run.run_id: record for record in instance.get_run_records()}
-        steps = {run.run_id: _pool_steps(instance, run.run_id) for run in runs}
+        attempts = {run.run_id: _pool_attempts(instance, run.run_id) for run in runs}
 
     first, second = sorted(records.values(), key=lambda r: r.start_time)
     assert second.start_time < first.end_time  # the runs did run at the same time
-    for run_id, by_step in steps.items():
-        assert set(by_step) == EVALUATION_STEPS, run_id
+    for run_id, tried in attempts.items():
+        succeeded = {step for _, _, step, how in tried if how == dg.DagsterEventType.STEP_SUCCESS.value}
+        assert succeeded == EVALUATION_STEPS, (run_id, tried)
     spans = sorted(
-        (start, end, run_id, step) for run_id, s in steps.items() for step, (start, end) in s.items()
+        (start, end, run_id, step) for run_id, tried in attempts.items() for start, end, step, _ in tried
     )
     for before, after in itertools.pairwise(spans):
-        assert before[1] <= after[0], f"{before[3]} of run {before[2]} overlaps {after[3]} of run {after[2]}"
+        assert before[1] <= after[0], (
+            f"{before[3]} of run {before[2]} overlaps {after[3]} of run {after[2]}: {attempts}"
+        )

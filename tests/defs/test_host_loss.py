@@ -340,7 +340,7 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
             )
             failed_after = time.monotonic() - restarted
             retried = wait_until(
-                partial(finished_retries, instance, lost.run_id), "the retry finished", 180, daemon
+                partial(finished_retries, instance, lost.run_id), "the retry finished", 600, daemon
             )
             alerted = wait_until(
                 lambda: [p for p in fake_slack.posts if lost.run_id in json.dumps(p)],
