@@ -122,7 +122,7 @@ def load_traces(path: str | Path, spans: SpanSettings | None = None) -> Loaded:
     # The spans' traces are typed by the statement that groups them: the canonical statement reads them
     # as it reads the fast read's columns.
     typed, unusable = typed_traces(path, spans or SpanSettings(), form)
-    table = duck.query(_TRACE.sql(_source(typed, Trace, "typed")), typed=typed)
+    table = duck.query(_TRACE.sql(_source(typed.schema, Trace, "typed")), typed=typed)
     notes = (unusable_note(unusable),) if unusable else ()
     return Loaded(str(path), _canonical(table, _TRACE), form, notes)
 
@@ -155,28 +155,31 @@ def _load(path: str | Path, kind: _Kind) -> Loaded:
 
 def _columnar(path: Path, kind: _Kind) -> pa.Table | None:
     """The file's canonical columns from the typed fast read, or None when only the record reader may
-    read it."""
+    read it. The canonical statement reads the typed batches as the fast read streams them."""
+
+    def canonical_of(typed: pa.RecordBatchReader) -> pa.Table:
+        return duck.query(kind.sql(_source(typed.schema, kind.model, "typed")), typed=typed)
+
     # The guard reads the file beside DuckDB (both run outside the GIL for the most part): a line too
     # long, nested or numbered beyond the caps, in any field (those the fast read skips included), is
     # the record reader's to name.
     with read_errors(path), ThreadPoolExecutor(max_workers=1) as pool:  # EIO: one line, as everywhere
         plain = pool.submit(inputs.plain_json_lines, path)
-        typed = fast.read_typed(path, kind.model, kind.record_only, kind.derived)
-        if not plain.result() or typed is None:
+        table = fast.read_typed(path, kind.model, kind.record_only, kind.derived, canonical_of)
+        if not plain.result() or table is None:
             return None
-    table = duck.query(kind.sql(_source(typed, kind.model, "typed")), typed=typed)
     usable = pc.all(pc.fill_null(table.column("_usable"), False)).as_py()
     if not usable or (kind.unique and not _all_distinct(table.column(kind.unique))):
         return None  # the record reader names the line (a duplicate: both lines)
     return _canonical(table, kind)
 
 
-def _source(table: pa.Table, model: type[BaseModel], name: str) -> str:
-    """SQL: the relation ``name`` (``table``) with the typed columns it lacks added as nulls."""
+def _source(schema: pa.Schema, model: type[BaseModel], name: str) -> str:
+    """SQL: the relation ``name`` (of ``schema``) with the typed columns it lacks added as nulls."""
     absent = [
         f'NULL::{shape.duck_type(type_)} AS "{key}"'
         for key, type_ in shape.typed_structure(model).items()
-        if key not in table.column_names
+        if key not in schema.names
     ]
     return f"(SELECT {', '.join(['*', *absent])} FROM {name})"
 

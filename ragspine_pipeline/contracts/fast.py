@@ -8,7 +8,8 @@ as written, its JSON type visible: DuckDB would otherwise cast ``5`` into a text
 other name the model declares is read only to see whether a line gives it. Each leaf is then checked as
 its model field validates it — a text is a JSON string, a flag ``true`` or ``false``, a number finite, an
 integer within int64, a literal one of its values, an id a string or an integer, a required field given,
-a list item not null — and converted to its type, column by column.
+a list item not null — and converted to its type, column by column (``contracts.leaves``). The typed
+batches stream on as DuckDB reads them (into the canonical statement, when the loader reads them).
 
 It vouches for nothing it has not checked: a line that gives a name the sniff did not see sends the file
 back for a second read that includes it; anything else it cannot vouch for — a value of another type, a
@@ -19,11 +20,9 @@ None, and the record reader (``contracts.records``) reads the file and names the
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
-from datetime import date
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,17 +31,13 @@ from pydantic import BaseModel
 
 from ragspine_pipeline import duck, inputs
 from ragspine_pipeline.contracts import shape
-from ragspine_pipeline.contracts.types import calendar_date, id_to_str
+from ragspine_pipeline.contracts.leaves import CannotVouch, Field, plan, typed_batch, typed_schema
 
 __all__ = ["read_typed"]
 
 _SNIFF_LINES = 1000
 _SNIFF_BYTES = 1 << 20
 _BATCH_ROWS = 1 << 18
-
-
-class CannotVouch(Exception):
-    """A value the fast read cannot vouch for: the record reader reads the file."""
 
 
 # -- the dialect: which input names the first records use ----------------------------------------------
@@ -91,31 +86,10 @@ def _merge(shape_: Any, value: Any) -> Any:
     return shape_ if shape_ is not None else "value"
 
 
-# -- the plan: what is read, and how each leaf is checked and typed ------------------------------------
+# -- how each planned field is read (``leaves.plan``) ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Field:
-    name: str
-    kind: str
-    inner: Any
-    metadata: tuple
-    required: bool
-    as_object: bool = True  # a model-or-text field read as its model (the sniff saw an object, or nothing)
-
-
-def _plan(model: type[BaseModel], seen: dict | None = None) -> list[_Field]:
-    """Every input name of ``model``; ``seen`` (the sniffed shape) decides how a field that takes an
-    object or a text is read."""
-    fields = []
-    for name, field_kind, inner, metadata, required in shape.model_fields(model):
-        sniffed = (seen or {}).get(name)
-        as_object = sniffed is None or isinstance(sniffed, dict)
-        fields.append(_Field(name, field_kind, inner, tuple(metadata), required, as_object))
-    return fields
-
-
-def _read_type(field: _Field) -> str:
+def _read_type(field: Field) -> str:
     """The DuckDB type a field is read as (JSON leaves, so that the JSON type stays visible; a model
     with every field it declares)."""
     kind_ = field.kind
@@ -131,7 +105,7 @@ def _read_type(field: _Field) -> str:
 
 
 def _struct(model: type[BaseModel]) -> str:
-    children = ", ".join(f"{_quote(field.name)} {_read_type(field)}" for field in _plan(model))
+    children = ", ".join(f"{_quote(field.name)} {_read_type(field)}" for field in plan(model))
     return f"STRUCT({children})"
 
 
@@ -142,16 +116,25 @@ def _quote(name: str) -> str:
 # -- reading ---------------------------------------------------------------------------------------------
 
 
+T = TypeVar("T")
+
+
 def read_typed(
     path: Path,
     model: type[BaseModel],
     record_only: tuple[str, ...] = (),
     derived: tuple[str, ...] = (),
-) -> pa.Table | None:
-    """The file's records in ``shape.typed_structure(model)`` (only the top-level names its dialect uses;
-    the canonical statement's source adds the others as nulls), or None when the fast read cannot vouch
-    for it. ``record_only``: names whose rules only the model states (a file giving one is the record
-    reader's); ``derived``: required fields the canonical statement may derive."""
+    consume: Callable[[pa.RecordBatchReader], T] = pa.RecordBatchReader.read_all,
+) -> T | None:
+    """``consume``'s result over the file's records in ``shape.typed_structure(model)`` (only the
+    top-level names its dialect uses; the canonical statement's source adds the others as nulls), or
+    None when the fast read cannot vouch for the file. ``record_only``: names whose rules only the model
+    states (a file giving one is the record reader's); ``derived``: required fields the canonical
+    statement may derive.
+
+    The typed batches are streamed to ``consume`` as DuckDB reads them (by default gathered into one
+    table): a statement over the stream holds one batch of JSON leaves and typed columns at a time,
+    never the whole file in either form, and its work overlaps the read."""
     seen = sniff(path)
     if seen is None:
         return None
@@ -159,22 +142,82 @@ def read_typed(
         if any(name in seen for name in record_only):
             return None
         try:
-            table, others = _read(path, _plan(model, seen), seen)
-        except (*duck.REFUSED, CannotVouch):
+            stream = _Stream(path, model, seen, derived)
+        except CannotVouch:
             return None
-        if not others:
-            return table if _required_given(model, table, derived) else None
-        seen = {**seen, **{name: None for name in others}}
+        try:
+            return consume(stream.reader())
+        except Exception:
+            if stream.stopped is None:  # not the stream's: the consumer's own error
+                raise
+        if not isinstance(stream.stopped, _GivenLater):
+            return None
+        seen = {**seen, **{name: None for name in stream.stopped.names}}
     return None
 
 
-def _required_given(model: type[BaseModel], table: pa.Table, derived: tuple[str, ...]) -> bool:
+class _GivenLater(Exception):
+    """Names the sniff did not see, first given by a later line: the file is read again with them."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+class _Stream:
+    """The typed batches of one read; ``stopped`` is why it ended early (a consumer over the stream,
+    DuckDB say, reports the stream's failure as an error of its own)."""
+
+    def __init__(self, path: Path, model: type[BaseModel], seen: dict, derived: tuple[str, ...]) -> None:
+        self.model, self.derived = model, derived
+        fields = plan(model, seen)
+        self.read = [f for f in fields if f.name in seen]
+        self.others = [f for f in fields if f.name not in seen]
+        if len(self.others) > 62:  # the names first given later are flagged in one BIGINT
+            raise CannotVouch("more names than one flag word holds")
+        columns = ", ".join(
+            f"{duck.literal(f.name)}: {duck.literal(_read_type(f) if f.name in seen else 'JSON')}"
+            for f in fields
+        )
+        source = (
+            f"read_json({duck.literal(str(path))}, format = 'newline_delimited', records = true, "
+            f"maximum_object_size = {inputs.MAX_LINE_BYTES}, columns = {{{columns}}})"
+        )
+        flags = " | ".join(
+            f"(CASE WHEN {_quote(f.name)} IS NOT NULL THEN {1 << i} ELSE 0 END)::BIGINT"
+            for i, f in enumerate(self.others)
+        )
+        selected = [_quote(f.name) for f in self.read] + [f"({flags or '0'}) AS _others"]
+        self.sql = f"SELECT {', '.join(selected)} FROM {source}"
+        self.stopped: Exception | None = None
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(typed_schema(self.read), self._batches())
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in duck.batches(self.sql, _BATCH_ROWS):
+                given = (
+                    int(np.bitwise_or.reduce(np.asarray(batch.column("_others")))) if batch.num_rows else 0
+                )
+                if given:
+                    raise _GivenLater([f.name for i, f in enumerate(self.others) if given >> i & 1])
+                typed = typed_batch(batch, self.read)
+                if not _required_given(self.model, typed, self.derived):
+                    raise CannotVouch("a required field missing")
+                yield typed
+        except (_GivenLater, CannotVouch, *duck.REFUSED) as exc:
+            self.stopped = exc
+            raise
+
+
+def _required_given(model: type[BaseModel], batch: pa.RecordBatch, derived: tuple[str, ...]) -> bool:
     """Whether every row gives each required field of ``model`` (under one of its names)."""
     for name, field in model.model_fields.items():
-        if not field.is_required() or name in derived or table.num_rows == 0:
+        if not field.is_required() or name in derived or batch.num_rows == 0:
             continue
-        given = [table.column(alias).is_valid() for alias in shape.field_aliases(model, name)
-                 if alias in table.column_names]  # fmt: skip
+        given = [batch.column(alias).is_valid() for alias in shape.field_aliases(model, name)
+                 if alias in batch.column_names]  # fmt: skip
         if not given:
             return False
         present = given[0]
@@ -183,291 +226,3 @@ def _required_given(model: type[BaseModel], table: pa.Table, derived: tuple[str,
         if not pc.all(present).as_py():
             return False
     return True
-
-
-def _read(path: Path, plan: list[_Field], seen: dict) -> tuple[pa.Table | None, list[str]]:
-    """DuckDB's reading of the sniffed fields, checked and typed; ``(table, names first given later)``."""
-    read = [f for f in plan if f.name in seen]
-    others = [f for f in plan if f.name not in seen]
-    if len(others) > 62:  # the names first given later are flagged in one BIGINT: wider, the record reader
-        raise CannotVouch("more names than one flag word holds")
-    columns = ", ".join(
-        f"{duck.literal(f.name)}: {duck.literal(_read_type(f) if f.name in seen else 'JSON')}" for f in plan
-    )
-    source = (
-        f"read_json({duck.literal(str(path))}, format = 'newline_delimited', records = true, "
-        f"maximum_object_size = {inputs.MAX_LINE_BYTES}, columns = {{{columns}}})"
-    )
-    flags = " | ".join(
-        f"(CASE WHEN {_quote(f.name)} IS NOT NULL THEN {1 << i} ELSE 0 END)::BIGINT"
-        for i, f in enumerate(others)
-    )
-    selected = [_quote(f.name) for f in read] + [f"({flags or '0'}) AS _others"]
-    batches, given = [], 0
-    for batch in duck.batches(f"SELECT {', '.join(selected)} FROM {source}", _BATCH_ROWS):
-        if batch.num_rows:
-            given |= int(np.bitwise_or.reduce(np.asarray(batch.column("_others"))))
-        if given:
-            return None, [f.name for i, f in enumerate(others) if given >> i & 1]
-        batches.append(_typed_batch(batch, read))
-    return pa.Table.from_batches(batches, _typed_schema(read)), []
-
-
-def _typed_schema(read: list[_Field]) -> pa.Schema:
-    typed = [pa.field(name, type_) for field in read for name, type_ in _typed_columns(field, None)]
-    return pa.schema([pa.field("_line", pa.bool_()), *typed])
-
-
-def _typed_batch(batch: pa.RecordBatch, read: list[_Field]) -> pa.RecordBatch:
-    # ``_line``: a column even for lines that give no field the model declares (``{}``).
-    arrays, names = [pa.nulls(batch.num_rows, pa.bool_())], ["_line"]
-    for field in read:
-        for name, array in _typed_columns(field, batch.column(field.name)):
-            names.append(name)
-            arrays.append(array)
-    return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def _typed_columns(field: _Field, array: pa.Array | None):
-    """``(name, typed array)`` of one read field (``array`` None: ``(name, type)``); a model-or-text
-    field gives two columns, ``name`` and ``name_text``."""
-    if field.kind != shape.MODEL_OR_TEXT:
-        yield field.name, _convert(field, array) if array is not None else _arrow_type(field)
-        return
-    model_type = _model_type(field.inner)
-    if array is None:
-        yield field.name, model_type
-        yield f"{field.name}_text", pa.string()
-    elif field.as_object:
-        yield field.name, _convert(field, array)
-        yield f"{field.name}_text", pa.nulls(len(array), pa.string())
-    else:
-        yield field.name, pa.nulls(len(array), model_type)
-        yield f"{field.name}_text", _strings(array)
-
-
-# -- checking and typing leaves ---------------------------------------------------------------------------
-
-
-def _arrow_type(field: _Field) -> pa.DataType:
-    return _arrow(shape.typed(field.kind, field.inner))
-
-
-def _model_type(model: type[BaseModel]) -> pa.DataType:
-    return _arrow(shape.typed_structure(model))
-
-
-_ARROW_SCALARS = {
-    "VARCHAR": pa.string(),
-    "BOOLEAN": pa.bool_(),
-    "BIGINT": pa.int64(),
-    "DOUBLE": pa.float64(),
-    "JSON": pa.string(),  # kept as its JSON text
-    "MAP(VARCHAR, VARCHAR)": pa.map_(pa.string(), pa.string()),
-}
-
-
-def _arrow(structure: Any) -> pa.DataType:
-    """A type in ``shape.typed_structure``'s JSON form as the Arrow type the fast read produces."""
-    if isinstance(structure, dict):
-        return pa.struct([pa.field(name, _arrow(child)) for name, child in structure.items()])
-    if isinstance(structure, list):
-        return pa.list_(_arrow(structure[0]))
-    return _ARROW_SCALARS[structure]
-
-
-def _convert(field: _Field, array: pa.Array) -> pa.Array:
-    """One field's JSON-leaf array checked and typed (raises CannotVouch)."""
-    kind_ = field.kind
-    if kind_ in (shape.MODEL, shape.MODEL_OR_TEXT):
-        return _convert_model(field.inner, array)
-    if kind_ == shape.MODELS:
-        offsets, values = _items(array)
-        return _relist(array, offsets, _convert_model(field.inner, values))
-    if kind_ == shape.TEXTS:
-        offsets, values = _items(array)
-        return _relist(array, offsets, _text(values, field))
-    if kind_ == shape.JSONS:
-        offsets, values = _items(array)
-        _require(pc.all(pc.starts_with(values.cast(pa.string()), '"')), "an item that is not a text")
-        return _relist(array, offsets, values.cast(pa.string()))
-    if kind_ in (shape.MAP, shape.PAIRS):
-        return _convert_map(field, array)
-    if kind_ == shape.TEXT:
-        return _text(array, field)
-    if kind_ == shape.FLAG:
-        texts = array.cast(pa.string())
-        _require(pc.all(pc.is_in(texts.drop_null(), pa.array(["true", "false"]))), "not a flag")
-        return pc.equal(texts, "true")
-    if kind_ == shape.INTEGER:
-        return _integer(array)
-    if kind_ == shape.NUMBER:
-        return _number(array)
-    return _json_value(array, field)
-
-
-def _require(ok: pa.Scalar | bool, why: str) -> None:
-    value = ok.as_py() if isinstance(ok, pa.Scalar) else ok
-    if value is False:
-        raise CannotVouch(why)
-
-
-def _items(lists: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """``(offsets from 0, items)`` of a list column; a null item is the record reader's (a list holds
-    values)."""
-    offsets = np.asarray(lists.offsets)
-    start, end = int(offsets[0]), int(offsets[-1])
-    values = lists.values.slice(start, end - start)
-    _require(values.null_count == 0, "a null item")
-    return offsets - start, values
-
-
-def _relist(lists: pa.Array, offsets: np.ndarray, values: pa.Array) -> pa.Array:
-    mask = lists.is_null() if lists.null_count else None
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
-
-
-def _convert_model(model: type[BaseModel], array: pa.Array) -> pa.Array:
-    valid = array.is_valid()
-    names, children = [], []
-    for index, field in enumerate(_plan(model)):
-        child = array.field(index)
-        if field.required and child.null_count:
-            _require(pc.all(pc.or_(pc.invert(valid), child.is_valid())), "a required field missing")
-        for name, typed in _typed_columns(field, child):
-            names.append(name)
-            children.append(typed)
-    mask = pc.invert(valid) if array.null_count else None
-    return pa.StructArray.from_arrays(children, names=names, mask=mask)
-
-
-def _strings(array: pa.Array) -> pa.Array:
-    """JSON texts that are all strings (else CannotVouch), as the strings they write: the quotes cut
-    off (a valid UTF-8 text less its first and last byte, both quotes, is valid UTF-8), the few values
-    with an escape decoded by Python's JSON."""
-    texts = array.cast(pa.string())
-    _require(pc.all(pc.starts_with(texts, '"')), "not a text")  # a string's JSON text starts with a quote
-    plain = pc.binary_slice(texts.cast(pa.binary()), 1, -1).view(pa.string())
-    _, offsets_buffer, data_buffer = texts.buffers()
-    if data_buffer is None or len(texts) == 0:
-        return plain
-    offsets = np.frombuffer(offsets_buffer, np.int32)[texts.offset : texts.offset + len(texts) + 1]
-    data = memoryview(data_buffer)[offsets[0] : offsets[-1]]
-    if _BACKSLASH.search(data) is None:  # no escape anywhere (a search at memory speed)
-        return plain
-    at = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\\")) + offsets[0]
-    escaped = np.zeros(len(texts), dtype=bool)
-    escaped[np.searchsorted(offsets, at, side="right") - 1] = True
-    escaped = pa.array(escaped)
-    decoded = pa.array([json.loads(text) for text in texts.filter(escaped).to_pylist()], pa.string())
-    return pc.replace_with_mask(plain, escaped, decoded)
-
-
-_BACKSLASH = re.compile(rb"\\")
-
-
-_INTEGER = r"^(0|-?[1-9][0-9]{0,18})$"
-
-
-def _text(array: pa.Array, field: _Field) -> pa.Array:
-    """A text field: JSON strings (an id may also be an integer, read as its decimal text; a tag value
-    that is a number or a flag is the record reader's, which writes it as Python does)."""
-    texts = array.cast(pa.string())
-    if any(getattr(m, "func", None) is id_to_str for m in field.metadata):
-        is_string = pc.fill_null(pc.starts_with(texts, '"'), True)
-        if not pc.all(is_string).as_py():
-            # Within int64: anything longer is the record reader's, which reads it exactly.
-            integer = pc.match_substring_regex(texts, _INTEGER)
-            _require(pc.all(pc.or_(is_string, integer)), "an id that is neither a text nor an integer")
-            strings = _strings(pc.if_else(is_string, texts, pa.scalar(None, pa.string())))
-            return pc.if_else(is_string, strings, texts)
-    values = _strings(texts)
-    if get_origin(field.inner) is Literal:
-        allowed = pa.array([str(v) for v in get_args(field.inner)], pa.string())
-        _require(pc.all(pc.is_in(values.drop_null(), allowed)), "not one of the allowed values")
-    return values
-
-
-def _integer(array: pa.Array) -> pa.Array:
-    texts = array.cast(pa.string())
-    _require(pc.all(pc.match_substring_regex(texts, _INTEGER)), "not an integer")
-    try:
-        return texts.cast(pa.int64())
-    except pa.ArrowInvalid:  # past int64
-        raise CannotVouch("an integer past int64") from None
-
-
-_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
-
-
-def _number(array: pa.Array) -> pa.Array:
-    texts = array.cast(pa.string())
-    _require(pc.all(pc.match_substring_regex(texts, _NUMBER)), "not a number")
-    try:
-        numbers = texts.cast(pa.float64())
-    except pa.ArrowInvalid:
-        raise CannotVouch("not a number") from None
-    _require(pc.all(pc.is_finite(numbers)), "not finite")
-    return numbers
-
-
-def _json_value(array: pa.Array, field: _Field) -> pa.Array:
-    """A value kept as JSON (a union of scalars, a date): checked by the model's own validation of each
-    distinct value (few: event times, found values and dates repeat), kept as the JSON text."""
-    texts = array.cast(pa.string())
-    distinct = pc.unique(texts.drop_null())
-    if len(distinct) > 4096:
-        # Many distinct values: vouch only for strings and finite numbers (an event time, a found value).
-        _require(field.inner is not date, "many distinct dates")
-        number = pc.match_substring_regex(distinct, _NUMBER)
-        _require(pc.all(pc.or_(pc.starts_with(distinct, '"'), number)), "neither a text nor a number")
-        numbers = pc.if_else(number, distinct, pa.scalar(None, pa.string()))
-        try:
-            finite = pc.is_finite(numbers.cast(pa.float64()))
-        except pa.ArrowInvalid:
-            raise CannotVouch("not a number") from None
-        _require(pc.all(finite), "not finite")
-        return texts
-    for text in distinct.to_pylist():
-        _check_value(json.loads(text), field)
-    return texts
-
-
-def _check_value(value: Any, field: _Field) -> None:
-    """One distinct value of a JSON-kept field, as the model reads it."""
-    if field.inner is date:
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise CannotVouch("not a date")
-        try:
-            calendar_date(value)
-        except Exception:
-            raise CannotVouch("not a calendar date") from None
-        return
-    if isinstance(value, bool) or value is None:
-        raise CannotVouch("a flag")
-    if isinstance(value, float) and not np.isfinite(value):
-        raise CannotVouch("not finite")
-    if isinstance(value, int) and len(str(abs(value))) > 4300:
-        raise CannotVouch("too many digits")
-    if not isinstance(value, (str, int, float)):
-        raise CannotVouch("not a scalar")
-
-
-def _convert_map(field: _Field, array: pa.Array) -> pa.Array:
-    """A JSON object read as a map: values texts (a null value: absent); a map drops null entries, pairs
-    keep them (``versions``: a key given with null is written, not given)."""
-    keys, items = array.keys, array.items
-    offsets = np.asarray(array.offsets)
-    start, end = int(offsets[0]), int(offsets[-1])
-    keys, items = keys.slice(start, end - start), items.slice(start, end - start)
-    offsets = offsets - start
-    values = _strings(items)
-    mask = array.is_null() if array.null_count else None
-    if field.kind == shape.PAIRS:
-        pairs = pa.StructArray.from_arrays([keys, values], names=["key", "value"])
-        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pairs, mask=mask)
-    kept = np.asarray(values.is_valid(), dtype=bool)
-    if not kept.all():
-        offsets = np.concatenate(([0], np.cumsum(kept)))[offsets]
-        keys, values = keys.filter(pa.array(kept)), values.filter(pa.array(kept))
-    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), keys, values, mask=mask)
