@@ -245,15 +245,20 @@ _LONGEST_NUMBER = b"0" * 4301  # Python converts integers of at most 4,300 digit
 
 def plain_json_lines(path: str | Path) -> bool:
     """Whether no line of the file is longer than :data:`MAX_LINE_BYTES`, may nest deeper than
-    :data:`MAX_DEPTH` or may hold a number of more than 4,300 digits (:func:`suspect_lines`): what a
-    parser that skips the fields it does not read, in place of the record reader, must not accept
-    silently (the record reader refuses all three, naming the line). Read a block at a time; a False
-    sends the file to the record reader."""
+    :data:`MAX_DEPTH` or may hold a number of more than 4,300 digits (:func:`suspect_lines`), and none
+    has a comma before a closing bracket (:data:`TRAILING_COMMA`): what a parser that skips the fields it
+    does not read, or takes a trailing comma, in place of the record reader, must not accept silently
+    (the record reader refuses all four, naming the line). Read a block at a time; a False sends the
+    file to the record reader."""
     carried, carried_length = b"", 0  # what the last block's unfinished line kept, and its length
+    after_comma = False  # the text so far ends with a comma (and whitespace)
     buffer = bytearray(_GUARD_BLOCK)  # reused: each block lands in memory already touched
     with open_regular(path) as fh:
         while read := fh.readinto(buffer):
             block = buffer if read == len(buffer) else buffer[:read]
+            if has_trailing_comma(block, after_comma):
+                return False
+            after_comma = _ends_after_comma(block, after_comma)
             first, last = block.find(b"\n"), block.rfind(b"\n")
             if first < 0:
                 carried_length += len(block)
@@ -267,6 +272,39 @@ def plain_json_lines(path: str | Path) -> bool:
             if carried_length > MAX_LINE_BYTES or _suspects(done).any():
                 return False
     return not _suspects(carried).any()
+
+
+TRAILING_COMMA = r",[ \t\r\n]*[}\]]"
+"""A comma before a closing bracket (an RE2 pattern): not JSON, and Python's JSON refuses it, but DuckDB's
+reader takes it. Searched for in the bytes, strings included: a false alarm sends the text to the record
+reader, which refuses only a comma outside a string."""
+_JSON_SPACE = b" \t\r\n"
+
+
+def has_trailing_comma(data: bytes | bytearray, after_comma: bool = False) -> bool:
+    """Whether ``data`` holds a comma before a closing bracket (``after_comma``: the text before it ended
+    with a comma, so a closing bracket first counts too). RE2 over the bytes, outside the GIL."""
+    # Imported here: most users of this module never search, and need not pay for pyarrow.
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if after_comma:
+        start = 0
+        while start < len(data) and data[start] in _JSON_SPACE:
+            start += 1
+        if start < len(data) and data[start] in b"}]":
+            return True
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int32))
+    text = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(data)])
+    return bool(pc.match_substring_regex(text, TRAILING_COMMA)[0].as_py())
+
+
+def _ends_after_comma(data: bytes | bytearray, after_comma: bool) -> bool:
+    """Whether the text ends with a comma once ``data`` is added (trailing whitespace ignored)."""
+    end = len(data)
+    while end > 0 and data[end - 1] in _JSON_SPACE:
+        end -= 1
+    return data[end - 1] == ord(",") if end else after_comma
 
 
 def _long_line_within(data: bytes, begin: int, end: int) -> bool:

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from ragspine_pipeline import inputs
 
-PIECES = st.sampled_from([b"", b" ", b"{", b"}", b"[", b"]", b'"', b'"[{', b"12", b"999", b"a", b",", b"\\"])
+PIECES = st.sampled_from(
+    [b"", b" ", b"\t", b"{", b"}", b"[", b"]", b'"', b'"[{', b"12", b"999", b"a", b",", b"\\"]
+)
 LINES = st.lists(st.lists(PIECES, max_size=12).map(b"".join), max_size=6)
 DEPTH, DIGITS = 3, 4  # the caps while testing
 
@@ -60,8 +62,9 @@ def test_a_file_read_in_blocks_is_judged_as_its_lines(tmp_path_factory, lines, b
     data = b"\n".join(lines)
     path.write_bytes(data)
     depth, digits = small_caps()
+    trailing_comma = re.search(rb",[ \t\r\n]*[}\]]", data) is not None  # wherever the blocks cut it
     with depth, digits, patch.object(inputs, "_GUARD_BLOCK", block):
-        assert inputs.plain_json_lines(path) == (not inputs.suspect_lines(data).any())
+        assert inputs.plain_json_lines(path) == (not inputs.suspect_lines(data).any() and not trailing_comma)
 
 
 @settings(max_examples=300, deadline=None)

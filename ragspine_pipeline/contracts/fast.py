@@ -125,17 +125,19 @@ def read_typed(
     record_only: tuple[str, ...] = (),
     derived: tuple[str, ...] = (),
     consume: Callable[[pa.RecordBatchReader], T] = pa.RecordBatchReader.read_all,
+    seen: dict | None = None,
 ) -> T | None:
     """``consume``'s result over the file's records in ``shape.typed_structure(model)`` (only the
     top-level names its dialect uses; the canonical statement's source adds the others as nulls), or
     None when the fast read cannot vouch for the file. ``record_only``: names whose rules only the model
     states (a file giving one is the record reader's); ``derived``: required fields the canonical
-    statement may derive.
+    statement may derive. ``seen``: the dialect as :func:`sniff` found it in an earlier file of the same
+    source (the file is not sniffed again).
 
     The typed batches are streamed to ``consume`` as DuckDB reads them (by default gathered into one
     table): a statement over the stream holds one batch of JSON leaves and typed columns at a time,
     never the whole file in either form, and its work overlaps the read."""
-    seen = sniff(path)
+    seen = sniff(path) if seen is None else seen
     if seen is None:
         return None
     for _ in range(2):  # a name first given after the sniffed lines: read once more, with it

@@ -10,23 +10,35 @@ fast path did not exist. A leftover costs time, never correctness.
 A line is vouched for only when, stripped of ASCII whitespace, it starts with ``{`` and ends with
 ``}``; it is no longer than the line cap; it is UTF-8; DuckDB reads it as one object without a
 repeated key; nothing in it may read as a number that is not finite (``NaN``, ``Infinity``,
-``1e999``, which the sampler's JSON refuses anywhere: the test is on the bytes); it cannot nest too
+``1e999``, which the sampler's JSON refuses anywhere: the test is on the bytes), and no comma may come
+before a closing bracket (DuckDB reads ``{"a": 1, }``; JSON does not); it cannot nest too
 deep or hold an over-long number (``inputs.suspect_lines``); every field conforms; and it names a
 request id that is not blank.
+
+Two ways to test the fields, the first tried first:
+
+* the loader's typed fast read (``contracts.fast``) over the block's lines that pass the byte tests and
+  parse as JSON: it vouches for all of them at once, or for none (a value of another type, a repeated
+  key), and is cheap to plan;
+* one SQL verdict per line, from a predicate the model derives (``shape.conforms``): what a block the
+  typed read cannot vouch for falls back to, so that one bad line costs its block time, not the other
+  lines their verdict.
 """
 
 from __future__ import annotations
 
-import re
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ragspine_pipeline import duck, inputs
-from ragspine_pipeline.contracts import shape
+from ragspine_pipeline.contracts import fast, shape
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, UNICODE_WHITESPACE, Trace
 from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, block_lines, raw_line
 
@@ -72,12 +84,18 @@ _KEYS = "SELECT DISTINCT unnest(try(json_keys(try(decode(line))))) AS key FROM l
 _INPUT_NAMES = frozenset(shape.structure(Trace))
 
 
+_BLANK = "^[" + "".join(f"\\x{{{ord(c):x}}}" for c in UNICODE_WHITESPACE) + "]*$"
+"""A request id of whitespace only (Unicode's), as a regular expression DuckDB and Arrow both read."""
+_PARSES = "SELECT coalesce(json_valid(try(decode(line))), false) AS parses FROM lines"
+"""Per line: DuckDB parses it as JSON (one line that does not would make it refuse the whole block)."""
+
+
 def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
     """Per line of ``lines``: whether it is a trace the fast path vouches for, its request id and its
     stratifying tag. ``given``: the trace fields the block's lines use (the others need no test)."""
     structure = shape.flat_structure(Trace, given)
     ids = ", ".join(f'"{alias}"' for alias in TRACE_QID_ALIASES if alias in given) or "NULL::JSON"
-    blank = "^[" + "".join(f"\\x{{{ord(c):x}}}" for c in UNICODE_WHITESPACE) + "]*$"
+    blank = _BLANK
     path = duck.literal(f"$.{_key(dimension or '')}")
     stratum = "NULL" if dimension is None or "tags" not in given else f"json_extract_string(tags, {path})"
     others = ", ".join(duck.literal(name) for name in sorted(_INPUT_NAMES - given))
@@ -118,6 +136,7 @@ class BlockReader:
     def __init__(self, dimension: str | None) -> None:
         self.dimension = dimension
         self._sql: str | None = None
+        self._seen: dict | None = None
         self._pool = ThreadPoolExecutor(max_workers=1)
 
     def read(self, block: RawBlock) -> BlockTraces:
@@ -137,26 +156,36 @@ class BlockReader:
                 block.source, strata=None if self.dimension is None else pa.array([], pa.string())
             )
         vouched = (buf[starts] == _OPEN) & (buf[ends - 1] == _CLOSE) & within_cap
-        # The byte scans run beside DuckDB's reading (which holds no GIL).
-        scanned = self._pool.submit(
-            lambda: ~inputs.suspect_lines(data)[present] & _finite_numbers_only(data, ends)
-        )
         # Every line in place, as the block's bytes from its start to the next line's (what lies between
         # is whitespace, which JSON ignores): no copy of the block.
         offsets = np.append(starts, len(buf)).astype(np.int32)
         lines = pa.BinaryArray.from_buffers(
             pa.binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         )
+        # The byte scans run beside DuckDB's reading (neither holds the GIL for long).
+        scanned = self._pool.submit(lambda: ~inputs.suspect_lines(data)[present] & _read_alike(lines))
         # In batches, so that DuckDB reads them on every core.
         batches = [
             pa.record_batch([lines.slice(i, _BATCH_LINES)], ["line"])
             for i in range(0, len(lines), _BATCH_LINES)
         ]
-        try:
-            verdicts = self._verdicts(pa.Table.from_batches(batches))
-        except duck.REFUSED:  # every line's test is guarded (try): a refusal here leaves the block whole
-            verdicts = _none_vouched(len(starts))
-        vouched &= np.asarray(verdicts.column("vouched"), dtype=bool) & scanned.result()
+        table = pa.Table.from_batches(batches)
+        tried = vouched.copy()
+        verdicts = self._typed_verdicts(data, starts, ends, tried)
+        vouched &= scanned.result()
+        if verdicts is None:  # a line that is not JSON makes DuckDB refuse the block: read it without
+            try:
+                parses = np.asarray(duck.column(_PARSES, lines=table), dtype=bool)
+            except duck.REFUSED:
+                parses = np.zeros(len(starts), dtype=bool)
+            if (tried & ~(vouched & parses)).any():  # only if it leaves a line out
+                verdicts = self._typed_verdicts(data, starts, ends, vouched & parses)
+        if verdicts is None:
+            try:
+                verdicts = self._verdicts(table)
+            except duck.REFUSED:  # every line's test is guarded (try): a refusal here leaves the block whole
+                verdicts = _none_vouched(len(starts))
+        vouched &= np.asarray(verdicts.column("vouched"), dtype=bool)
         kept = pa.array(vouched)
         strata = None if self.dimension is None else verdicts.column("stratum").filter(kept).combine_chunks()
         leftovers = [
@@ -168,6 +197,45 @@ class BlockReader:
         return BlockTraces(
             block.source, _Spans(data, starts[keep], ends[keep]), request_ids, strata, leftovers
         )
+
+    def _typed_verdicts(
+        self, data: bytes, starts: np.ndarray, ends: np.ndarray, candidates: np.ndarray
+    ) -> pa.Table | None:
+        """The verdicts of the typed fast read over the ``candidates`` lines (the others are not
+        vouched), or None when it cannot vouch for all of them."""
+        rows = np.flatnonzero(candidates)
+        if not len(rows):
+            return _none_vouched(len(starts))
+        # The block as it is, each other line blanked out as an empty object, so that the read's rows
+        # are the block's lines (DuckDB skips a line of whitespace, as this module does).
+        base = int(starts[0])
+        text: bytes | bytearray = data[base : int(ends[-1])]
+        if len(rows) < len(starts):
+            text = bytearray(text)
+            for i in np.flatnonzero(~candidates)[::-1].tolist():  # from the last: offsets stay put
+                text[int(starts[i]) - base : int(ends[i]) - base] = b"{}"
+        try:  # DuckDB reads JSON Lines from a file: the block is one, in the temporary folder
+            with tempfile.NamedTemporaryFile(prefix="ragspine-block-", suffix=".jsonl") as fh:
+                fh.write(text)
+                fh.flush()
+                path = Path(fh.name)
+                if self._seen is None:  # the day's dialect, from the first block the typed read tries
+                    self._seen = fast.sniff(path)
+                typed = None if self._seen is None else fast.read_typed(path, Trace, seen=self._seen)
+        except OSError:  # no room there: the per-line statement needs none
+            return None
+        n = len(starts)
+        if typed is None or typed.num_rows != n:
+            return None
+        ids = [typed.column(alias) for alias in TRACE_QID_ALIASES if alias in typed.column_names]
+        request_id = pc.coalesce(*ids) if ids else pa.nulls(n, pa.string())
+        named = pc.invert(pc.fill_null(pc.match_substring_regex(request_id, _BLANK), True))
+        if self.dimension is not None and "tags" in typed.column_names:
+            stratum = pc.map_lookup(typed.column("tags"), self.dimension, "first")
+        else:
+            stratum = pa.nulls(n, pa.string())
+        vouched = candidates & np.asarray(named, dtype=bool)  # a blanked line has no id
+        return pa.table({"vouched": vouched, "request_id": request_id, "stratum": stratum})
 
     def _verdicts(self, lines: pa.Table) -> pa.Table:
         # The test is made for the trace fields the first block uses (a day's lines share them); a line
@@ -205,19 +273,16 @@ def _stripped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np
 
 # What json.loads reads as a number that is not finite, where a value may start (after ":", "," or "["):
 # the constants, and a number past a double (an exponent of three digits or more, or 309 digits and
-# more). Matched on the bytes, strings included: a false alarm sends the line to the record reader,
-# which quarantines only what it reads as a number.
-_NOT_FINITE = re.compile(rb"[:,\[][ \t\r]*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}|[0-9]{309})")
+# more); or a comma before a closing bracket, which json.loads refuses and DuckDB takes. Matched on the
+# bytes, strings included: a false alarm sends the line to the record reader, which quarantines only
+# what it reads as such. RE2 (Arrow's): linear, per line, outside the GIL.
+_NOT_FINITE = r"[:,\[][ \t\r]*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}|[0-9]{309})"
+_READ_OTHERWISE = f"{_NOT_FINITE}|{inputs.TRAILING_COMMA}"
 
 
-def _finite_numbers_only(data: bytes, ends: np.ndarray) -> np.ndarray:
-    """Per line (ending at ``ends``): nothing in it may read as a number that is not finite."""
-    finite = np.ones(len(ends), dtype=bool)
-    for match in _NOT_FINITE.finditer(data):
-        line = int(np.searchsorted(ends, match.start()))
-        if line < len(finite):
-            finite[line] = False
-    return finite
+def _read_alike(lines: pa.Array) -> np.ndarray:
+    """Per line: nothing in it that json.loads reads otherwise than DuckDB (:data:`_READ_OTHERWISE`)."""
+    return ~np.asarray(pc.match_substring_regex(lines, _READ_OTHERWISE), dtype=bool)
 
 
 def _raw_line(data: bytes, i: int, starts: np.ndarray, ends: np.ndarray) -> bytes:

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragspine_pipeline.sources.distinct import DigestUnion
 from ragspine_pipeline.sources.priorities import Smallest, choose_stratified
-from ragspine_pipeline.sources.sample_blocks import BlockReader
+from ragspine_pipeline.sources.sample_blocks import BlockReader, BlockTraces
 from ragspine_pipeline.sources.shard_pass import ShardPass
 from ragspine_pipeline.sources.strata import DEFAULT_FLOOR, NO_STRATUM, allocate
 from ragspine_pipeline.sources.trace_lines import (
@@ -47,7 +48,7 @@ from ragspine_pipeline.sources.trace_lines import (
     quarantine_entry,
     reject_constant,
 )
-from ragspine_pipeline.sources.trace_store import TraceStore, read_ahead
+from ragspine_pipeline.sources.trace_store import RawBlock, TraceStore, read_ahead
 
 __all__ = ["DaySample", "Redactor", "merge_shards", "plan_shards", "sample_shard"]
 
@@ -180,8 +181,7 @@ def sample_shard(
     cap, entries = QuarantineCap(quarantine_max_bytes), []
     read = valid = 0
     with shard:
-        for block in read_ahead(store.iter_blocks(day, objects)):
-            traces = reader.read(block)
+        for traces in read_ahead(_read_blocks(reader, read_ahead(store.iter_blocks(day, objects)))):
             shard.offer_columns(traces)
             read += len(traces.lines) + len(traces.leftovers)
             valid += len(traces.lines)
@@ -211,6 +211,15 @@ def sample_shard(
         "quarantine": entries,
         "quarantine_omitted": cap.omitted,
     }
+
+
+def _read_blocks(reader: BlockReader, blocks: Iterator[RawBlock]) -> Iterator[BlockTraces]:
+    """Each block as ``reader`` reads it; run behind :func:`read_ahead`, a block is read (DuckDB, outside
+    the GIL for the most part) while the one before it is offered to the sample. Closing it closes
+    ``blocks``."""
+    with closing(blocks):
+        for block in blocks:
+            yield reader.read(block)
 
 
 def merge_shards(

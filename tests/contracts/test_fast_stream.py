@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from ragspine_pipeline import inputs
 from ragspine_pipeline.contracts import columns, fast
 from ragspine_pipeline.errors import InputError
 
@@ -61,3 +62,26 @@ def test_a_required_field_missing_in_a_later_batch_sends_the_golden_set_to_the_r
     with pytest.raises(InputError) as raised:
         columns.load_gold(path)
     assert ":1400:" in str(raised.value) and "question" in str(raised.value)
+
+
+@pytest.mark.parametrize("comma", ['{"qid": "q1300", }', '{"qid": "q1300", "retrieved_ids": ["a", ]}'])
+def test_a_trailing_comma_after_the_sniff_is_named_not_read(tmp_path, comma):
+    """DuckDB's JSON reader takes a comma before a closing bracket; JSON does not."""
+    path = _traces(tmp_path, {})
+    lines = path.read_text().splitlines()
+    lines[1299] = comma
+    path.write_text("\n".join(lines) + "\n")
+    assert columns._columnar(path, columns._TRACE) is None
+    with pytest.raises(InputError, match=r":1300: malformed JSON"):
+        columns.load_traces(path)
+
+
+def test_a_trailing_comma_split_across_the_guards_blocks_is_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(inputs, "_GUARD_BLOCK", 16)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"qid": "a1234",' + b"  \n  }\n")  # the comma ends the first block
+    assert not inputs.plain_json_lines(path)
+    path.write_bytes(b'{"qid": "a1234"}' + b'  \n{"a": "x, ]"}\n')  # in a string: only time is lost
+    assert not inputs.plain_json_lines(path)
+    path.write_bytes(b'{"qid": "a1234"}' + b'  \n{"a": ["x"]}\n')
+    assert inputs.plain_json_lines(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import tempfile
 
 import pytest
 
@@ -66,6 +67,8 @@ TRICKY = [
     '{"request_id": "t29", "nested": ' + "[" * 50 + "]" * 50 + "}",
     "\x0c",
     '{"request_id": "r00003", "answer": {"claim": "a duplicate with other content"}}',
+    '{"request_id": "t30", "retrieved_ids": ["a",]}',  # a trailing comma: DuckDB reads it, JSON does not
+    '{"request_id": "t31", "answer": "a comma and a bracket, ] in a string are fine"}',
 ]
 
 
@@ -101,9 +104,9 @@ def test_columnar_and_record_readers_give_the_same_sample(tmp_path, monkeypatch,
     monkeypatch.setattr(shards, "BlockReader", RecordsOnly)
     assert fast == run("records")
     records, counts, _, quarantined = fast
-    # NaN, -Infinity, 1e400 (no JSON for infinity), two objects, an array, a string, a truncated line; the
-    # twelve type errors of TRICKY; an empty id, a blank id, no id.
-    assert counts["quarantined"] == {"invalid_json": 7, "invalid_trace": 12, "missing_request_id": 3}
+    # NaN, -Infinity, 1e400 (no JSON for infinity), two objects, an array, a string, a truncated line, a
+    # trailing comma; the twelve type errors of TRICKY; an empty id, a blank id, no id.
+    assert counts["quarantined"] == {"invalid_json": 8, "invalid_trace": 12, "missing_request_id": 3}
     assert len(records) == 60 and len(quarantined.splitlines()) == sum(counts["quarantined"].values())
 
 
@@ -164,3 +167,31 @@ def test_only_strata_that_occur_are_reported(tmp_path):
     sample = sampling.sample_day(store, DAY, n=30, seed=1, quarantine=None, stratify="topic", floor=5)
     assert set(sample.allocation["strata"]) == {"billing", "access", "oncall"}
     assert all(s["population"] == 100 for s in sample.allocation["strata"].values())
+
+
+def test_a_clean_block_is_vouched_for_by_the_typed_read_alone():
+    lines = [json.dumps(trace(i)) for i in range(3000)]
+    lines[7] = json.dumps({**trace(7), "request_id": 7})  # an integer id: its decimal text
+    reader = BlockReader("topic")
+    traces = reader.read(RawBlock("s", 1, "\n".join(lines).encode()))
+    assert reader._sql is None  # the per-line statement was never needed, so never planned
+    assert traces.leftovers == [] and traces.request_ids[6:9] == ["r00006", "7", "r00008"]
+
+
+def test_a_line_that_is_not_json_is_left_out_of_the_typed_read_not_its_whole_block():
+    lines = [json.dumps(trace(i)) for i in range(3000)]
+    lines[1234] = '{"request_id": "broken", "answer": "x"'  # starts as an object, yet is not JSON
+    lines[1500] = '{"request_id": "comma", }'  # DuckDB reads a trailing comma; JSON does not
+    lines[2000] = '{"request_id": "nan", "latency_ms": NaN}'
+    reader = BlockReader(None)
+    traces = reader.read(RawBlock("s", 1, "\n".join(lines).encode()))
+    assert reader._sql is None
+    assert [line.line_no for line in traces.leftovers] == [1235, 1501, 2001]
+    assert len(traces.request_ids) == 2997
+
+
+def test_a_temporary_folder_that_cannot_be_written_costs_time_not_the_sample(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    lines = [json.dumps(trace(i)) for i in range(300)]
+    traces = BlockReader("topic").read(RawBlock("s", 1, "\n".join(lines).encode()))
+    assert traces.leftovers == [] and len(traces.request_ids) == 300
