@@ -298,7 +298,7 @@ def test_the_collector_partitions_under_an_s3_prefix_sample_as_the_local_folder(
 
 def test_the_citation_patterns_the_docs_show_find_the_ids_they_say():
     from ragspine_pipeline import duck
-    from ragspine_pipeline.contracts.spans import _citations
+    from ragspine_pipeline.contracts.span_grouping import _citations
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "your-service.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(.+?)` \| `'(.+?)'` \|$", page, flags=re.M)
@@ -311,7 +311,7 @@ def test_the_citation_patterns_the_docs_show_find_the_ids_they_say():
 
 def test_a_citation_attribute_is_read_as_a_list_a_json_array_or_ids_separated_by_commas():
     from ragspine_pipeline import duck
-    from ragspine_pipeline.contracts.spans import _citations
+    from ragspine_pipeline.contracts.span_grouping import _citations
 
     values = [
         '{"values": [{"stringValue": "a#1"}, {"stringValue": "b#2"}]}',  # OTLP's arrayValue
