@@ -2,8 +2,8 @@
 
 DuckDB parses every line but reads only the fields a contract declares; the record reader refuses a
 line nested deeper than the cap or holding a number of more than 4,300 digits anywhere. The guard
-(``inputs.suspect_lines``, and ``inputs.plain_json_lines`` over a file read in blocks) must flag every
-such line; a false alarm only costs time. The caps are made small here so that random text reaches
+(``line_guards.suspect_lines``, and ``line_guards.plain_json_lines`` over a file read in blocks) must
+flag every such line; a false alarm only costs time. The caps are made small here so that random text reaches
 every branch.
 """
 
@@ -15,7 +15,7 @@ from unittest.mock import patch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ragspine_pipeline import inputs
+from ragspine_pipeline import inputs, line_guards
 
 PIECES = st.sampled_from(
     [b"", b" ", b"\t", b"{", b"}", b"[", b"]", b'"', b'"[{', b"12", b"999", b"a", b",", b"\\"]
@@ -37,7 +37,7 @@ def offends(line: bytes) -> bool:
 def small_caps():
     return (
         patch.object(inputs, "MAX_DEPTH", DEPTH),
-        patch.object(inputs, "_LONGEST_NUMBER", b"0" * (DIGITS + 1)),
+        patch.object(line_guards, "_LONGEST_NUMBER", b"0" * (DIGITS + 1)),
     )
 
 
@@ -49,7 +49,7 @@ def small_caps():
 def test_no_offending_line_goes_unflagged(lines):
     depth, digits = small_caps()
     with depth, digits:
-        suspect = inputs.suspect_lines(b"\n".join(lines))
+        suspect = line_guards.suspect_lines(b"\n".join(lines))
         assert len(suspect) == max(len(lines), 1)
         for line, flagged in zip(lines, suspect, strict=False):
             assert flagged or not offends(line)
@@ -63,8 +63,10 @@ def test_a_file_read_in_blocks_is_judged_as_its_lines(tmp_path_factory, lines, b
     path.write_bytes(data)
     depth, digits = small_caps()
     trailing_comma = re.search(rb",[ \t\r\n]*[}\]]", data) is not None  # wherever the blocks cut it
-    with depth, digits, patch.object(inputs, "_GUARD_BLOCK", block):
-        assert inputs.plain_json_lines(path) == (not inputs.suspect_lines(data).any() and not trailing_comma)
+    with depth, digits, patch.object(line_guards, "_GUARD_BLOCK", block):
+        assert line_guards.plain_json_lines(path) == (
+            not line_guards.suspect_lines(data).any() and not trailing_comma
+        )
 
 
 @settings(max_examples=300, deadline=None)
@@ -72,10 +74,10 @@ def test_a_file_read_in_blocks_is_judged_as_its_lines(tmp_path_factory, lines, b
 def test_a_line_longer_than_the_cap_is_found_wherever_blocks_cut(tmp_path_factory, lengths, cap, block):
     path = tmp_path_factory.mktemp("scan") / "lines.jsonl"
     path.write_bytes(b"\n".join(b"x" * n for n in lengths))
-    with patch.object(inputs, "MAX_LINE_BYTES", cap), patch.object(inputs, "_GUARD_BLOCK", block):
-        assert inputs.plain_json_lines(path) == all(n <= cap for n in lengths)
+    with patch.object(inputs, "MAX_LINE_BYTES", cap), patch.object(line_guards, "_GUARD_BLOCK", block):
+        assert line_guards.plain_json_lines(path) == all(n <= cap for n in lengths)
 
 
 def test_plain_lines_pass():
     data = b'{"qid": "q1", "n": [1, [2, 3]], "t": "2026-11-20"}\n' * 3
-    assert not inputs.suspect_lines(data).any()
+    assert not line_guards.suspect_lines(data).any()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_pipeline import cli, inputs
+from ragspine_pipeline import cli, inputs, line_guards
 from ragspine_pipeline.contracts import jsonl
 
 LAYERED = Path(__file__).resolve().parents[1] / "examples" / "layered"
@@ -92,7 +92,7 @@ def test_score_a_read_error_in_the_columnar_readers_guard(example, capsys, monke
     def broken(path):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(inputs, "plain_json_lines", broken)
+    monkeypatch.setattr(line_guards, "plain_json_lines", broken)
     code = cli.main(score(example))
     err = capsys.readouterr().err
     assert code == 2 and len(errors(err)) == 1, err

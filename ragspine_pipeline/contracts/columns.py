@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel
 
-from ragspine_pipeline import duck, inputs
+from ragspine_pipeline import duck, line_guards
 from ragspine_pipeline.contracts import canonical, fast, shape
 from ragspine_pipeline.contracts.evidence import EvidenceChunk
 from ragspine_pipeline.contracts.gold import GoldCase
@@ -164,7 +164,7 @@ def _columnar(path: Path, kind: _Kind) -> pa.Table | None:
     # long, nested or numbered beyond the caps, in any field (those the fast read skips included), is
     # the record reader's to name.
     with read_errors(path), ThreadPoolExecutor(max_workers=1) as pool:  # EIO: one line, as everywhere
-        plain = pool.submit(inputs.plain_json_lines, path)
+        plain = pool.submit(line_guards.plain_json_lines, path)
         table = fast.read_typed(path, kind.model, kind.record_only, kind.derived, canonical_of)
         if not plain.result() or table is None:
             return None

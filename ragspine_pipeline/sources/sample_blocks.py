@@ -12,7 +12,7 @@ A line is vouched for only when, stripped of ASCII whitespace, it starts with ``
 repeated key; nothing in it may read as a number that is not finite (``NaN``, ``Infinity``,
 ``1e999``, which the sampler's JSON refuses anywhere: the test is on the bytes), and no comma may come
 before a closing bracket (DuckDB reads ``{"a": 1, }``; JSON does not); it cannot nest too
-deep or hold an over-long number (``inputs.suspect_lines``); every field conforms; and it names a
+deep or hold an over-long number (``line_guards.suspect_lines``); every field conforms; and it names a
 request id that is not blank.
 
 Two ways to test the fields, the first tried first:
@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline import duck, inputs
+from ragspine_pipeline import duck, inputs, line_guards
 from ragspine_pipeline.contracts import fast, shape
 from ragspine_pipeline.contracts.trace import TRACE_QID_ALIASES, UNICODE_WHITESPACE, Trace
 from ragspine_pipeline.sources.trace_store import RawBlock, RawLine, block_lines, raw_line
@@ -163,7 +163,7 @@ class BlockReader:
             pa.binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         )
         # The byte scans run beside DuckDB's reading (neither holds the GIL for long).
-        scanned = self._pool.submit(lambda: ~inputs.suspect_lines(data)[present] & _read_alike(lines))
+        scanned = self._pool.submit(lambda: ~line_guards.suspect_lines(data)[present] & _read_alike(lines))
         # In batches, so that DuckDB reads them on every core.
         batches = [
             pa.record_batch([lines.slice(i, _BATCH_LINES)], ["line"])
@@ -277,7 +277,7 @@ def _stripped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np
 # bytes, strings included: a false alarm sends the line to the record reader, which quarantines only
 # what it reads as such. RE2 (Arrow's): linear, per line, outside the GIL.
 _NOT_FINITE = r"[:,\[][ \t\r]*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}|[0-9]{309})"
-_READ_OTHERWISE = f"{_NOT_FINITE}|{inputs.TRAILING_COMMA}"
+_READ_OTHERWISE = f"{_NOT_FINITE}|{line_guards.TRAILING_COMMA}"
 
 
 def _read_alike(lines: pa.Array) -> np.ndarray:

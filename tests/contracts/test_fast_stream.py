@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ragspine_pipeline import inputs
+from ragspine_pipeline import line_guards
 from ragspine_pipeline.contracts import columns, fast
 from ragspine_pipeline.errors import InputError
 
@@ -77,11 +77,11 @@ def test_a_trailing_comma_after_the_sniff_is_named_not_read(tmp_path, comma):
 
 
 def test_a_trailing_comma_split_across_the_guards_blocks_is_found(tmp_path, monkeypatch):
-    monkeypatch.setattr(inputs, "_GUARD_BLOCK", 16)
+    monkeypatch.setattr(line_guards, "_GUARD_BLOCK", 16)
     path = tmp_path / "t.jsonl"
     path.write_bytes(b'{"qid": "a1234",' + b"  \n  }\n")  # the comma ends the first block
-    assert not inputs.plain_json_lines(path)
+    assert not line_guards.plain_json_lines(path)
     path.write_bytes(b'{"qid": "a1234"}' + b'  \n{"a": "x, ]"}\n')  # in a string: only time is lost
-    assert not inputs.plain_json_lines(path)
+    assert not line_guards.plain_json_lines(path)
     path.write_bytes(b'{"qid": "a1234"}' + b'  \n{"a": ["x"]}\n')
-    assert inputs.plain_json_lines(path)
+    assert line_guards.plain_json_lines(path)
