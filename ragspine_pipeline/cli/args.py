@@ -50,3 +50,9 @@ def span_settings(args: argparse.Namespace):
         return SpanSettings.of(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+POSITIVE = whole_number(1)
+"""An argument that is a whole number of at least 1."""
+NON_NEGATIVE = whole_number(0)
+"""An argument that is a whole number of at least 0 (a count)."""

@@ -1,7 +1,7 @@
 """``ragspine-eval judge``: LLM-judge metrics of a trace file, with intervals and gates.
 
 What the command promises (the endpoint it needs, its exit codes, how cost is bounded) is its ``--help``
-text: ``JUDGE_DESCRIPTION`` in ``cli/parser.py``.
+text: ``JUDGE_DESCRIPTION`` in ``cli/parser_nightly.py``.
 """
 
 from __future__ import annotations
