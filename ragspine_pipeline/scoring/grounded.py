@@ -311,10 +311,14 @@ def _score_cases(
         & answers.per_case(answers.cited_retrieved, at, True)
         & np.where(has_gold, cites_meet_gold, answers.per_case(answers.n_cited, at, 0) == 0)
     )
-    qids = np.asarray(gold.column("qid").to_pylist(), dtype=object)
+    qids = gold.column("qid")
+
+    def named(where: np.ndarray) -> list[str]:  # only the ids a rule decided for become Python strings
+        return sorted(qids.filter(pa.array(where)).to_pylist()) if where.any() else []
+
     seed_rules = {  # the cases named in the run's warnings, by id (whatever the order of the lines)
-        SEED_NO_SNIPPETS: sorted(qids[shipped & no_snippets].tolist()),
-        SEED_NO_CITATION_LIST: sorted(qids[hit & ~has_citation_list].tolist()),
+        SEED_NO_SNIPPETS: named(shipped & no_snippets),
+        SEED_NO_CITATION_LIST: named(hit & ~has_citation_list),
     }
 
     unanswerable = ~answerable
