@@ -171,8 +171,9 @@ def sample_shard(
       ``quarantine_omitted`` (bad lines after the cap closed).
 
     Its size: the candidates plus at most 12 bytes per valid trace (9 with fewer than 256 strata).
-    Memory: one block of lines, the candidates, the quarantine entries and, at the end, the digests;
-    during the pass the digests spill to a temporary directory beyond half a million traces.
+    Memory: a few blocks of lines (read ahead), the candidates, the quarantine entries and, at the end,
+    the digests; during the pass the digests spill to a temporary directory beyond half a million
+    traces.
     """
     capacity = _capacity(n, floor, stratify)
     shard = ShardPass(stratify, capacity, seed)

@@ -20,7 +20,7 @@ from datetime import date
 from operator import attrgetter
 from pathlib import Path
 from queue import Full, Queue
-from typing import BinaryIO, NamedTuple, Protocol, runtime_checkable
+from typing import BinaryIO, NamedTuple, Protocol, TypeVar, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -212,11 +212,15 @@ def split_blocks(stream: BinaryIO, source: str, size: int | None = None) -> Iter
         yield RawBlock(source, first_line, b"".join(partial))
 
 
-def read_ahead(blocks: Iterator[RawBlock], depth: int = 2) -> Iterator[RawBlock]:
-    """``blocks``, read (and decompressed, downloaded) by a background thread up to ``depth`` blocks
-    ahead of the consumer: zlib and socket reads release the GIL, so decompression overlaps the
-    consumer's parsing on a second core. An error of the reader is raised in the consumer, in order;
-    a consumer that stops early stops the reader, which then closes its objects."""
+Item = TypeVar("Item")
+
+
+def read_ahead(blocks: Iterator[Item], depth: int = 2) -> Iterator[Item]:
+    """``blocks`` (raw blocks, or what is made of them), read (and decompressed, downloaded) by a
+    background thread up to ``depth`` items ahead of the consumer: zlib and socket reads release the
+    GIL, so decompression overlaps the consumer's parsing on a second core. An error of the reader is
+    raised in the consumer, in order; a consumer that stops early stops the reader, which then closes
+    its objects."""
     queue: Queue = Queue(maxsize=depth)
     stop = threading.Event()
     done = object()
