@@ -164,27 +164,30 @@ class BlockReader:
         )
         # The byte scans run beside DuckDB's reading (neither holds the GIL for long).
         scanned = self._pool.submit(lambda: ~line_guards.suspect_lines(data)[present] & _read_alike(lines))
-        # In batches, so that DuckDB reads them on every core.
-        batches = [
-            pa.record_batch([lines.slice(i, _BATCH_LINES)], ["line"])
-            for i in range(0, len(lines), _BATCH_LINES)
-        ]
-        table = pa.Table.from_batches(batches)
         tried = vouched.copy()
         verdicts = self._typed_verdicts(data, starts, ends, tried)
         vouched &= scanned.result()
-        if verdicts is None:  # a line that is not JSON makes DuckDB refuse the block: read it without
+        if verdicts is None:
+            # The lines as a table for DuckDB's per-line statements, in batches so that it reads them
+            # on every core: only a block the typed read refused needs them.
+            table = pa.Table.from_batches(
+                [
+                    pa.record_batch([lines.slice(i, _BATCH_LINES)], ["line"])
+                    for i in range(0, len(lines), _BATCH_LINES)
+                ]
+            )
+            # A line that is not JSON makes DuckDB refuse the block: read it again without such lines.
             try:
                 parses = np.asarray(duck.column(_PARSES, lines=table), dtype=bool)
             except duck.REFUSED:
                 parses = np.zeros(len(starts), dtype=bool)
             if (tried & ~(vouched & parses)).any():  # only if it leaves a line out
                 verdicts = self._typed_verdicts(data, starts, ends, vouched & parses)
-        if verdicts is None:
-            try:
-                verdicts = self._verdicts(table)
-            except duck.REFUSED:  # every line's test is guarded (try): a refusal here leaves the block whole
-                verdicts = _none_vouched(len(starts))
+            if verdicts is None:
+                try:
+                    verdicts = self._verdicts(table)
+                except duck.REFUSED:  # every line's test is guarded (try): a refusal leaves the block whole
+                    verdicts = _none_vouched(len(starts))
         vouched &= np.asarray(verdicts.column("vouched"), dtype=bool)
         kept = pa.array(vouched)
         strata = None if self.dimension is None else verdicts.column("stratum").filter(kept).combine_chunks()
