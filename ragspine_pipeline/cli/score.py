@@ -26,20 +26,20 @@ from ragspine_pipeline.contracts.spans import SpanSettings
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision import golden
 from ragspine_pipeline.decision.config import EvalConfig, load_config
+from ragspine_pipeline.decision.coverage import coverage_warnings
 from ragspine_pipeline.decision.evaluation import (
     KNOWN_METRICS,
     LAYERED_METRICS,
     Evaluation,
-    coverage_warnings,
     evaluate,
     metric_scope,
-    promoted_entry,
-    run_gates,
     with_baseline,
     with_index_check,
     with_replays,
 )
 from ragspine_pipeline.decision.gates import Gate, GateSpecError, parse_gates
+from ragspine_pipeline.decision.promotion import promoted_entry
+from ragspine_pipeline.decision.run_gates import run_gates
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.files import atomic_writer, write_text_atomically
 from ragspine_pipeline.inputs import file_kind

@@ -22,7 +22,7 @@ paired: {alpha: 0.05, margin: 0.02}           # exact test against a pool of shi
 ```
 
 A ``gates`` mapping is the complete gate set (it replaces the defaults); without one, the defaults of
-the dialects the data carries apply (``decision.evaluation.default_gates_for``). Metric names resolve
+the dialects the data carries apply (``decision.run_gates.default_gates_for``). Metric names resolve
 like ``--gates`` (``under``, ``over``, ``recall``, and old names such as ``faithfulness``). Errors name
 the file and the field (and the line when the YAML itself is at fault): unknown keys, unknown metric
 names (the known ones are listed), an ambiguous old name, two names for one metric in ``gates``, a key

@@ -21,24 +21,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragspine_pipeline.contracts.schemas import carried
 from ragspine_pipeline.decision.baseline import (
     BaselineEntry,
     Comparison,
     Regression,
     compare,
-    paired_promoted,
-    ratcheted,
 )
 from ragspine_pipeline.decision.causes import release_causes
 from ragspine_pipeline.decision.config import EvalConfig
 from ragspine_pipeline.decision.flakiness import flakiness
-from ragspine_pipeline.decision.gates import Gate, GateResult, default_gates, evaluate_gates, unmeasured
+from ragspine_pipeline.decision.gates import Gate, GateResult, evaluate_gates, unmeasured
 from ragspine_pipeline.decision.golden import GoldenLock
+from ragspine_pipeline.decision.outcomes import (
+    CANARIES,
+    canaries,
+    canary_rows,
+    case_outcomes,
+    with_wrong_canaries,
+)
 from ragspine_pipeline.decision.paired import paired_test
 from ragspine_pipeline.decision.release import (
     PAIRED_REGRESSION,
@@ -50,21 +53,16 @@ from ragspine_pipeline.decision.release import (
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import (
     GOLDEN_FAMILIES,
-    RETRIEVAL_FIELDS,
     MetricResult,
     Scope,
-    absent_inputs,
     names,
-    trace_fields,
 )
 from ragspine_pipeline.scoring.grounded import (
     MIN_SUBSTR_CHARS,
     GroundedScore,
-    right_outcome,
     score_grounded,
     short_snippet_cases,
 )
-from ragspine_pipeline.scoring.join import join_traces
 from ragspine_pipeline.scoring.layered import RATIO_METRICS, LayeredScore, score_layered
 from ragspine_pipeline.scoring.narrative import ACCURACY as ANSWER_ACCURACY
 from ragspine_pipeline.scoring.narrative import FAITHFULNESS as NARRATIVE_FAITHFULNESS
@@ -74,7 +72,6 @@ from ragspine_pipeline.scoring.refusal import mark_refusals
 from ragspine_pipeline.scoring.slices import Slice, outcome_slices, slices
 
 LAYERED_METRICS = names("layered")
-CANARIES = names("canary")  # see :func:`canaries`
 # Every name a golden run can report, gate or baseline (``ragspine_pipeline.metrics``).
 KNOWN_METRICS = names(*GOLDEN_FAMILIES)
 
@@ -191,66 +188,6 @@ class BaselineFigures:
         )
 
 
-def case_outcomes(grounded: GroundedScore, layered: LayeredScore | None) -> dict[str, bool]:
-    """``{case id: passed}``: releasable with an evidence registry, else a label of ``OK`` or
-    ``REFUSAL_OK``."""
-    if layered is not None:
-        cases = layered.cases
-        passed = cases.column("releasable").to_pylist()
-    else:
-        cases = grounded.cases
-        passed = right_outcome(cases).to_pylist()
-    return dict(zip(cases.column("qid").to_pylist(), (bool(p) for p in passed), strict=True))
-
-
-def canary_rows(
-    gold: pa.Table, grounded: GroundedScore, layered: LayeredScore | None
-) -> list[tuple[str, str, bool]]:
-    """``(case id, expect, passed)`` of the golden set's canaries (cases with ``expect``), in gold order;
-    passed as in :func:`case_outcomes`. Only the canary rows are read: a golden set without canaries
-    costs one null count."""
-    if "expect" not in gold.column_names or gold.column("expect").null_count == gold.num_rows:
-        return []
-    expect = gold.column("expect").combine_chunks()
-    rows = pc.indices_nonzero(expect.is_valid())
-    ids = gold.column("qid").combine_chunks().take(rows)
-    if layered is not None:
-        cases, passed = layered.cases, layered.cases.column("releasable")
-    else:
-        cases = grounded.cases
-        passed = right_outcome(cases)
-    at = pc.index_in(ids, value_set=cases.column("qid").combine_chunks())
-    flags = pc.fill_null(passed.combine_chunks().take(at), False).to_pylist()
-    return list(zip(ids.to_pylist(), expect.take(rows).to_pylist(), flags, strict=True))
-
-
-def canaries(rows: list[tuple[str, str, bool]]) -> dict[str, MetricResult]:
-    """The canary checks (:func:`canary_rows`): ``known_good_released`` (of the cases expected
-    releasable, the share that passed) and ``known_bad_blocked`` (of those expected blocked, the share
-    that did not); only the checks with cases. Each is gated at 1.0: one canary out the wrong way blocks
-    the release."""
-    out = {}
-    for check, wanted in zip(CANARIES, ("releasable", "blocked"), strict=True):
-        right = [passed == (wanted == "releasable") for _, expect, passed in rows if expect == wanted]
-        if right:
-            out[check] = MetricResult(check, sum(right) / len(right), sum(right), len(right))
-    return out
-
-
-def canary_cases(rows: list[tuple[str, str, bool]]) -> list[dict]:
-    """The canaries that came out the wrong way: ``{id, expect, outcome}`` in gold order."""
-    return [
-        {"id": qid, "expect": expect, "outcome": "releasable" if passed else "blocked"}
-        for qid, expect, passed in rows
-        if passed != (expect == "releasable")
-    ]
-
-
-def _with_wrong_canaries(causes: dict, rows: list[tuple[str, str, bool]]) -> dict:
-    wrong = canary_cases(rows)
-    return {**causes, "wrong_canaries": wrong} if wrong else causes
-
-
 def run_results(
     grounded: GroundedScore, layered: LayeredScore | None, qa: QAGates | None
 ) -> dict[str, MetricResult]:
@@ -293,59 +230,6 @@ _NO_REFERENCES = (
     "{listed} answer_accuracy, which needs the reference text of each narrative_doc: give --references "
     "DIR (one text file per doc) or references: DIR in the gates config"
 )
-
-
-def default_gates_for(gold: pa.Table, traces: pa.Table) -> list[Gate]:
-    """The gates of a run given no gate list: those of the dialects the golden set and traces carry.
-
-    * The grounded (WFGY) gates (``gates.DEFAULT_GATES``) when some trace that joins a gold case carries
-      retrieval or citation data — a non-empty ``citations`` or ``retrieved_ids`` list — or when the
-      golden set has no QA case (a WFGY golden set is measured by them whatever its traces carry).
-    * The RAGSpine QA gates and ``fabrication <= 0`` (``gates.DEFAULT_QA_GATES``) when the golden set has
-      QA cases (``case_type`` / ``expected``). Traces that report no ``outcome`` fail them rather than
-      escape them: the golden set says what is measured.
-    * No layered or judged defaults: those gates are configured.
-
-    So a RAGSpine golden set answered without citations is gated by the QA gates only, a WFGY one by the
-    grounded gates, a mixed one (or QA cases answered with citations) by both; never by none.
-    """
-    qa = has_qa_cases(gold)
-    return default_gates(grounded=not qa or _cites_or_retrieves(gold, traces), qa=qa)
-
-
-RAGSPINE_VERDICT = (
-    "the baseline is RAGSpine's qa_baseline.json and no gate list is given: the verdict is RAGSpine's, "
-    "against the baseline only (the QA floors of the defaults apply when --gates or the gates config "
-    "lists them)"
-)
-
-
-def run_gates(
-    configured: Sequence[Gate] | None, gold: pa.Table, traces: pa.Table, ragspine_baseline: bool = False
-) -> tuple[list[Gate], list[str]]:
-    """The gates a run applies, and what the run says about them: the configured list when there is one;
-    else, when the baseline is RAGSpine's ``qa_baseline.json`` and the golden set has QA cases, none —
-    RAGSpine gates a release on its baseline only, so a release it ships is not blocked here by a floor
-    it never had (the decision says so: :data:`RAGSPINE_VERDICT`); else :func:`default_gates_for`."""
-    if configured:
-        return list(configured), []
-    if ragspine_baseline and has_qa_cases(gold):
-        return [], [RAGSPINE_VERDICT]
-    return default_gates_for(gold, traces), []
-
-
-def _cites_or_retrieves(gold: pa.Table, traces: pa.Table) -> bool:
-    """Whether a trace that joins a gold case has a non-empty citation or retrieved-id list."""
-    rows, _ = join_traces(gold, traces)
-    carries = np.zeros(traces.num_rows, dtype=bool)
-    for name in ("citations", "retrieved_ids"):
-        if name in traces.column_names:
-            lengths = pc.fill_null(pc.list_value_length(traces.column(name)), 0)
-            carries |= np.asarray(pc.greater(lengths, 0), dtype=bool)
-    if rows is None:  # the identity join: every trace is a gold case's
-        return bool(carries.any())
-    matched = np.asarray(rows.drop_null(), dtype=np.int64)
-    return bool(carries[matched].any())
 
 
 def evaluate(
@@ -412,7 +296,7 @@ def evaluate(
         slice_gate=config.slice_gate if layered is not None else None,
         unmeasured=unmeasured(gates, measured),
         unmeasured_reasons=reasons,
-        causes=_with_wrong_canaries(release_causes(gold, grounded.cases, layered), canary),
+        causes=with_wrong_canaries(release_causes(gold, grounded.cases, layered), canary),
         expected_index_version=expected_index_version,
     )
     evaluation = Evaluation(
@@ -519,99 +403,6 @@ def _paired(
         before, now = test.reference_rate, test.current_rate
         regressions.append(Regression(PAIRED_REGRESSION, before, now, now - before))
     return Comparison(regressions, unmeasured, test.to_dict())
-
-
-def promoted_entry(
-    evaluation: Evaluation,
-    old: BaselineEntry | None,
-    config: EvalConfig,
-    run_id: str,
-    release: str | None = None,
-) -> BaselineEntry | None:
-    """The entry a run leaves in the baseline (None: leave it as it is): :func:`ratchet_entry` of its
-    figures and its comparison with ``old``. A blocked run never promotes; under the paired test, a run
-    the paired test alone blocked still reaches it, as a run of the pool's founding release
-    (``release``) joins the pool whatever the test said (``decision.paired``, rule 2)."""
-    paired = config.baseline_test == "paired"
-    if not evaluation.passed and not (paired and evaluation.release.blocked_by_paired_test_alone()):
-        return None
-    figures = evaluation.baseline_figures(paired=paired)
-    return ratchet_entry(figures, evaluation.comparison, old, config, run_id, release)
-
-
-def ratchet_entry(
-    figures: BaselineFigures,
-    comparison: Comparison | None,
-    old: BaselineEntry | None,
-    config: EvalConfig,
-    run_id: str,
-    release: str | None = None,
-) -> BaselineEntry | None:
-    """The entry a shipping run with these ``figures`` leaves in the baseline (None: leave it as it is).
-
-    ``strict``: every listed metric tightened to the better of old and current (``baseline.ratcheted``).
-    ``paired``: ``baseline.paired_promoted``: the first shipping runs fill the reference pool (up to
-    ``paired.pool_runs``), a full pool is frozen, and only a clearly significant improvement restarts it
-    from that run (the metrics tightened the same way) — so the baseline never follows a lucky run and
-    never moves down; every run of the pool's founding release (``release``) joins it, blocked or not,
-    so the pool does not hold only the runs that survived it (``decision.paired``).
-    """
-    if config.baseline_test == "paired":
-        return paired_promoted(
-            old,
-            figures.metrics,
-            cases=figures.case_outcomes or {},
-            paired=comparison.paired if comparison is not None else None,
-            settings=config.paired,
-            fabrication_count=figures.fabrication_count,
-            n_cases=figures.n_cases,
-            run=run_id,
-            release=release,
-        )
-    return ratcheted(
-        old, figures.metrics, fabrication_count=figures.fabrication_count, n_cases=figures.n_cases, run=run_id
-    )
-
-
-def coverage_warnings(evaluation: Evaluation, traces: pa.Table | None = None) -> list[str]:
-    """What a reader of the report must know about the join of gold and traces (missing, unmatched and
-    duplicate traces), about gold cases that can never be found contained (snippets too short), about
-    cases a metric could not measure because their traces lack its input, and (given the ``traces``)
-    about metrics whose value depends on a field no trace carries ("chr needs retrieved_ids: 0 of 37
-    traces carry them")."""
-    counts = evaluation.grounded.counts
-    warnings = []
-    # Only the fields a metric at 0 depends on are counted (no pass over every column of the traces).
-    not_owed = RETRIEVAL_FIELDS if evaluation.grounded.citations_are_retrieved else ()
-    fields = {f for name, value in evaluation.metrics.items() if value == 0 for f in trace_fields(name)}
-    fields -= set(not_owed)
-    if traces is not None and fields:
-        counted = carried(traces, True, fields)
-        absent = absent_inputs(evaluation.metrics, counted, traces.num_rows, not_owed)
-        warnings += [f"{name} = {evaluation.metrics[name]:.4g} {why}" for name, why in absent.items()]
-    short = evaluation.short_snippets
-    if short:
-        shown = ", ".join(short[:20]) + (f" and {len(short) - 20} more" if len(short) > 20 else "")
-        warnings.append(
-            f"{len(short)} gold case(s) have only snippets shorter than {evaluation.min_snippet_chars} "
-            f"characters, which never count as found: {shown} (lengthen them, or set min_snippet_chars "
-            "in the gates config)"
-        )
-    for rule, qids in (evaluation.grounded.seed_rules or {}).items():
-        if qids:
-            shown = ", ".join(qids[:20]) + (f" and {len(qids) - 20} more" if len(qids) > 20 else "")
-            warnings.append(f"{len(qids)} {rule}: {shown}")
-    if counts["missing"]:
-        warnings.append(f"{counts['missing']} gold case(s) have no trace and are scored as empty answers")
-    if counts["unmatched"]:
-        warnings.append(f"{counts['unmatched']} trace id(s) are not in the golden set and were ignored")
-    if counts["duplicates"]:
-        warnings.append(f"{counts['duplicates']} duplicate trace(s): the last trace per case was kept")
-    if evaluation.qa is not None:  # cases whose traces lack a metric's input: unmeasured, not failed
-        warnings += evaluation.qa.unmeasured_notes().values()
-        text_figures = evaluation.qa.text_figure_note()
-        warnings += [text_figures] if text_figures else []
-    return warnings
 
 
 def _value_counts(column: pa.ChunkedArray) -> dict[str, int]:

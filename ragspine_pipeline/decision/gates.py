@@ -10,7 +10,7 @@ rounding is for display only.
 
 Without a gate list the defaults are those of the dialects the data carries: :data:`DEFAULT_GATES`
 (the grounded WFGY gates) and :data:`DEFAULT_QA_GATES` (RAGSpine's QA gates and the fabrication count),
-both read from the registry; ``decision.evaluation.default_gates_for`` says which apply to a run.
+both read from the registry; ``decision.run_gates.default_gates_for`` says which apply to a run.
 
 A gate on a metric that does not apply to the run (its value is None: its denominator is 0, e.g.
 ``claim_containment`` when no answerable case has a gold claim) is *not applicable*: its result is

@@ -18,15 +18,15 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ragspine_pipeline.decision import baseline as baselines
+from ragspine_pipeline.decision.coverage import coverage_warnings
 from ragspine_pipeline.decision.evaluation import (
     KNOWN_METRICS,
-    coverage_warnings,
     evaluate,
-    run_gates,
     with_replays,
 )
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.release import ReleaseDecision
+from ragspine_pipeline.decision.run_gates import run_gates
 from ragspine_pipeline.defs.golden import GROUP, INDEX_VERSION_TAG, gold_of, replays_of
 from ragspine_pipeline.defs.io import to_frame
 from ragspine_pipeline.defs.judge import EVALUATION_POOL, judge_check, judge_check_spec, judge_step

@@ -23,9 +23,9 @@ from ragspine_pipeline.decision.evaluation import (
     BaselineFigures,
     Evaluation,
     compare_with_baseline,
-    ratchet_entry,
 )
 from ragspine_pipeline.decision.gates import Gate, default_gates
+from ragspine_pipeline.decision.promotion import ratchet_entry
 from ragspine_pipeline.decision.release import PAIRED_REGRESSION, FailedSlice, GateRow, ReleaseDecision
 from ragspine_pipeline.defs.golden import GROUP
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
@@ -56,7 +56,7 @@ def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
     """The gates config every check is built from (read once, when the definitions load).
 
     A config without ``gates`` gets a check for every default gate of every dialect: which of them a
-    run applies depends on its data and baseline (``decision.evaluation.run_gates``); the others report
+    run applies depends on its data and baseline (``decision.run_gates.run_gates``); the others report
     "not gated" for that run.
     """
     config = load_config(path or gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)

@@ -14,7 +14,9 @@ from ragspine_pipeline.cli import main
 from ragspine_pipeline.cli.parser import build_parser
 from ragspine_pipeline.decision import baseline as baselines
 from ragspine_pipeline.decision.config import EvalConfig
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, BaselineFigures, ratchet_entry
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, BaselineFigures
+from ragspine_pipeline.decision.promotion import ratchet_entry
+from ragspine_pipeline.decision.run_gates import default_gates_for
 from tests.cli.ragspine_cases import golden_set, traces
 
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
@@ -208,7 +210,7 @@ def test_the_code_locations_decision_and_baseline_step_read_and_keep_the_history
     `compare_baseline`, stores `decision_value` of the report; `baseline` ratchets with `ratchet_entry`
     inside a `locked_update`."""
     from ragspine_pipeline.contracts.columns import load_gold, load_traces
-    from ragspine_pipeline.decision.evaluation import default_gates_for, evaluate
+    from ragspine_pipeline.decision.evaluation import evaluate
     from ragspine_pipeline.defs.release import decision_value
     from ragspine_pipeline.reports.evaluation import ReportInputs, summary
 

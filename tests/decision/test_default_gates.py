@@ -10,8 +10,9 @@ import pytest
 
 from ragspine_pipeline.contracts.columns import load_gold, load_traces
 from ragspine_pipeline.decision.config import EvalConfig
-from ragspine_pipeline.decision.evaluation import default_gates_for, evaluate
+from ragspine_pipeline.decision.evaluation import evaluate
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES, Gate, evaluate_gates
+from ragspine_pipeline.decision.run_gates import default_gates_for
 from ragspine_pipeline.metrics import MetricResult
 
 WFGY_GOLD = {"qid": "w1", "question": "Who approves leave?", "answerable": True,

@@ -20,7 +20,8 @@ from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_t
 from ragspine_pipeline.contracts.extraction import load_facts, load_truth
 from ragspine_pipeline.decision import extraction_baseline, golden
 from ragspine_pipeline.decision.config import load_config
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, default_gates_for, evaluate
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, evaluate
+from ragspine_pipeline.decision.run_gates import default_gates_for
 from ragspine_pipeline.demo.reference_engine import ReferenceEngine
 from ragspine_pipeline.reports.evaluation import ReportInputs, summary
 from ragspine_pipeline.reports.extraction import ExtractionResult

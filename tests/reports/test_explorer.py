@@ -20,7 +20,8 @@ from ragspine_pipeline.cli import main
 from ragspine_pipeline.contracts.columns import load_evidence, load_gold, load_traces
 from ragspine_pipeline.decision.baseline import BaselineEntry
 from ragspine_pipeline.decision.config import load_config
-from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, Evaluation, default_gates_for, evaluate
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS, Evaluation, evaluate
+from ragspine_pipeline.decision.run_gates import default_gates_for
 from ragspine_pipeline.demo.reference_engine import ReferenceEngine
 from ragspine_pipeline.reports.evaluation import ReportInputs, write_json
 from ragspine_pipeline.reports.explorer import (
