@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ragspine_pipeline.cli.args import EXIT_PASS, UsageError
 from ragspine_pipeline.contracts.columns import load_gold
+from ragspine_pipeline.decision.detectable import points_up
 from ragspine_pipeline.decision.paired import PairedSettings
 from ragspine_pipeline.scoring import power
 from ragspine_pipeline.scoring.drop_settings import DropSettings
@@ -97,7 +98,7 @@ def _golden_line(args: argparse.Namespace, target: float, config: EvalConfig | N
     drop = power.paired_detectable_drop(cases, design, target)
     if drop is None:
         return f"with {cases:,} cases, no drop is reliably caught ({how})"
-    return f"with {cases:,} cases, drops under {_points_up(drop)} points are not reliably caught ({how})"
+    return f"with {cases:,} cases, drops under {points_up(drop)} points are not reliably caught ({how})"
 
 
 def _nightly_line(args: argparse.Namespace, target: float, config: EvalConfig | None = None) -> str:
@@ -122,7 +123,7 @@ def _nightly_line(args: argparse.Namespace, target: float, config: EvalConfig | 
     if drop is None:
         return f"with {n:,} traces a night at a rate of {_percent(rate)}, no drop is reliably caught ({how})"
     return (
-        f"with {n:,} traces a night at a rate of {_percent(rate)}, drops under {_points_up(drop)} points "
+        f"with {n:,} traces a night at a rate of {_percent(rate)}, drops under {points_up(drop)} points "
         f"are not reliably caught ({how})"
     )
 
@@ -164,7 +165,7 @@ def _target_line(args: argparse.Namespace, config: EvalConfig) -> str:
     size, reason, traces = power.target_sample_size(sample, design, fixed)
     if reason == "unreachable":
         best = power.nightly_best_drop(design, sample.power)
-        reach = "no drop" if best is None else f"{_points_up(best)} points"
+        reach = "no drop" if best is None else f"{points_up(best)} points"
         return (
             f"production.sample: at a rate of {_percent(design.rate)}, no nightly sample catches {goal}: "
             f"the between-day variance alone hides it (best reachable: {reach}); {size:,} traces a night, "
@@ -187,9 +188,3 @@ def _percent(share: float) -> str:
 
 def _points(share: float) -> str:
     return f"{100 * share:g}"
-
-
-def _points_up(share: float) -> str:
-    """A detectable drop in points, rounded up: to a tenth below 10 points, to a whole point above."""
-    points = 100 * share
-    return f"{math.ceil(points * 10 - 1e-9) / 10:g}" if points < 10 else f"{math.ceil(points - 1e-9)}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ragspine_pipeline.decision.baseline import COUNT_METRIC, COUNT_METRICS
-from ragspine_pipeline.decision.release import detectable_drop_text
+from ragspine_pipeline.decision.detectable import detectable_drop_text
 from ragspine_pipeline.reports.charts import INK, STATUS, Key, esc, finite, plain
 from ragspine_pipeline.reports.charts_rows import Row, row_chart
 from ragspine_pipeline.reports.html_parts import (

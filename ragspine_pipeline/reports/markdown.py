@@ -76,7 +76,7 @@ def detectable_drop_markdown(release: Any) -> str:
     given the decision or its dict): ``- With 50 cases, drops under 20 points are not reliably caught
     (80 % power; …).`` and a newline, or "" when the decision does not state it (no baseline
     comparison, no cases). Our own text of numbers: nothing from data."""
-    from ragspine_pipeline.decision.release import detectable_drop_text
+    from ragspine_pipeline.decision.detectable import detectable_drop_text
 
     figure = release.get("detectable_drop") if isinstance(release, Mapping) else release.detectable_drop
     line = detectable_drop_text(figure)

@@ -42,7 +42,7 @@ config; ``nightly_sample_plan``): each all-traffic rate's level and ``τ²`` are
 nights' summaries with ``scoring.significance``'s own estimators, the per-test ``α`` from the latest
 night's tests, and the night's size is ``nightly_sample_size`` of the target over the rate's observations
 per trace, capped by ``max``, never below the fixed size. **The release report's figure**
-(``decision.release.detectable_drop``) is ``paired_detectable_drop`` at 80 % power for the run's cases
+(``decision.detectable.detectable_drop``) is ``paired_detectable_drop`` at 80 % power for the run's cases
 and baseline test, at the flip rate ``RELEASE_FLIP_RATE`` assumes (0 for strict: then in closed form).
 """
 

@@ -8,6 +8,7 @@ import pytest
 
 from ragspine_pipeline.cli import main
 from ragspine_pipeline.cli import plan as plan_module
+from ragspine_pipeline.decision.detectable import points_up
 from ragspine_pipeline.scoring import power
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 
@@ -22,7 +23,7 @@ def test_a_golden_set_of_cases(capsys):
     code, out, err = run(capsys, "--cases", "50")
     expected = power.paired_detectable_drop(50, power.PairedDesign(flip_rate=0.05))
     assert code == 0 and err == [] and len(out) == 1
-    assert out[0].startswith(f"with 50 cases, drops under {plan_module._points_up(expected)} points")
+    assert out[0].startswith(f"with 50 cases, drops under {points_up(expected)} points")
     assert "not reliably caught (80 % power; paired test" in out[0]
 
 

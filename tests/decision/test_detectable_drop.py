@@ -12,10 +12,11 @@ import pytest
 from ragspine_pipeline.contracts.columns import load_gold, load_traces
 from ragspine_pipeline.decision.baseline import Comparison
 from ragspine_pipeline.decision.config import EvalConfig
+from ragspine_pipeline.decision.detectable import detectable_drop
 from ragspine_pipeline.decision.evaluation import evaluate
 from ragspine_pipeline.decision.gates import Gate, evaluate_gates
 from ragspine_pipeline.decision.paired import PairedSettings
-from ragspine_pipeline.decision.release import ReleaseDecision, decide, detectable_drop
+from ragspine_pipeline.decision.release import ReleaseDecision, decide
 from ragspine_pipeline.reports.html_gates import gates_section
 from ragspine_pipeline.reports.markdown import detectable_drop_markdown
 from ragspine_pipeline.scoring import power
