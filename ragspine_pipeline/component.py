@@ -32,6 +32,7 @@ import dagster as dg
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ragspine_pipeline.defs.assemble import service_definitions
+from ragspine_pipeline.defs.env_resources import default_resources
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
@@ -39,7 +40,6 @@ from ragspine_pipeline.defs.resources import (
     IndexManifestResource,
     SutResource,
     TraceStoreResource,
-    default_resources,
     gates_config_path,
 )
 from ragspine_pipeline.defs.service import Service

@@ -46,7 +46,7 @@ from ragspine_pipeline.sources.sampling import sample_day
 from ragspine_pipeline.sources.span_store import open_store
 from ragspine_pipeline.sources.trace_store import TraceStore, check_day
 
-# The code location's defaults (``defs.resources``: ``default_resources``, ``EvalFiles``), which the
+# The code location's defaults (``defs.env_resources.default_resources``, ``EvalFiles``), which the
 # parser names in its help.
 DEFAULT_SAMPLE_SIZE = 200  # RAGSPINE_SAMPLE_SIZE
 DEFAULT_REPORTS = "var/reports"  # RAGSPINE_REPORTS

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_pipeline.defs.resources import trace_store_from_env
+from ragspine_pipeline.defs.env_resources import trace_store_from_env
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
 

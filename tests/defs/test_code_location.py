@@ -19,6 +19,7 @@ from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.automation import run_key
+from ragspine_pipeline.defs.env_resources import default_resources
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.defs.release import (
     BASELINE_CHECK,
@@ -30,7 +31,6 @@ from ragspine_pipeline.defs.release import (
     committed_gates,
     release_gates_check,
 )
-from ragspine_pipeline.defs.resources import default_resources
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 from ragspine_pipeline.reports.metric_table import SCHEMA as METRIC_TABLE_SCHEMA
 from tests.defs.declared import demo_definitions, demo_env
