@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -92,6 +94,23 @@ def wait_until(condition, what: str, timeout: float, process=None, interval: flo
             return value
         time.sleep(interval)
     raise AssertionError(f"{what}: not within {timeout * load_factor():.0f} s")
+
+
+def stop_group(process: subprocess.Popen, timeout: float = 60) -> None:
+    """A test's teardown of a process it started in a session of its own (a daemon and the servers and
+    runs it started): SIGTERM to the group, then SIGKILL when it has not exited within ``timeout`` × the
+    machine's load (:func:`load_factor`). Whatever the test asserted stands; a slow exit on a loaded
+    machine is not a failure, and nothing is left running."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=timeout * load_factor())
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 # Fake credentials: the tests check that the secret never shows up in an error message.

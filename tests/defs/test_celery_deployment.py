@@ -28,7 +28,7 @@ import pytest
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.reports.metric_table import SCHEMA
-from tests.conftest import pg_instance_env, pg_location
+from tests.conftest import load_factor, pg_instance_env, pg_location
 from tests.defs.declared import demo_definitions
 from tests.defs.test_local_crash import DAY, environment, runner
 
@@ -234,7 +234,7 @@ def test_the_whole_graph_on_celery_workers_decides_what_the_embedded_run_decides
         for worker in workers:
             worker.terminate()
         for worker in workers:
-            worker.wait(timeout=60)
+            worker.wait(timeout=60 * load_factor())
     logs = "".join((tmp_path / f"worker{n}" / "worker.log").read_text() for n in range(1, WORKERS + 1))
     assert launch.returncode == 0, launch.stdout[-3000:] + launch.stderr[-3000:] + logs[-3000:]
 

@@ -5,9 +5,7 @@ replaced before the sensor's next tick named in the next run instead of skipped 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +20,7 @@ from dagster._core.scheduler.instigation import (
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG, run_key
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.demo.build import rebuild_index
-from tests.conftest import pg_instance_env
+from tests.conftest import pg_instance_env, stop_group
 from tests.defs.test_local_crash import environment
 
 pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
@@ -122,8 +120,7 @@ def test_the_daemon_launches_exactly_one_reevaluation_per_published_index_versio
             _wait_for_skipped_ticks(instance, 3, daemon)  # more ticks on an unchanged manifest: no more runs
             runs = instance.get_runs(dg.RunsFilter(job_name=JOB))
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        daemon.wait(timeout=60)
+        stop_group(daemon)
     output = (tmp_path / "daemon.log").read_text()
     assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs), output[-3000:]
     evaluated = [run.tags[INDEX_VERSION_TAG] for run in runs]

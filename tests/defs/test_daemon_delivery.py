@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S
 from ragspine_pipeline.defs.resources import AlertsResource
 from tests.alerts.slack_server import TOKEN, SlackServer
-from tests.conftest import load_factor, pg_instance_env, wait_until
+from tests.conftest import load_factor, pg_instance_env, stop_group, wait_until
 
 pytestmark = pytest.mark.system  # dagster-daemon on PostgreSQL
 
@@ -125,8 +124,7 @@ def test_the_daemon_delivers_a_pending_alert_within_a_minute_of_slacks_recovery_
             ticks = wait_until(lambda: _ticks(instance)[1:], "the delivering tick recorded", 30, daemon)
             runs = instance.get_runs()
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        daemon.wait(timeout=60)
+        stop_group(daemon)
         log.close()
     print(f"delivered {waited:.1f} s after Slack's recovery")
     assert waited <= bound

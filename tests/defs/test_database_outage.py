@@ -18,8 +18,6 @@ outage at that moment leaves, after which Dagster never retries the run by itsel
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +33,7 @@ from dagster._core.storage.tags import MAX_RETRIES_TAG, WILL_RETRY_TAG
 
 from ragspine_pipeline.defs.alerts import INSTANCE_DATABASE
 from ragspine_pipeline.defs.retry_guard import FAILED_RETRY, REARMED
-from tests.conftest import PG, wait_until
+from tests.conftest import PG, stop_group, wait_until
 from tests.defs.test_host_loss import (
     HOLDER,
     deployed,
@@ -175,9 +173,7 @@ def test_a_database_outage_fails_the_run_says_so_and_its_lost_retry_is_launched_
             replied = wait_until(partial(retry_replies, fake_slack), "the retry's reply", 120, daemon)
         finally:
             for process in processes:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGTERM)
-                    process.wait(timeout=60)
+                stop_group(process)
             relay.cut()
     logs = (tmp_path / "daemon.log").read_text()
     said = json.dumps(alerted[0])

@@ -21,7 +21,7 @@ from ragspine_pipeline.alerts.blocks import fallback_text
 from ragspine_pipeline.defs.alerts import finish_failed_run, step_failure_alert, succeeded_steps
 from ragspine_pipeline.defs.local import initialize_pools
 from ragspine_pipeline.defs.resources import AlertsResource
-from tests.conftest import pg_instance_env, wait_until
+from tests.conftest import load_factor, pg_instance_env, wait_until
 from tests.defs.test_celery_deployment import (  # noqa: F401 - vhost and redis_db are fixtures
     RABBIT,
     REDIS,
@@ -211,6 +211,6 @@ def test_a_run_whose_coordinator_was_killed_has_its_step_stopped_and_revoked_on_
         if coordinator is not None and coordinator.poll() is None:
             coordinator.kill()
         worker.terminate()
-        worker.wait(timeout=60)
+        worker.wait(timeout=60 * load_factor())
     assert worker.returncode is not None
     assert queued.succeeded == ["golden_set"] and "before any step" not in queued.error

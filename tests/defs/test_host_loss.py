@@ -40,7 +40,7 @@ from ragspine_pipeline.defs.run_launcher import (
     _run_process,
     process_started_by,
 )
-from tests.conftest import load_factor, pg_instance_env, wait_until
+from tests.conftest import load_factor, pg_instance_env, stop_group, wait_until
 from tests.defs.test_local_crash import environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -354,9 +354,8 @@ def test_a_run_lost_with_its_host_is_failed_alerted_once_and_retried_to_the_same
                 lost.run_id, of_type=dg.DagsterEventType.RUN_FAILURE
             ).records
         finally:
-            if daemon is not None and daemon.poll() is None:
-                os.killpg(daemon.pid, signal.SIGTERM)
-                daemon.wait(timeout=60)
+            if daemon is not None:
+                stop_group(daemon)
     out, _ = reference.communicate(timeout=300)
     assert reference.returncode == 0, out
     logs = (tmp_path / "daemon-restarted.log").read_text()
