@@ -54,6 +54,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.system)
         if MOST_EXAMPLES.get(PROFILE) is not None:
             _at_most(getattr(item, "function", None), MOST_EXAMPLES[PROFILE])
+    # The system tests first, each layer in its own order: the daemons, servers and whole runs of one to
+    # three minutes each start while there is short work left to fill the other workers beside them; last,
+    # the longest of them would finish alone (`make test` hands out whole files in this order).
+    items.sort(key=lambda item: item.get_closest_marker("system") is None)
 
 
 def _at_most(test, examples: int) -> None:
