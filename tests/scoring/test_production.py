@@ -24,6 +24,7 @@ from ragspine_pipeline.scoring import production
 from ragspine_pipeline.scoring.grounded import score_grounded
 from ragspine_pipeline.scoring.layered import score_layered
 from ragspine_pipeline.scoring.production import fabricated_numbers, production_metrics
+from ragspine_pipeline.scoring.production_results import ProductionMetrics
 from tests.scoring import layered_oracle, peer_rules
 from tests.scoring.conftest import gold_table, trace_table
 
@@ -181,7 +182,7 @@ def oracle(traces: list[dict], evidence: list[dict] | None, dimensions=None) -> 
     return {**result, "admissibility_failures": failures, "slices": slices}
 
 
-def unrounded(result: production.ProductionMetrics) -> dict:
+def unrounded(result: ProductionMetrics) -> dict:
     """The result as plain dicts, unrounded, in the oracle's shape."""
 
     def metrics(values: dict) -> dict:
