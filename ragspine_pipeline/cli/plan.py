@@ -4,8 +4,8 @@ The figures come from ``scoring.power`` (the models are stated there). With ``--
 config) the release gate's paired alpha and margin and the nightly test's fdr and window come from it
 (the options still win), and when its ``production:`` section sets a ``sample:`` target, a third line
 prints the nightly sample size that target implies at the given ``--rate`` and ``--tau2``
-(``scoring.power.target_sample_size``: capped by its ``max``, never below ``--sample-size``). Exit codes:
-0 planned, 2 unusable input (``main`` prints the one line).
+(``scoring.sample_plan.target_sample_size``: capped by its ``max``, never below ``--sample-size``).
+Exit codes: 0 planned, 2 unusable input (``main`` prints the one line).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ragspine_pipeline.cli.args import EXIT_PASS, UsageError
 from ragspine_pipeline.contracts.columns import load_gold
 from ragspine_pipeline.decision.detectable import points_up
 from ragspine_pipeline.decision.paired import PairedSettings
-from ragspine_pipeline.scoring import power
+from ragspine_pipeline.scoring import power, sample_plan
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def _nightly_design(args: argparse.Namespace, config: EvalConfig | None) -> tupl
         fdr = defaults.fdr if args.fdr is None else args.fdr
         if not 0 < fdr < 1:
             raise UsageError("plan: --fdr must be between 0 and 1, exclusive")
-        tests = power.nightly_tests(defaults, args.slices) if args.tests is None else args.tests
+        tests = sample_plan.nightly_tests(defaults, args.slices) if args.tests is None else args.tests
         alpha, level = (
             power.per_test_alpha(fdr, tests),
             f"α = fdr {fdr:g} / {tests:g} tests = {fdr / tests:.3g}",
@@ -162,7 +162,7 @@ def _target_line(args: argparse.Namespace, config: EvalConfig) -> str:
     of = f" of {sample.rate}" if sample.rate is not None else ""
     goal = f"a {_points(sample.detect)}-point drop{of} with {_percent(sample.power)} power"
     how = f"{how}; max {sample.max:,}, fixed size {fixed:,}"
-    size, reason, traces = power.target_sample_size(sample, design, fixed)
+    size, reason, traces = sample_plan.target_sample_size(sample, design, fixed)
     if reason == "unreachable":
         best = power.nightly_best_drop(design, sample.power)
         reach = "no drop" if best is None else f"{points_up(best)} points"

@@ -30,8 +30,8 @@ from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.redaction import redact_line, redact_trace
-from ragspine_pipeline.scoring.power import nightly_sample_plan
 from ragspine_pipeline.scoring.refusal import mark_refusals
+from ragspine_pipeline.scoring.sample_plan import nightly_sample_plan
 from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.production_nights import (
     night_summary,

@@ -9,7 +9,7 @@ drop is a WARN check and one alert, never a failed run.
 
 The night's sample size is ``RAGSPINE_SAMPLE_SIZE`` (the component's ``sample_size``), or, with a target
 in the gates config (``production: {sample: ...}``), the size the target needs given the previous
-nights' summaries (``scoring.power.nightly_sample_plan``): worked out once, when the day's shards are
+nights' summaries (``scoring.sample_plan.nightly_sample_plan``): worked out once, when the day's shards are
 planned, and carried to every shard and the merge; the nightly asset states it and why.
 """
 
@@ -41,8 +41,8 @@ from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.judge.items import case_tags, judge_items
 from ragspine_pipeline.redaction import redact_line, redact_trace
-from ragspine_pipeline.scoring.power import SamplePlan, nightly_sample_plan
 from ragspine_pipeline.scoring.refusal import mark_refusals
+from ragspine_pipeline.scoring.sample_plan import SamplePlan, nightly_sample_plan
 from ragspine_pipeline.scoring.significance import NightTests
 from ragspine_pipeline.sources.objects import ObjectFolder
 from ragspine_pipeline.sources.production_nights import (

@@ -25,8 +25,8 @@ from ragspine_pipeline.decision.gates import canonical_keys
 from ragspine_pipeline.files import write_jsonl
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.scoring.drop_settings import DropSettings
-from ragspine_pipeline.scoring.power import SamplePlan, nightly_sample_plan
 from ragspine_pipeline.scoring.production import production_metrics
+from ragspine_pipeline.scoring.sample_plan import SamplePlan, nightly_sample_plan
 from ragspine_pipeline.scoring.significance import FrozenLevel, NightTests, drop_tests
 from ragspine_pipeline.sources.objects import ObjectFolder
 

@@ -9,7 +9,7 @@ import pytest
 from ragspine_pipeline.cli import main
 from ragspine_pipeline.cli import plan as plan_module
 from ragspine_pipeline.decision.detectable import points_up
-from ragspine_pipeline.scoring import power
+from ragspine_pipeline.scoring import power, sample_plan
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 
 
@@ -91,7 +91,7 @@ def test_the_help_names_the_defaults_the_command_applies(capsys):
     assert f"(default {plan_module.DEFAULT_FLIP_RATE:g})" in text
     assert f"(default {DropSettings().fdr:g})" in text
     assert f"(default {DropSettings().window})" in text
-    assert f"(default {power.nightly_tests(DropSettings()):g}:" in text
+    assert f"(default {sample_plan.nightly_tests(DropSettings()):g}:" in text
     assert f"(default {plan_module.DEFAULT_POWER:g})" in text
 
 
@@ -110,7 +110,7 @@ def test_a_config_s_sample_target_prints_the_size_it_implies(tmp_path, capsys):
     config.write_text("production:\n  window: 7\n  sample: {detect: 0.05, max: 20000}\n")
     out = _plan_with_config(capsys, config, "--nightly", "--rate", "0.9", "--tau2", "0.0001")
     design = power.NightlyDesign(
-        rate=0.9, alpha=0.02 / power.nightly_tests(DropSettings(window=7)), tau2=0.0001, window=7
+        rate=0.9, alpha=0.02 / sample_plan.nightly_tests(DropSettings(window=7)), tau2=0.0001, window=7
     )
     needed = power.nightly_sample_size(0.05, design)
     assert len(out) == 2 and "7 trailing nights" in out[0]  # the config's window
@@ -135,6 +135,6 @@ def test_a_config_s_sample_target_prints_the_size_it_implies(tmp_path, capsys):
 
 
 def test_slices_add_their_tests_to_the_night_s_level(capsys):
-    assert power.nightly_tests(DropSettings(), slices=8) == pytest.approx(22.0)  # 10 + 8 × 3 × 6 / 12
+    assert sample_plan.nightly_tests(DropSettings(), slices=8) == pytest.approx(22.0)  # 10 + 8 × 3 × 6 / 12
     assert main(["plan", "--nightly", "--rate", "0.9", "--slices", "8"]) == 0
     assert "/ 22 tests" in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """The nightly asset with a sample-size target in the gates config (``production: {sample: ...}``): the
-night is sampled with the size the previous nights' summaries imply (``scoring.power.nightly_sample_plan``),
+night is sampled with the size the previous nights' summaries imply (``sample_plan.nightly_sample_plan``),
 capped by ``max``; the asset's metadata and the night's summary say which size and why, and warn when
 the target is out of reach."""
 
@@ -15,7 +15,7 @@ import yaml
 
 import ragspine_pipeline
 from ragspine_pipeline.defs.local import backfill_production
-from ragspine_pipeline.scoring import power
+from ragspine_pipeline.scoring import sample_plan
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 from tests.defs.test_production_drops import TRACES, nightly_definitions, write_day
 
@@ -58,7 +58,7 @@ def test_the_night_is_sampled_with_the_size_the_target_needs_capped_by_max(tmp_p
     sample = {"detect": 0.05, "rate": "production_compliance", "max": 300}
     summary, metadata, history = _run(tmp_path, monkeypatch, sample, [0.95] * NIGHTS)
     settings = DropSettings.model_validate({"sample": sample})
-    plan = power.nightly_sample_plan(history, settings, FIXED)
+    plan = sample_plan.nightly_sample_plan(history, settings, FIXED)
     assert plan.reason == "capped" and plan.need.traces > 300 and plan.size == 300
     assert summary["n"] == 300 < TRACES  # the night's sample is the planned size, not RAGSPINE_SAMPLE_SIZE
     assert summary["sample_size"] == json.loads(json.dumps(plan.to_dict()))

@@ -17,7 +17,7 @@ import ragspine_pipeline
 from ragspine_pipeline.decision.config import load_config
 from ragspine_pipeline.decision.evaluation import KNOWN_METRICS
 from ragspine_pipeline.metrics import Scope
-from ragspine_pipeline.scoring import power
+from ragspine_pipeline.scoring import power, sample_plan
 from ragspine_pipeline.scoring.drop_settings import DropSettings
 from ragspine_pipeline.scoring.random_effects import between_day_variance, variance_stabilised
 from ragspine_pipeline.scoring.significance import drop_tests
@@ -52,7 +52,7 @@ def settings(**sample) -> DropSettings:
     return DropSettings.model_validate({"sample": sample})
 
 
-def expected_size(plan: power.SamplePlan, fixed: int) -> int:
+def expected_size(plan: sample_plan.SamplePlan, fixed: int) -> int:
     """What the brief asks for, from the plan's own estimates: ``nightly_sample_size`` of the
     observations, over the observations per trace, capped by max and never below the fixed size."""
     need = plan.need
@@ -64,7 +64,9 @@ def expected_size(plan: power.SamplePlan, fixed: int) -> int:
 
 def test_the_size_is_nightly_sample_size_of_the_rates_own_history():
     days = history(np.random.default_rng(1), 30, traces=2000, jitter=0.15)
-    plan = power.nightly_sample_plan(days, settings(detect=0.03, rate="production_compliance"), fixed=100)
+    plan = sample_plan.nightly_sample_plan(
+        days, settings(detect=0.03, rate="production_compliance"), fixed=100
+    )
     need = plan.need
     assert need.metric == "production_compliance" and need.nights == 28  # variance_window
     # τ² is significance's estimate over the same 28 nights, the level its random-effects mean.
@@ -77,7 +79,7 @@ def test_the_size_is_nightly_sample_size_of_the_rates_own_history():
     w = 1 / (v[-14:] + tau2)
     assert need.level == pytest.approx(math.sin(np.sum(w * y[-14:]) / np.sum(w)) ** 2)
     assert need.alpha == pytest.approx(
-        0.02 / power.nightly_tests(DropSettings())
+        0.02 / sample_plan.nightly_tests(DropSettings())
     )  # no night ran drop tests yet
     assert plan.reason == "target" and plan.size == expected_size(plan, 100) > 100
     design = power.NightlyDesign(rate=need.level, alpha=need.alpha, tau2=need.tau2)
@@ -95,15 +97,17 @@ def test_the_size_is_nightly_sample_size_of_the_rates_own_history():
 
 def test_a_rate_measured_on_more_than_one_observation_a_trace_needs_fewer_traces():
     days = history(np.random.default_rng(2), 20)
-    plan = power.nightly_sample_plan(days, settings(detect=0.03, rate="lexical_faithfulness"), fixed=10)
+    plan = sample_plan.nightly_sample_plan(days, settings(detect=0.03, rate="lexical_faithfulness"), fixed=10)
     assert plan.need.per_trace == pytest.approx(1.8)
     assert plan.size == expected_size(plan, 10)
 
 
 def test_the_default_rate_is_the_one_that_needs_the_most_traces():
     days = history(np.random.default_rng(3), 20)
-    plans = {m: power.nightly_sample_plan(days, settings(detect=0.02, rate=m), fixed=1) for m, _, _ in RATES}
-    chosen = power.nightly_sample_plan(days, settings(detect=0.02), fixed=1)
+    plans = {
+        m: sample_plan.nightly_sample_plan(days, settings(detect=0.02, rate=m), fixed=1) for m, _, _ in RATES
+    }
+    chosen = sample_plan.nightly_sample_plan(days, settings(detect=0.02), fixed=1)
     # One the target cannot reach at all first (τ² estimated from 20 nights of 400 traces is noisy:
     # the nightly test uses the same estimate), then the most traces.
     most = max(plans, key=lambda m: (plans[m].need.traces is None, plans[m].need.traces or 0))
@@ -116,28 +120,32 @@ def test_the_default_rate_is_the_one_that_needs_the_most_traces():
 
 def test_the_size_is_capped_by_max_and_never_below_the_fixed_size():
     days = history(np.random.default_rng(4), 20)
-    capped = power.nightly_sample_plan(
+    capped = sample_plan.nightly_sample_plan(
         days, settings(detect=0.01, rate="production_compliance", max=500), fixed=100
     )
     assert capped.reason == "capped" and capped.size == 500 and capped.need.traces > 500
     assert capped.detectable > 0.01  # what 500 traces do catch, stated
-    floor = power.nightly_sample_plan(days, settings(detect=0.2, rate="production_compliance"), fixed=300)
+    floor = sample_plan.nightly_sample_plan(
+        days, settings(detect=0.2, rate="production_compliance"), fixed=300
+    )
     assert floor.reason == "floor" and floor.size == 300 and floor.need.traces < 300
 
 
 def test_without_a_target_or_a_history_the_fixed_size():
     days = history(np.random.default_rng(5), 20)
-    fixed = power.nightly_sample_plan(days, DropSettings(), fixed=200)
+    fixed = sample_plan.nightly_sample_plan(days, DropSettings(), fixed=200)
     assert (fixed.size, fixed.reason, fixed.need) == (200, "fixed", None)
     for few in ([], days[:4]):  # fewer than min_days (5) nights
-        plan = power.nightly_sample_plan(few, settings(detect=0.02), fixed=200)
+        plan = sample_plan.nightly_sample_plan(few, settings(detect=0.02), fixed=200)
         assert (plan.size, plan.reason, plan.need) == (200, "no history", None)
     assert "no production.sample target" in fixed.to_dict()["why"]
 
 
 def test_an_unreachable_target_warns_naming_the_rate_and_the_best_drop_and_uses_max():
     days = history(np.random.default_rng(6), 30, traces=2000, jitter=0.5)
-    plan = power.nightly_sample_plan(days, settings(detect=0.01, rate="production_compliance", max=3000), 200)
+    plan = sample_plan.nightly_sample_plan(
+        days, settings(detect=0.01, rate="production_compliance", max=3000), 200
+    )
     need = plan.need
     assert plan.reason == "unreachable" and plan.size == 3000 and need.traces is None
     design = power.NightlyDesign(rate=need.level, alpha=need.alpha, tau2=need.tau2)
@@ -152,7 +160,7 @@ def test_the_test_count_comes_from_the_latest_night_that_ran_drop_tests():
     days[-1] = {**days[-1], "drop_tests": drop_tests(days[-1], days[:-1]).to_dict()}
     tested = [t for t in days[-1]["drop_tests"]["tests"] if t["p_value"] is not None]
     assert tested and all(t["slice"] == "all traffic" for t in tested)
-    plan = power.nightly_sample_plan(days, settings(detect=0.03), fixed=1)
+    plan = sample_plan.nightly_sample_plan(days, settings(detect=0.03), fixed=1)
     # All traffic only: the one-night tests weigh 4 × 3, the multi-night ones 4; the level is the
     # night's fdr (0.02) times the one-night test's share of the summed weights.
     one_night = sum(t["nights"] == 1 for t in tested)
