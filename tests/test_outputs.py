@@ -233,7 +233,7 @@ def test_a_new_file_in_a_system_folder_is_refused_and_nothing_is_made_there(comm
 
 
 def test_no_lock_or_outbox_is_made_in_a_system_folder():
-    from ragspine_pipeline.alerts.model import run_failure_alert
+    from ragspine_pipeline.alerts.builders import run_failure_alert
     from ragspine_pipeline.alerts.outbox import Outbox
     from ragspine_pipeline.errors import InputError
     from ragspine_pipeline.files import LockedFile

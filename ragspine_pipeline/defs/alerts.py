@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from ragspine_pipeline.alerts.delivery import FlushResult
-from ragspine_pipeline.alerts.model import (
-    Alert,
+from ragspine_pipeline.alerts.builders import (
     release_alert,
     retry_succeeded_alert,
     run_failure_alert,
     superseded_alert,
 )
+from ragspine_pipeline.alerts.delivery import FlushResult
+from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.automation import SUPERSEDED_TAG
 from ragspine_pipeline.defs.executor import executor_from_env

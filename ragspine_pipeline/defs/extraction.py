@@ -19,7 +19,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from ragspine_pipeline.alerts.model import Finding, gate_alert
+from ragspine_pipeline.alerts.builders import gate_alert
+from ragspine_pipeline.alerts.model import Finding
 from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors

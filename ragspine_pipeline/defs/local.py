@@ -29,8 +29,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.alerts.delivery import FlushResult
-from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.alerts import finish_failed_run, finish_succeeded_run, free_slots, succeeded_steps
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG

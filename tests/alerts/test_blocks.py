@@ -10,7 +10,8 @@ from datetime import timedelta
 import numpy as np
 
 from ragspine_pipeline.alerts.blocks import blocks, fallback_text, message
-from ragspine_pipeline.alerts.model import Drop, gate_alert, release_alert, run_failure_alert
+from ragspine_pipeline.alerts.builders import gate_alert, release_alert, run_failure_alert
+from ragspine_pipeline.alerts.model import Drop
 from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.decision.release import ReleaseDecision
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ragspine_pipeline import cli
-from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 
 TOKEN = "xoxb-cli-secret"

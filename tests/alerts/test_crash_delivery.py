@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from tests.alerts.slack_server import TOKEN
 

@@ -14,9 +14,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ragspine_pipeline import files as files_module
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.alerts.delivery import flush
 from ragspine_pipeline.alerts.events import AlertOutbox
-from ragspine_pipeline.alerts.model import Alert, run_failure_alert
+from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.alerts.slack import SlackSender, SlackSettings
 from ragspine_pipeline.errors import InputError
@@ -290,7 +291,7 @@ def _texts(value, key: str = ""):
 
 
 def test_mentions_and_links_from_the_data_arrive_escaped_in_text_and_blocks(tmp_path, slack):
-    from ragspine_pipeline.alerts.model import release_alert
+    from ragspine_pipeline.alerts.builders import release_alert
     from ragspine_pipeline.decision.release import ReleaseDecision
 
     hostile = "<!channel> <@U123> <http://x|y>"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from concurrent.futures import ProcessPoolExecutor
 
+from ragspine_pipeline.alerts.builders import release_alert, run_failure_alert
 from ragspine_pipeline.alerts.events import AlertOutbox
-from ragspine_pipeline.alerts.model import release_alert, run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.decision.release import ReleaseDecision
 

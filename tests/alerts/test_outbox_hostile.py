@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from ragspine_pipeline import cli, inputs
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.alerts.delivery import flush
-from ragspine_pipeline.alerts.model import run_failure_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.alerts.slack import SlackSettings
 from ragspine_pipeline.errors import InputError

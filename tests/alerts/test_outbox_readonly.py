@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ragspine_pipeline import cli
-from ragspine_pipeline.alerts.model import release_alert
+from ragspine_pipeline.alerts.builders import release_alert
 from ragspine_pipeline.alerts.outbox import Outbox, open_outbox
 from tests.alerts.test_outbox import STREAM, decision
 

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from ragspine_pipeline.alerts.builders import gate_alert, release_alert, run_failure_alert
 from ragspine_pipeline.alerts.delivery import flush
 from ragspine_pipeline.alerts.events import batch_key
-from ragspine_pipeline.alerts.model import Alert, Finding, gate_alert, release_alert, run_failure_alert
+from ragspine_pipeline.alerts.model import Alert, Finding
 from ragspine_pipeline.alerts.outbox import Outbox, open_outbox
 from ragspine_pipeline.alerts.slack import SlackSettings
 from ragspine_pipeline.errors import InputError
@@ -115,7 +116,7 @@ def test_the_file_outbox_and_the_command_never_import_psycopg2(tmp_path):
 import sys
 from ragspine_pipeline import cli
 from ragspine_pipeline.alerts.delivery import flush
-from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.alerts.outbox import open_outbox
 outbox = open_outbox({str(tmp_path / "outbox.jsonl")!r})
 outbox.observe(run_failure_alert("nightly_eval", "run-1", None, "boom"))

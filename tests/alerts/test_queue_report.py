@@ -11,7 +11,7 @@ import pytest
 
 from ragspine_pipeline import files as files_module
 from ragspine_pipeline.alerts import outbox as outbox_module
-from ragspine_pipeline.alerts.model import release_alert
+from ragspine_pipeline.alerts.builders import release_alert
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.errors import InputError
 from tests.alerts.test_outbox import STREAM, decision

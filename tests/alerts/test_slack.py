@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from ragspine_pipeline.alerts.builders import gate_alert
 from ragspine_pipeline.alerts.delivery import flush
-from ragspine_pipeline.alerts.model import Finding, gate_alert
+from ragspine_pipeline.alerts.model import Finding
 from ragspine_pipeline.alerts.outbox import Outbox
 from ragspine_pipeline.alerts.slack import SlackSender, SlackSettings
 from tests.conftest import Reply

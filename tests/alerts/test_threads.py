@@ -10,19 +10,16 @@ import re
 import pytest
 
 from ragspine_pipeline.alerts.blocks import message
-from ragspine_pipeline.alerts.delivery import flush
-from ragspine_pipeline.alerts.events import AlertOutbox
-from ragspine_pipeline.alerts.incidents import closing, incident_thread, open_regressions
-from ragspine_pipeline.alerts.model import (
-    Alert,
-    Drop,
-    Finding,
+from ragspine_pipeline.alerts.builders import (
     gate_alert,
     release_alert,
     retry_succeeded_alert,
     run_failure_alert,
-    with_report_links,
 )
+from ragspine_pipeline.alerts.delivery import flush
+from ragspine_pipeline.alerts.events import AlertOutbox
+from ragspine_pipeline.alerts.incidents import closing, incident_thread, open_regressions
+from ragspine_pipeline.alerts.model import Alert, Drop, Finding, with_report_links
 from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.slack import SlackSender
 from ragspine_pipeline.decision.causes import release_causes
@@ -274,7 +271,7 @@ def test_a_recovery_with_nothing_known_to_close_says_what_it_said_before():
 
 @pytest.mark.parametrize("kind", ["run_failure", "no run", "no url"])
 def test_report_links_need_a_run_with_a_report_and_a_base_url(kind):
-    from ragspine_pipeline.alerts.model import run_failure_alert
+    from ragspine_pipeline.alerts.builders import run_failure_alert
 
     alert = {
         "run_failure": run_failure_alert("nightly_eval", "r-1", None, "boom"),

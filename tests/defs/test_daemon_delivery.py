@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 from dagster._core.scheduler.instigation import TickStatus  # instance.get_ticks takes it
 
-from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S
 from ragspine_pipeline.defs.resources import AlertsResource
 from tests.alerts.slack_server import TOKEN, SlackServer

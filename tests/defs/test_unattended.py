@@ -22,7 +22,7 @@ from botocore.exceptions import EndpointConnectionError
 from dagster._core.instance.config import dagster_instance_config
 from dagster._utils.error import SerializableErrorInfo
 
-from ragspine_pipeline.alerts.model import run_failure_alert
+from ragspine_pipeline.alerts.builders import run_failure_alert
 from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S, error_text, step_failure_alert
 from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.retries import MAX_RETRIES, STEP_RETRIES, step_retries
