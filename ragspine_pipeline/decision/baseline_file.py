@@ -120,7 +120,7 @@ def read_baseline(
     store: VersionedFile, known: Iterable[str], scope: Scope = Scope.GOLDEN, text: str | None = None
 ) -> dict[str, BaselineEntry]:
     """:func:`load_baseline` of any versioned file (a local path or an S3 object): a snapshot, for
-    reporting; a decision that promotes compares inside :func:`locked_update` instead. ``text``: the
+    reporting; a decision that promotes compares inside ``baseline.locked_update`` instead. ``text``: the
     file's text when the caller read it already (None: read it here)."""
     entries = parse_baseline(store.read() if text is None else text, store.name, scope)[1]
     check_names(store.name, entries, list(known))

@@ -4,7 +4,7 @@ The CLI and the Dagster assets load files their own way, then call :func:`evalua
 metrics, the layered evaluation and slices when an evidence registry is given, the QA gates and
 fabrication count when the golden set carries RAGSpine expectations, gates, the baseline comparison
 (the fabrication count against the baseline's ``fabrication_count``) and the ``ship`` / ``block``
-decision with its causes. Without a gate list, :func:`default_gates_for` picks the defaults of the
+decision with its causes. Without a gate list, ``run_gates.default_gates_for`` picks the defaults of the
 dialects the data carries.
 
 Every metric of the run is one :class:`~ragspine_pipeline.metrics.MetricResult` (:attr:`Evaluation.results`):
@@ -130,7 +130,7 @@ class Evaluation:
 
     @property
     def case_outcomes(self) -> dict[str, bool]:
-        """``{case id: passed}`` (:func:`case_outcomes`): what the paired baseline test compares."""
+        """``{case id: passed}`` (``outcomes.case_outcomes``): what the paired baseline test compares."""
         return case_outcomes(self.grounded, self.layered)
 
     @property
