@@ -5,6 +5,7 @@ a fresh database on the local PostgreSQL. And the two layers of the suite: the `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -110,10 +111,11 @@ def stop_group(process: subprocess.Popen, timeout: float = 60) -> None:
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=timeout * load_factor())
-    except ProcessLookupError:
-        pass
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:  # gone between the poll and the signal
         process.wait()
 
 
