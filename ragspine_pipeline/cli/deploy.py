@@ -29,31 +29,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from botocore.exceptions import BotoCoreError, ClientError
 
 from ragspine_pipeline.cli.args import EXIT_GATE_FAILED, EXIT_PASS, EXIT_UNUSABLE, UsageError
-from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
-from ragspine_pipeline.sources.trace_store import LocalTraceStore
+from ragspine_pipeline.cli.deploy_s3 import (
+    COMPUTE_LOG_BUCKET,
+    S3_SETTINGS,
+    bootstrap,
+    first_line,
+    s3_endpoint,
+    s3_problems,
+    s3_region,
+    s3_targets,
+)
 
-# The objects a first run reads, each setting with its place in a RAGSPINE_HOME-style folder (the code
-# location's defaults, ``defs.env_resources.default_resources``): what ``bootstrap --from`` seeds.
-SEEDS = (
-    ("RAGSPINE_TRACE_STORE", "traces"),  # a folder: dt=YYYY-MM-DD/*.jsonl[.gz]
-    ("RAGSPINE_INDEX_MANIFEST", "index/manifest.json"),
-    ("RAGSPINE_EXTRACTION_FACTS", "extraction/facts.jsonl"),
-    ("RAGSPINE_BASELINE", "baseline.json"),
-    ("RAGSPINE_EXTRACTION_BASELINE", "extraction/baseline.json"),
-)
-# Every setting that may name an S3 location: the buckets a deployment needs.
-S3_SETTINGS = (
-    *(name for name, _ in SEEDS),
-    "RAGSPINE_IO_URI",
-    "RAGSPINE_REPORTS",
-    "RAGSPINE_WORK",
-    "RAGSPINE_JUDGE_CACHE",
-)
-# Step logs (deploy/celery, deploy/k8s): a bucket name, on the endpoint the instance config gives it.
-COMPUTE_LOG_BUCKET, COMPUTE_LOG_ENDPOINT = "DAGSTER_COMPUTE_LOG_BUCKET", "DAGSTER_S3_ENDPOINT_URL"
 # Values that are secrets: never printed, and scrubbed from any message that is.
 SECRETS = (
     "DAGSTER_PG_PASSWORD",
@@ -84,22 +72,14 @@ def run_bootstrap(args: argparse.Namespace) -> int:
     source = Path(args.source) if args.source else None
     if source is not None and not source.is_dir():
         raise UsageError(f"deploy bootstrap: --from {source}: not a folder")
-    targets = _s3_targets(env)
+    targets = s3_targets(env)
     if not targets:
         raise UsageError(
             "deploy bootstrap: no setting names an S3 location "
             f"({', '.join(S3_SETTINGS)}, {COMPUTE_LOG_BUCKET})"
         )
-    clients: dict[str | None, Any] = {}
-    for (endpoint, bucket), names in targets.items():
-        client = clients.setdefault(endpoint, _client(env, endpoint))
-        print(f"bucket {bucket}: {_create_bucket(client, bucket, _region(env))} ({', '.join(names)})")
-    if source is not None:
-        client = clients.setdefault(_endpoint(env), _client(env, _endpoint(env)))
-        for name, place in SEEDS:
-            uri = env.get(name) or ""
-            if uri.startswith("s3://"):
-                print(f"{name}: {_seed(client, source / place, uri)}")
+    for line in bootstrap(env, targets, source):
+        print(line)
     return EXIT_PASS
 
 
@@ -157,7 +137,7 @@ def _decision_lines(where: str) -> list[str]:
 
     folder, name = where.rsplit("/", 1)
     decision = ReleaseDecision.model_validate(
-        ObjectFolder(folder, endpoint_url=_endpoint(os.environ), region=_region(os.environ)).read_json(
+        ObjectFolder(folder, endpoint_url=s3_endpoint(os.environ), region=s3_region(os.environ)).read_json(
             name, "release decision"
         )
     )
@@ -183,7 +163,7 @@ def code_location_pools(module: str | None) -> tuple[set[str], str | None]:
             return set(), f"code location {module}: no Definitions named defs"
         jobs = defs.resolve_all_job_defs()
     except Exception as exc:  # any reason it does not load is the user's to fix, in one line
-        return set(), f"code location {module}: does not load: {_first_line(exc)}"
+        return set(), f"code location {module}: does not load: {first_line(exc)}"
     return {op.pool for job in jobs for op in job.graph.iterate_op_defs() if op.pool}, None
 
 
@@ -203,7 +183,7 @@ def instance_problems(config: str | None, env: Mapping[str, str], module: str | 
     try:
         document = yaml.safe_load(path.read_text("utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        return [f"{path}: not readable YAML: {_first_line(exc)}"]
+        return [f"{path}: not readable YAML: {first_line(exc)}"]
     unset = [name for name in dict.fromkeys(_env_references(document)) if name not in env]
     if unset:
         return [f"{name}: not set (named by {path})" for name in unset]
@@ -215,7 +195,7 @@ def instance_problems(config: str | None, env: Mapping[str, str], module: str | 
 
         instance = DagsterInstance.from_config(str(path.parent), config_filename=path.name)
     except Exception as exc:  # any reason the instance does not load is the user's to fix, in one line
-        return [*problems, f"{path}: the instance does not load: {_first_line(exc)}"]
+        return [*problems, f"{path}: the instance does not load: {first_line(exc)}"]
     wanted, problem = code_location_pools(module)
     if problem:
         problems.append(problem)
@@ -230,32 +210,6 @@ def instance_problems(config: str | None, env: Mapping[str, str], module: str | 
                 )
             elif (limit := storage.get_concurrency_info(pool).limit) is None or limit < 1:
                 problems.append(f"pool {pool}: limit {limit}: none of its steps would ever run")
-    return problems
-
-
-def s3_problems(env: Mapping[str, str]) -> list[str]:
-    """Credentials, region and buckets for every S3 location the settings name; [] when all is there."""
-    targets = _s3_targets(env)
-    if not targets:
-        return []
-    import boto3
-
-    session = boto3.session.Session()
-    problems = []
-    if not (session.region_name or _endpoint(env)):
-        problems.append(
-            "AWS region: not set (AWS_REGION, or RAGSPINE_S3_ENDPOINT_URL for an S3-compatible store)"
-        )
-    if session.get_credentials() is None:
-        problems.append(
-            "AWS credentials: none found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, or a role)"
-        )
-        return problems  # every bucket would fail the same way
-    clients: dict[str | None, Any] = {}
-    for (endpoint, bucket), names in targets.items():
-        client = clients.setdefault(endpoint, _client(env, endpoint))
-        if problem := _bucket_problem(client, bucket):
-            problems.append(f"bucket {bucket} ({', '.join(names)}): {problem}")
     return problems
 
 
@@ -354,7 +308,7 @@ def _connect(query: str | None = None, **settings: Any) -> tuple[str | None, Any
     try:
         connection = psycopg2.connect(connect_timeout=_CONNECT_TIMEOUT_S, **settings)
     except psycopg2.Error as exc:
-        return _first_line(exc), None
+        return first_line(exc), None
     try:
         if query is None:
             return None, None
@@ -362,105 +316,6 @@ def _connect(query: str | None = None, **settings: Any) -> tuple[str | None, Any
             cursor.execute(query)
             return None, cursor.fetchone()[0]
     except psycopg2.Error as exc:
-        return _first_line(exc), None
+        return first_line(exc), None
     finally:
         connection.close()
-
-
-def _endpoint(env: Mapping[str, str]) -> str | None:
-    return env.get("RAGSPINE_S3_ENDPOINT_URL") or None
-
-
-def _region(env: Mapping[str, str]) -> str | None:
-    return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
-
-
-def _client(env: Mapping[str, str], endpoint: str | None):
-    return s3_client(endpoint_url=endpoint, region=_region(env), max_attempts=2)
-
-
-def _s3_targets(env: Mapping[str, str]) -> dict[tuple[str | None, str], list[str]]:
-    """``{(endpoint, bucket): [settings naming it]}``, in the order the settings are declared."""
-    targets: dict[tuple[str | None, str], list[str]] = {}
-    for name in S3_SETTINGS:
-        uri = env.get(name) or ""
-        if uri.startswith("s3://"):
-            bucket, _ = parse_s3_uri(uri)
-            targets.setdefault((_endpoint(env), bucket), []).append(name)
-    if bucket := env.get(COMPUTE_LOG_BUCKET):
-        endpoint = env.get(COMPUTE_LOG_ENDPOINT) or _endpoint(env)
-        targets.setdefault((endpoint, bucket), []).append(COMPUTE_LOG_BUCKET)
-    return targets
-
-
-def _bucket_problem(client, bucket: str) -> str | None:
-    try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code")
-        if code in ("404", "NoSuchBucket", "NotFound"):
-            return "does not exist (`ragspine-eval deploy bootstrap` creates it)"
-        return f"not accessible: {aws_cause(exc)}"
-    except BotoCoreError as exc:
-        return f"cannot reach S3: {aws_cause(exc)}"
-    return None
-
-
-def _create_bucket(client, bucket: str, region: str | None) -> str:
-    if _bucket_problem(client, bucket) is None:
-        return "exists"
-    options = {}
-    if region and region != "us-east-1":  # S3 refuses an explicit us-east-1 constraint
-        options["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    try:
-        client.create_bucket(Bucket=bucket, **options)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "BucketAlreadyOwnedByYou":
-            return "exists"
-        raise UsageError(f"deploy bootstrap: cannot create bucket {bucket}: {aws_cause(exc)}") from None
-    except BotoCoreError as exc:
-        raise UsageError(f"deploy bootstrap: cannot create bucket {bucket}: {aws_cause(exc)}") from None
-    return "created"
-
-
-def _seed(client, local: Path, uri: str) -> str:
-    """Upload ``local`` (a file, or a trace folder's day partitions) to ``uri``; keep what is there."""
-    if not local.exists():
-        return f"nothing to seed ({local} does not exist)"
-    bucket, key = parse_s3_uri(uri)
-    if local.is_file():
-        files = [(local, key)]
-    else:
-        prefix = key.rstrip("/") + "/" if key.strip("/") else ""
-        store = LocalTraceStore(local)  # its days and trace objects, by the trace store's own rule
-        files = [
-            (local / f"dt={day}" / name, f"{prefix}dt={day}/{name}")
-            for day in store.days()
-            for name in store.objects(day)
-        ]
-    uploaded = 0
-    for path, name in files:
-        if not _exists(client, bucket, name):
-            try:
-                client.upload_file(str(path), bucket, name)
-            except (BotoCoreError, ClientError) as exc:
-                raise UsageError(f"deploy bootstrap: cannot upload {path}: {_first_line(exc)}") from None
-            uploaded += 1
-    return f"{uploaded} uploaded, {len(files) - uploaded} kept as they were ({uri})"
-
-
-def _exists(client, bucket: str, key: str) -> bool:
-    try:
-        client.head_object(Bucket=bucket, Key=key)
-    except ClientError as exc:
-        if is_not_found(exc):
-            return False
-        raise UsageError(f"deploy bootstrap: cannot read s3://{bucket}/{key}: {aws_cause(exc)}") from None
-    except BotoCoreError as exc:
-        raise UsageError(f"deploy bootstrap: cannot read s3://{bucket}/{key}: {aws_cause(exc)}") from None
-    return True
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
