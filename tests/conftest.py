@@ -423,9 +423,9 @@ def quick_slack_retries(monkeypatch):
     whose subject is what is retried and what is kept, not how long the waits are."""
     from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 
-    from ragspine_pipeline.alerts import slack
+    from ragspine_pipeline.alerts import slack_budget
 
-    monkeypatch.setattr(slack, "_backoff", lambda: FixedValueRetryIntervalCalculator(0.01))
+    monkeypatch.setattr(slack_budget, "backoff", lambda: FixedValueRetryIntervalCalculator(0.01))
 
 
 @pytest.fixture

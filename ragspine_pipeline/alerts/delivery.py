@@ -64,16 +64,14 @@ from ragspine_pipeline.alerts.events import AlertOutbox, Entry, OutboxView, batc
 from ragspine_pipeline.alerts.incidents import alert_incident, closing, open_regressions, thread_root
 from ragspine_pipeline.alerts.model import Alert
 from ragspine_pipeline.alerts.slack import (
-    DEFAULT_BUDGET_S,
     DEFAULT_TTL_HOURS,
     HISTORY_PAGES,
-    MIN_REQUEST_S,
     DeliveryError,
     SlackSender,
     SlackSettings,
-    WaitBudget,
     seconds_from_env,
 )
+from ragspine_pipeline.alerts.slack_budget import DEFAULT_BUDGET_S, MIN_REQUEST_S, WaitBudget
 from ragspine_pipeline.errors import InputError
 
 DEFAULT_CONFIRM_AFTER_S = 120.0

@@ -10,53 +10,41 @@ channel's ID, ``C…``; a name works too) and, optionally, ``SLACK_API_BASE_URL`
 Every message carries Slack message metadata (``event_type`` ``ragspine_alert``, ``event_payload``
 ``{"alert_ids": "<id> <id> …"}``), so a later pass can tell from the channel's history (a reply: from its
 thread, ``conversations.replies``) whether an unanswered post landed. slack-sdk's own retry handlers do the
-retrying, bounded by a :class:`WaitBudget`: a ``Retry-After`` or back-off wait happens only when it fits,
-and each request's timeout is cut to what is left. A request that may have reached Slack (a timeout, a
-connection lost while waiting for the answer) is never retried here. Every failure is a
-:class:`DeliveryError` of one line; the token is never part of an error message, a log line or the outbox.
-The delivery protocol itself is in ``alerts.delivery``.
+retrying, bounded by a ``WaitBudget`` (``alerts.slack_budget``): a ``Retry-After`` or back-off wait
+happens only when it fits, and each request's timeout is cut to what is left. A request that may have
+reached Slack (a timeout, a connection lost while waiting for the answer) is never retried here. Every
+failure is a :class:`DeliveryError` of one line; the token is never part of an error message, a log line
+or the outbox. The delivery protocol itself is in ``alerts.delivery``.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.error import URLError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackRequestError
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
-from slack_sdk.http_retry.interval_calculator import RetryIntervalCalculator
 
 from ragspine_pipeline.alerts.blocks import message
 from ragspine_pipeline.alerts.model import Alert
+from ragspine_pipeline.alerts.slack_budget import (
+    MIN_REQUEST_S,
+    BoundedRateLimitRetryHandler,
+    ServerErrorRetry,
+    UnsentRequestRetry,
+    WaitBudget,
+    WithinBudget,
+    retry_after,
+    seconds_text,
+)
 from ragspine_pipeline.errors import InputError
 
 DEFAULT_BASE_URL = WebClient.BASE_URL
 DEFAULT_TTL_HOURS = 24.0
-DEFAULT_BUDGET_S = 30.0
 METADATA_EVENT = "ragspine_alert"
-MIN_REQUEST_S = 1.0  # less time than this left in the budget: no new request is started
 HISTORY_PAGES = 10  # of 200 messages: how far back a confirmation looks before it gives up
-
-# The clock and the sleep every budget uses (looked up at each call: a test may put a fake clock here).
-monotonic = time.monotonic
-sleep = time.sleep
-
-
-def seconds_text(seconds: float) -> str:
-    """A number of seconds as a message shows it: plain digits at any size (``100000``, ``2.5``, ``0.1``),
-    never an exponent that hides the arithmetic."""
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):
-        return str(seconds)
-    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def seconds_from_env(name: str, default: float, minimum: float) -> float:
@@ -113,116 +101,6 @@ class SlackSettings:
         return f"{' and '.join(absent)} not set: alerts stay in the outbox" if absent else None
 
 
-class WaitBudget:
-    """The wall-clock time one delivery pass may spend with Slack, on the monotonic clock."""
-
-    def __init__(self, seconds: float = DEFAULT_BUDGET_S) -> None:
-        self.seconds = seconds
-        self.start = monotonic()
-
-    def elapsed(self) -> float:
-        return max(0.0, monotonic() - self.start)
-
-    def remaining(self) -> float:
-        """What is left, as the budget minus the time spent (exact at any budget size: a deadline of
-        ``start + seconds`` would lose the clock's digits to a large budget's)."""
-        return max(0.0, self.seconds - self.elapsed())
-
-    def fits(self, wait_s: float) -> bool:
-        """Whether waiting ``wait_s`` still leaves time for one more request."""
-        return wait_s + MIN_REQUEST_S <= self.remaining()
-
-    def spent(self) -> str:
-        return (
-            f"the {seconds_text(self.seconds)} s this flush may spend with Slack are spent "
-            "(RAGSPINE_ALERT_FLUSH_BUDGET_S); the rest waits for the next flush"
-        )
-
-
-class _WithinBudget:
-    """A slack-sdk retry handler whose wait happens only when it fits in the pass's budget; after it,
-    ``on_wait`` cuts the next request's timeout to what is left."""
-
-    budget: WaitBudget
-    on_wait: Callable[[], None]
-    _wait_s: float = 0.0
-    # Of the last request: the waits made, and the wait declined (with what was left) when it did not fit.
-    waited: list[float]
-    declined: tuple[float, float] | None = None
-
-    def reset(self) -> None:
-        self.waited, self.declined = [], None
-
-    def can_retry(self, *, state, request, response=None, error=None) -> bool:
-        if not super().can_retry(state=state, request=request, response=response, error=error):
-            return False
-        self._wait_s = self._next_wait(state, response)
-        left = self.budget.remaining()
-        if self._wait_s + MIN_REQUEST_S <= left:
-            return True
-        self.declined = (self._wait_s, left)  # not waited for at all: the call fails now, and says so
-        return False
-
-    def prepare_for_next_attempt(self, *, state, request, response=None, error=None) -> None:
-        state.next_attempt_requested = True
-        sleep(self._wait_s)
-        self.waited.append(self._wait_s)
-        state.increment_current_attempt()
-        self.on_wait()
-
-    def _next_wait(self, state, response) -> float:
-        return self.interval_calculator.calculate_sleep_duration(state.current_attempt)
-
-
-class BoundedRateLimitRetryHandler(_WithinBudget, RateLimitErrorRetryHandler):
-    """slack-sdk's 429 handler: it waits for ``Retry-After`` — unless Slack asks for longer than
-    ``max_wait_s`` or than the pass's budget has left: then the post fails now and the alert waits in
-    the outbox instead of holding the run."""
-
-    def __init__(
-        self,
-        max_retry_count: int,
-        max_wait_s: float,
-        budget: WaitBudget | None = None,
-        on_wait: Callable[[], None] = lambda: None,
-    ) -> None:
-        super().__init__(max_retry_count=max_retry_count)
-        self.max_wait_s, self.budget, self.on_wait = max_wait_s, budget or WaitBudget(), on_wait
-        self.reset()
-
-    def _can_retry(self, *, state, request, response=None, error=None) -> bool:
-        return super()._can_retry(state=state, request=request, response=response, error=error) and (
-            _retry_after(response.headers) <= self.max_wait_s
-        )
-
-    def _next_wait(self, state, response) -> float:
-        return _retry_after(response.headers)
-
-
-def _backoff() -> RetryIntervalCalculator:
-    """The waits between retries of a server error or an unsent request: slack-sdk's exponential
-    back-off (0.5 s, then 1 s), each plus up to a second of its random jitter."""
-    return BackoffRetryIntervalCalculator(backoff_factor=0.5)
-
-
-class _ServerErrorRetry(_WithinBudget, ServerErrorRetryHandler):
-    def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
-        super().__init__(max_retry_count, _backoff())
-        self.budget, self.on_wait = budget, on_wait
-        self.reset()
-
-
-class _UnsentRequestRetry(_WithinBudget, ConnectionErrorRetryHandler):
-    """Retries only a request that never reached Slack: urllib raises URLError while connecting or
-    sending. A connection lost while waiting for the answer (reset, closed, timed out) is not retried:
-    Slack may have posted it, so the next pass looks in the channel's history first."""
-
-    def __init__(self, max_retry_count: int, budget: WaitBudget, on_wait: Callable[[], None]) -> None:
-        super().__init__(max_retry_count, _backoff(), [URLError])
-        self.budget, self.on_wait = budget, on_wait
-        self.reset()
-
-
 class DeliveryError(Exception):
     """One failed Slack call, as one line without secrets. ``maybe_posted``: Slack did not answer, so it
     may have posted the message; ``answered``: Slack did answer (a 5xx after which it may still have
@@ -267,8 +145,8 @@ class SlackSender:
             BoundedRateLimitRetryHandler(
                 rate_limit_retries, max_retry_after_s, self.budget, self._fit_timeout
             ),
-            _ServerErrorRetry(server_error_retries, self.budget, self._fit_timeout),
-            _UnsentRequestRetry(connection_retries, self.budget, self._fit_timeout),
+            ServerErrorRetry(server_error_retries, self.budget, self._fit_timeout),
+            UnsentRequestRetry(connection_retries, self.budget, self._fit_timeout),
         ]
         self.client = WebClient(
             token=settings.token, base_url=settings.base_url, timeout=timeout_s, retry_handlers=self._handlers
@@ -383,7 +261,7 @@ class SlackSender:
         problem = f"Slack answered HTTP {status}: {error or 'no error code'}"
         if status == 429:
             problem += (
-                f" ({self._rate_limited(_retry_after(exc.response.headers or {}))}; left for the next flush)"
+                f" ({self._rate_limited(retry_after(exc.response.headers or {}))}; left for the next flush)"
             )
         # A 5xx may come after Slack stored the message: confirm it before posting again.
         return DeliveryError(
@@ -401,10 +279,10 @@ class SlackSender:
         if wait > self.max_retry_after_s:
             bound = seconds_text(self.max_retry_after_s)
             return f"Retry-After {seconds_text(wait)} s: more than the {bound} s bound"
-        if isinstance(handler, _WithinBudget) and handler.declined is not None:
+        if isinstance(handler, WithinBudget) and handler.declined is not None:
             wanted, left = handler.declined
             return f"Retry-After {seconds_text(wanted)} s does not fit in the {left:.1f} s left of {budget}"
-        waited = handler.waited if isinstance(handler, _WithinBudget) else []
+        waited = handler.waited if isinstance(handler, WithinBudget) else []
         if waited:
             return (
                 f"still rate limited after {len(waited)} wait(s) for Retry-After "
@@ -439,18 +317,6 @@ def _next_cursor(page) -> str | None:
     meta = page.get("response_metadata")
     cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
     return cursor if isinstance(cursor, str) and cursor else None
-
-
-def _retry_after(headers) -> float:
-    """Slack's ``Retry-After`` in seconds (1 when absent or unreadable), from slack-sdk's header dict
-    (a string per name) or its retry response (a list per name)."""
-    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-    value = value[0] if isinstance(value, list) and value else value
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return 1.0
-    return seconds if 0 <= seconds < float("inf") else 1.0
 
 
 def _reason(exc: Exception) -> str:

@@ -1,5 +1,5 @@
 """Flush budgets honoured as stated, against the stateful Slack on loopback with a fake clock (the
-budget's ``monotonic`` and ``sleep`` in ``alerts.slack``): a Retry-After that fits is waited for, one
+budget's ``monotonic`` and ``sleep`` in ``alerts.slack_budget``): a Retry-After that fits is waited for, one
 longer than what is left is not waited for at all and says so at once, and the message's arithmetic is
 right at any budget size."""
 
@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from ragspine_pipeline.alerts import slack as slack_module
+from ragspine_pipeline.alerts import slack_budget
 from ragspine_pipeline.alerts.delivery import flush
 from ragspine_pipeline.alerts.outbox import Outbox
-from ragspine_pipeline.alerts.slack import WaitBudget, seconds_text
+from ragspine_pipeline.alerts.slack_budget import WaitBudget, seconds_text
 from tests.alerts.test_delivery import queue, settings
 
 
@@ -34,8 +34,8 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(slack_module, "monotonic", fake.monotonic)
-    monkeypatch.setattr(slack_module, "sleep", fake.sleep)
+    monkeypatch.setattr(slack_budget, "monotonic", fake.monotonic)
+    monkeypatch.setattr(slack_budget, "sleep", fake.sleep)
     return fake
 
 
