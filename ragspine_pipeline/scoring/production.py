@@ -70,9 +70,10 @@ import pyarrow.compute as pc
 from ragspine_pipeline.metrics import family, is_count, names, ratio
 from ragspine_pipeline.scoring import fabrication, rowwise
 from ragspine_pipeline.scoring.admissibility import ADMISSIBILITY_RULES, Registry, admissibility
+from ragspine_pipeline.scoring.claims import answer_claims, claim_support
 from ragspine_pipeline.scoring.fabrication import PERIOD_PATTERN, check_period_pattern
 from ragspine_pipeline.scoring.grounded import compliant, refusals
-from ragspine_pipeline.scoring.layered import DEFAULT_REQUIRED_VERSIONS, answer_claims, claim_support
+from ragspine_pipeline.scoring.layered import DEFAULT_REQUIRED_VERSIONS
 from ragspine_pipeline.scoring.production_results import (
     Count,
     Metric,
