@@ -134,7 +134,7 @@ def run_failure_alert(
 ) -> Alert:
     """A run that failed for another reason than a gate (a crash, an unreachable SUT, …). ``error`` is
     said on one line, at most 500 characters, never ending with a colon (a wrapper's message whose cause
-    was lost): put the root cause first (``defs.alerts.error_text``). ``succeeded``: the run's steps
+    was lost): put the root cause first (``defs.run_errors.error_text``). ``succeeded``: the run's steps
     that succeeded before it failed (what a retry from failure does not run again). The stream is the
     run's first attempt's (``root_run_id``: the run a retry or re-execution descends from), so its
     retries speak in one thread (:func:`retry_succeeded_alert`)."""

@@ -35,7 +35,7 @@ from dagster._core.storage.tags import (  # Dagster's run-retry tags; not re-exp
     WILL_RETRY_TAG,
 )
 
-from ragspine_pipeline.defs.alerts import error_text
+from ragspine_pipeline.defs.run_errors import error_text
 
 FAILED_RETRY = "Failed to retry run"  # the daemon's engine event when its retry attempt raised
 REARMED = "Dagster's automatic retry of this run could not be launched"  # our failure events' message

@@ -31,8 +31,8 @@ import pytest
 from dagster._core.events import EngineEventData
 from dagster._core.storage.tags import MAX_RETRIES_TAG, WILL_RETRY_TAG
 
-from ragspine_pipeline.defs.alerts import INSTANCE_DATABASE
 from ragspine_pipeline.defs.retry_guard import FAILED_RETRY, REARMED
+from ragspine_pipeline.defs.run_errors import INSTANCE_DATABASE
 from tests.conftest import PG, stop_group, wait_until
 from tests.defs.test_host_loss import (
     HOLDER,

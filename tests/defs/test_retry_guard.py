@@ -16,7 +16,7 @@ from dagster._core.events import EngineEventData, JobFailureData
 from dagster._core.storage.tags import PARENT_RUN_ID_TAG, WILL_RETRY_TAG
 from dagster._utils.error import serializable_error_info_from_exc_info
 
-from ragspine_pipeline.defs.alerts import INSTANCE_DATABASE, engine_error, step_failure_alert
+from ragspine_pipeline.defs.alerts import step_failure_alert
 from ragspine_pipeline.defs.retry_guard import (
     FAILED_RETRY,
     LOST_AFTER_S,
@@ -25,6 +25,7 @@ from ragspine_pipeline.defs.retry_guard import (
     guard_tick,
     lost_retries,
 )
+from ragspine_pipeline.defs.run_errors import INSTANCE_DATABASE, engine_error
 
 NO_POSTGRES = "dagster-postgres is not installed (pip install -e '.[deploy]')"
 
@@ -194,7 +195,7 @@ def test_a_run_failed_by_the_database_says_so_in_its_alert(instance, closed_port
 def test_a_level_repeating_the_root_message_is_dropped_but_a_short_root_proves_nothing():
     from dagster._utils.error import SerializableErrorInfo
 
-    from ragspine_pipeline.defs.alerts import error_text
+    from ragspine_pipeline.defs.run_errors import error_text
 
     def chain(root: str, wrapper: str) -> SerializableErrorInfo:
         cause = SerializableErrorInfo(f"psycopg2.OperationalError: {root}\n", [], "OperationalError")

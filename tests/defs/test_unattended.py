@@ -23,9 +23,10 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._utils.error import SerializableErrorInfo
 
 from ragspine_pipeline.alerts.builders import run_failure_alert
-from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S, error_text, step_failure_alert
+from ragspine_pipeline.defs.alerts import DELIVERY_INTERVAL_S, step_failure_alert
 from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.retries import MAX_RETRIES, STEP_RETRIES, step_retries
+from ragspine_pipeline.defs.run_errors import error_text
 from ragspine_pipeline.defs.run_launcher import ProcessCheckingRunLauncher
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.sources.errors import SourceError
