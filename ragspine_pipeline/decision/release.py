@@ -27,122 +27,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_serializer, model_validator
+from pydantic import BaseModel, Field, computed_field, model_serializer
 
 from ragspine_pipeline.decision.detectable import comparison_detectable_drop
 from ragspine_pipeline.decision.gates import Gate, GateResult
+from ragspine_pipeline.decision.release_rows import (
+    MODEL_CONFIG,
+    BaselineRegression,
+    FailedGate,
+    FailedSlice,
+    GateRow,
+    UnmeasuredGate,
+)
 
 if TYPE_CHECKING:  # types only: the alerts read decisions without loading the scoring stack
     from ragspine_pipeline.decision.baseline import Comparison
     from ragspine_pipeline.decision.config import SliceGate
     from ragspine_pipeline.decision.paired import PairedSettings
     from ragspine_pipeline.scoring.slices import Slice
-
-# Frozen; unknown keys ignored, so a decision written by a newer version still reads.
-_MODEL = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
-
-def _with_delta(data: Any, value: str, reference: str) -> Any:
-    """``data`` with ``delta`` = value − reference when it does not carry one (the one statement of it)."""
-    if not isinstance(data, Mapping) or data.get("delta") is not None:
-        return data
-    numbers = [data.get(value), data.get(reference)]
-    if all(isinstance(x, int | float) and not isinstance(x, bool) for x in numbers):
-        return {**data, "delta": numbers[0] - numbers[1]}
-    return data  # validation names what is missing
-
-
-class FailedGate(BaseModel):
-    """A gate that failed: ``delta`` = value − threshold (worked out here when a writer left it out)."""
-
-    model_config = _MODEL
-
-    metric: str
-    value: float
-    op: str
-    threshold: float
-    delta: float
-    severity: str = "hard"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _delta(cls, data: Any) -> Any:
-        return _with_delta(data, "value", "threshold")
-
-
-class FailedSlice(BaseModel):
-    model_config = _MODEL
-
-    dimension: str
-    value: str
-    n: int
-    releasable_rate: float
-    ci95: tuple[float, float] | None = None  # its 95 % Wilson interval
-    min_rate: float
-
-
-class BaselineRegression(BaseModel):
-    """A baselined metric worse than its baseline (``fabrication_count`` for the count)."""
-
-    model_config = _MODEL
-
-    metric: str
-    baseline: float
-    current: float
-    delta: float  # current - baseline (worked out here when a writer left it out)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _delta(cls, data: Any) -> Any:
-        return _with_delta(data, "current", "baseline")
-
-
-class UnmeasuredGate(BaseModel):
-    """A gate whose metric the run did not measure: a hard one blocks. ``reason``: why, when the run
-    knows (the trace field its cases lack); None when the metric was not computed at all."""
-
-    model_config = _MODEL
-
-    metric: str
-    op: str
-    threshold: float
-    severity: str = "hard"
-    reason: str | None = None
-
-
-class GateRow(BaseModel):
-    """One gate of the run as reports show it: the verdict beside the value, numerator and denominator
-    of the metric it judged (one :class:`~ragspine_pipeline.decision.gates.GateResult`). ``value`` is
-    None and ``pass`` None when the metric does not apply (its denominator is 0): it never blocks."""
-
-    model_config = _MODEL
-
-    metric: str
-    op: str
-    threshold: float
-    value: float | None
-    passed: bool | None = Field(alias="pass")
-    severity: str = "hard"
-    applicable: bool = True
-    denominator: int | None = None
-    numerator: int | None = None
-
-    @classmethod
-    def of(cls, result: GateResult, digits: int | None = None) -> GateRow:
-        """The row of ``result``; ``digits`` rounds its value for display (gates decided unrounded)."""
-        value = result.value
-        return cls(
-            metric=result.gate.metric,
-            op=result.gate.op,
-            threshold=result.gate.threshold,
-            value=value if value is None or digits is None else round(value, digits),
-            passed=result.passed,
-            severity=result.gate.severity,
-            applicable=result.applicable,
-            denominator=result.result.denominator,
-            numerator=result.result.numerator,
-        )
-
 
 # The regression the paired baseline test reports (``decision.evaluation.compare_with_baseline``).
 PAIRED_REGRESSION = "case_pass_rate (paired)"
@@ -154,7 +56,7 @@ RUN_FIGURES = frozenset(
 
 
 class ReleaseDecision(BaseModel):
-    model_config = _MODEL
+    model_config = MODEL_CONFIG
 
     failed_gates: list[FailedGate] = Field(default_factory=list)
     failed_slices: list[FailedSlice] = Field(default_factory=list)

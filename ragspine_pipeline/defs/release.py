@@ -26,7 +26,8 @@ from ragspine_pipeline.decision.evaluation import (
 )
 from ragspine_pipeline.decision.gates import Gate, default_gates
 from ragspine_pipeline.decision.promotion import ratchet_entry
-from ragspine_pipeline.decision.release import PAIRED_REGRESSION, FailedSlice, GateRow, ReleaseDecision
+from ragspine_pipeline.decision.release import PAIRED_REGRESSION, ReleaseDecision
+from ragspine_pipeline.decision.release_rows import FailedSlice, GateRow
 from ragspine_pipeline.defs.golden import GROUP
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors

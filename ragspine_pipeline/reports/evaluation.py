@@ -7,7 +7,7 @@ denominator is in ``denominators``, ``layered_denominators`` or the QA gate's ``
 ``not_applicable`` names the null ones (derived from the values, for machines that want the list) but
 those in ``unmeasured`` (``{metric: why}``: null because no trace carried the metric's input, e.g.
 ``narrative_faithfulness`` without retrieved context; a gate on one fails as unmeasured). A
-gate row is one :class:`~ragspine_pipeline.decision.release.GateRow`: the value, ``numerator`` and
+gate row is one :class:`~ragspine_pipeline.decision.release_rows.GateRow`: the value, ``numerator`` and
 ``denominator`` of the metric it judged (null where the metric has none: means, judged scores; the
 fabrication count's denominator is the answers it checked) beside its verdict; a gate on a metric that
 does not apply has ``"value": null``, ``"pass": null``, ``"applicable": false`` and does not block.
@@ -30,7 +30,8 @@ from ragspine_pipeline.decision.baseline import change_warnings
 from ragspine_pipeline.decision.evaluation import LAYERED_METRICS, Evaluation
 from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.gates import GateResult
-from ragspine_pipeline.decision.release import GateRow, ReleaseDecision
+from ragspine_pipeline.decision.release import ReleaseDecision
+from ragspine_pipeline.decision.release_rows import GateRow
 from ragspine_pipeline.reports.columns import (
     BOOL_STATES,
     WriteBehind,
