@@ -95,7 +95,6 @@ def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
     stratifying tag. ``given``: the trace fields the block's lines use (the others need no test)."""
     structure = shape.flat_structure(Trace, given)
     ids = ", ".join(f'"{alias}"' for alias in TRACE_QID_ALIASES if alias in given) or "NULL::JSON"
-    blank = _BLANK
     path = duck.literal(f"$.{_key(dimension or '')}")
     stratum = "NULL" if dimension is None or "tags" not in given else f"json_extract_string(tags, {path})"
     others = ", ".join(duck.literal(name) for name in sorted(_INPUT_NAMES - given))
@@ -119,7 +118,7 @@ def _verdicts_sql(dimension: str | None, given: frozenset[str]) -> str:
         FROM (SELECT unnest(trace), known_keys, trace FROM read)
     )
     SELECT
-        coalesce(conforms AND NOT regexp_matches(request_id, {duck.literal(blank)}), false) AS vouched,
+        coalesce(conforms AND NOT regexp_matches(request_id, {duck.literal(_BLANK)}), false) AS vouched,
         request_id,
         stratum
     FROM traces
