@@ -19,7 +19,6 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 SCORE_DOMAIN = (1, 2, 3, 4, 5)
 
@@ -47,6 +46,10 @@ def bootstrap_interval(
         return None
     if np.all(data == data[0]):
         return (float(data[0]), float(data[0]))
+    # Imported here: scipy.stats costs ~0.5 s to import, and every process that loads the code location
+    # imports this module (the judge's report is an asset) while few of them ever compute an interval.
+    from scipy import stats as sps
+
     result = sps.bootstrap(
         (data,),
         np.mean,

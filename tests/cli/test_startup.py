@@ -31,6 +31,13 @@ def test_importing_the_command_imports_no_heavy_library():
     assert _loaded("import ragspine_pipeline.cli", HEAVY) == []
 
 
+def test_loading_the_code_location_imports_neither_scipy_nor_the_judge_sdk():
+    """Every Dagster process of a deployment loads the code location (the code server, each run, each
+    Celery worker): scipy (~0.5 s) is imported only where a statistic needs it, the judge's SDK only
+    when a judge is called."""
+    assert _loaded("import ragspine_pipeline.definitions", ("scipy", "openai", "krippendorff")) == []
+
+
 def test_importing_the_command_loads_no_dagster_module_at_all():
     """Not even Dagster's own helpers (``dagster_shared``, ``dagster_pipes``): the core wheel has none."""
     probe = "import ragspine_pipeline.cli, sys; print([m for m in sys.modules if m.startswith('dagster')])"
