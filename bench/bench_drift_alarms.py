@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import platform
 import shutil
 import sys
@@ -98,7 +99,9 @@ from drift_traffic import (  # noqa: E402, F401
     write_registry,
 )
 
-from ragspine_pipeline.defs.resources import committed_config  # noqa: E402
+from ragspine_pipeline.decision.config import load_config  # noqa: E402
+from ragspine_pipeline.decision.evaluation import KNOWN_METRICS  # noqa: E402
+from ragspine_pipeline.defs.resources import METRIC_SCOPE, packaged_gates  # noqa: E402
 from ragspine_pipeline.scoring.drop_settings import WORSE_WHEN, DropSettings  # noqa: E402
 from ragspine_pipeline.scoring.stats import wilson  # noqa: E402
 
@@ -477,7 +480,11 @@ def main() -> int:
     )
     args = parser.parse_args()
     overrides = {name: json.loads(value) for name, value in (item.split("=", 1) for item in args.set)}
-    settings = DropSettings.model_validate({**committed_config().production.model_dump(), **overrides})
+    # The demo's drop-test settings: its gates config (RAGSPINE_GATES_CONFIG, else the packaged one).
+    committed = load_config(
+        os.environ.get("RAGSPINE_GATES_CONFIG") or packaged_gates(), KNOWN_METRICS, METRIC_SCOPE
+    )
+    settings = DropSettings.model_validate({**committed.production.model_dump(), **overrides})
     jobs = _jobs(args, settings.model_dump_json())
     print(f"settings: {settings.model_dump()}")
     cores = multiprocessing.cpu_count()

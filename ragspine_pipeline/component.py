@@ -12,27 +12,32 @@ the environment with Dagster's templating (``url: "{{ env.SUPPORT_BOT_URL }}"``)
 values name their variables themselves (``Bearer ${SUPPORT_BOT_TOKEN}``) and are read only when a
 replay starts, so a token never reaches the UI, run metadata, a report or the outbox.
 
-The demo instance (``demo: true``) takes every setting it does not give from the environment variables
-of docs/operations.md, as a deployment configured by environment variables always has; any other
-instance must name its golden set, SUT and trace store, and a missing one is one line when the
-definitions load.
+Every instance must name its golden set, SUT and trace store, and a missing one is one line when the
+definitions load. The demo instance (``services/demo/defs.yaml``) is declared the same way: each of its
+settings reads the ``RAGSPINE_*`` variable named beside it (docs/operations.md), through template
+variables of its own (``defs.env_resources``), as a deployment configured by environment variables always
+has.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TypeVar
 
 import dagster as dg
 from pydantic import Field, TypeAdapter, ValidationError
 
+from ragspine_pipeline.component_settings import (
+    AlertSettings,
+    ExtractionSettings,
+    JudgeSettings,
+    TraceStoreSettings,
+)
 from ragspine_pipeline.defs.assemble import service_definitions
-from ragspine_pipeline.defs.env_resources import default_resources
 from ragspine_pipeline.defs.judge import JudgeResource
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
@@ -40,7 +45,6 @@ from ragspine_pipeline.defs.resources import (
     IndexManifestResource,
     SutResource,
     TraceStoreResource,
-    gates_config_path,
 )
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
@@ -49,34 +53,7 @@ from ragspine_pipeline.sources.sut import SutSettings, load_sut_settings
 STARTER_GATES = Path(__file__).parent / "project_template" / "gates.yaml"
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REQUIRED = ("golden_set", "sut", "trace_store")
-
-
-class AlertSettings(dg.Model):
-    """Where this service's alerts are kept and posted, and what they point to."""
-
-    outbox: str | None = Field(default=None, description="default: var/<name>/alerts/outbox.jsonl")
-    slack_channel: str | None = Field(default=None, description="default: SLACK_CHANNEL")
-    runbook: str | None = Field(default=None, description="a runbook link shown in every alert")
-    webserver_url: str | None = Field(default=None, description="the Dagster UI the alerts link to")
-    reports_url: str | None = Field(default=None, description="where the reports folder is served")
-
-
-class TraceStoreSettings(dg.Model):
-    """Where a service's production traces land and in what form."""
-
-    path: str = Field(description="a folder or s3:// prefix")
-    format: Literal["jsonl", "otlp"] = Field(
-        default="jsonl",
-        description="jsonl: trace lines under dt=YYYY-MM-DD/; otlp: OpenTelemetry spans (OTLP/JSON, or a "
-        "Parquet span table) under year=/month=/day=/... as the Collector's S3 exporter writes them, or dt=",
-    )
-    citation_pattern: str | None = Field(
-        default=None, description=r"spans: the citations in the answer text, e.g. '\[(\w+#\d+)\]'"
-    )
-    citation_attribute: str | None = Field(default=None, description="spans: an attribute listing them")
-    version_attribute: str = Field(
-        default="service.version", description="spans: the attribute naming the index version"
-    )
+T = TypeVar("T")
 
 
 class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
@@ -89,13 +66,13 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         description="asset keys and names start with the name; false keeps the plain names an existing "
         "deployment's history has (one such instance per code location)",
     )
-    demo: bool = Field(default=False, description="settings not given come from the environment")
     golden_set: str | None = Field(default=None, description="the frozen golden set (JSONL)")
     evidence: str | None = Field(default=None, description="an evidence registry (JSONL)")
     sut: dict[str, Any] | str | None = Field(
         default=None,
         description="the system under test: kind http, python or recorded and its settings, or the path "
-        "of a SUT file (as `ragspine-eval replay --sut` reads)",
+        "of a SUT file (as `ragspine-eval replay --sut` reads); kind reference: the demo's engine over "
+        "index_manifest",
     )
     trace_store: str | TraceStoreSettings | None = Field(
         default=None,
@@ -107,15 +84,24 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
     baseline: str | None = Field(default=None, description="default: var/<name>/baseline.json")
     reports: str | None = Field(default=None, description="default: var/<name>/reports")
     work: str | None = Field(default=None, description="default: var/<name>/work")
-    s3_endpoint_url: str | None = None
+    s3_endpoint_url: str | None = Field(default=None, description="an S3-compatible endpoint (MinIO, ...)")
+    s3_region: str | None = Field(default=None, description="the S3 region (default: boto3's own)")
     sample_size: int = Field(
         default=200,
-        ge=1,
         description="production traces scored per night (with a production.sample target in the gates "
         "config: the fewest, the target sizes the night above it)",
     )
+    sample_stratify: str | None = Field(
+        default=None, description="the tag dimension the nightly sample is stratified on"
+    )
+    sample_shards: int = Field(default=1, description="steps one day of traces is sampled in (1-256)")
     nightly_at: str = Field(default="02:00", description="HH:MM UTC of the nightly run")
-    replay_max_failed_share: float = Field(default=0.0, ge=0, le=1)
+    replay_repeat: int = Field(
+        default=1, description="replays of the golden set per run (> 1: per-case flakiness is reported)"
+    )
+    replay_max_failed_share: float = Field(
+        default=0.0, description="share of cases the SUT may fail to answer (0-1)"
+    )
     replay_reuse_answers: bool = Field(
         default=False,
         description="a new run reuses the answers earlier runs kept for the same SUT settings, release and "
@@ -123,28 +109,30 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         "same run does",
     )
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         return definitions_of(self.service(Path(context.path), Path(context.project_root)))
 
-    def service(self, folder: Path, project_root: Path, env: Mapping[str, str] = os.environ) -> Service:
+    def service(self, folder: Path, project_root: Path) -> Service:
         """The service this declaration (its ``defs.yaml`` in ``folder``) describes; a missing or
-        malformed setting is one line naming it and the file. A demo instance reads the settings it does
-        not give from ``env``."""
+        malformed setting is one line naming it and the file."""
         where = str(folder / "defs.yaml")
         _refuse_duplicate_keys(folder / "defs.yaml")
         name = self.name or folder.name
         if not NAME.fullmatch(name):
             raise InputError(where, f"name {name!r} is not a name (letters, digits and _)", field="name")
-        if not self.demo:
-            for setting in REQUIRED:
-                if getattr(self, setting) is None:
-                    raise InputError(
-                        where, f"{setting} is not set: say which {setting.replace('_', ' ')} to evaluate"
-                    )
-        base = default_resources(env) if self.demo else None
+        for setting in REQUIRED:
+            if getattr(self, setting) is None:
+                raise InputError(
+                    where, f"{setting} is not set: say which {setting.replace('_', ' ')} to evaluate"
+                )
+        hour, _, minute = self.nightly_at.partition(":")
+        if not (hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
+            raise InputError(where, f"nightly_at {self.nightly_at!r} is not HH:MM", field="nightly_at")
 
-        def path(value: str | None, default: str) -> str:
+        def path(value: str | None, default: str | None = None) -> str | None:
             if value is None:
                 return default
             if "://" in value:
@@ -154,82 +142,94 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         def home(*parts: str) -> str:
             return str((project_root / "var" / name).joinpath(*parts).absolute())
 
-        files = EvalFiles(
-            golden_path=path(self.golden_set, base and base["eval_files"].golden_path),
-            evidence_path=path(self.evidence, base and base["eval_files"].evidence_path),
-            baseline_path=path(
-                self.baseline, base["eval_files"].baseline_path if base else home("baseline.json")
+        def built(make: Callable[[], T], settings: dict[str, str]) -> T:
+            """A resource from this declaration's settings (``settings``: the resource's field -> the
+            setting that gives it); a value it refuses (a number out of range) is one line naming the
+            setting and the file."""
+            try:
+                return make()
+            except ValidationError as exc:
+                error = exc.errors(include_url=False)[0]
+                field = settings.get(str(error["loc"][0]), str(error["loc"][0])) if error["loc"] else None
+                raise InputError(where, f"{field}: {error['msg']}", field=field) from None
+
+        endpoint, region = self.s3_endpoint_url, self.s3_region
+        work = path(self.work, home("work"))
+        extraction = self.extraction
+        files = built(
+            lambda: EvalFiles(
+                golden_path=path(self.golden_set),
+                evidence_path=path(self.evidence),
+                baseline_path=path(self.baseline, home("baseline.json")),
+                reports_dir=path(self.reports, home("reports")),
+                work_dir=work,
+                s3_endpoint_url=endpoint,
+                extraction_facts=path(extraction.facts),
+                extraction_truth=path(extraction.truth),
+                extraction_baseline=path(extraction.baseline, home("extraction", "baseline.json")),
+                production_sample_size=self.sample_size,
+                production_stratify=self.sample_stratify or None,
+                production_shards=self.sample_shards,
             ),
-            reports_dir=path(self.reports, base["eval_files"].reports_dir if base else home("reports")),
-            work_dir=path(self.work, base["eval_files"].work_dir if base else home("work")),
-            s3_endpoint_url=self.s3_endpoint_url or (base and base["eval_files"].s3_endpoint_url),
-            production_sample_size=self.sample_size
-            if base is None or "sample_size" in self.model_fields_set
-            else base["eval_files"].production_sample_size,
-            **(
-                {}
-                if base is None
-                else {
-                    "extraction_facts": base["eval_files"].extraction_facts,
-                    "extraction_truth": base["eval_files"].extraction_truth,
-                    "extraction_baseline": base["eval_files"].extraction_baseline,
-                    "production_stratify": base["eval_files"].production_stratify,
-                    "production_shards": base["eval_files"].production_shards,
-                }
-            ),
+            {"production_sample_size": "sample_size", "production_shards": "sample_shards"},
         )
-        sut = self._sut(where, files.work_dir, base, project_root)
         given = self.trace_store
         if isinstance(given, str):
             given = TraceStoreSettings(path=given)
-        trace_store = (
-            TraceStoreResource(
-                uri=path(given.path, ""),
-                endpoint_url=self.s3_endpoint_url,
-                format=given.format,
-                citation_pattern=given.citation_pattern,
-                citation_attribute=given.citation_attribute,
-                version_attribute=given.version_attribute,
-            )
-            if given is not None
-            else base["trace_store"]
+        trace_store = TraceStoreResource(
+            uri=path(given.path),
+            endpoint_url=endpoint,
+            region=region,
+            format=given.format,
+            citation_pattern=given.citation_pattern,
+            citation_attribute=given.citation_attribute,
+            version_attribute=given.version_attribute,
         )
-        manifest = (
-            IndexManifestResource(uri=path(self.index_manifest, ""), endpoint_url=self.s3_endpoint_url)
-            if self.index_manifest is not None
-            else (base["index_manifest"] if base else IndexManifestResource(uri=None))
-        )
+        manifest = IndexManifestResource(uri=path(self.index_manifest), endpoint_url=endpoint, region=region)
         given = self.alerts
-        alerts = (base["alerts"] if base else AlertsResource()).model_copy(
-            update={
-                key: value
-                for key, value in {
-                    "outbox_path": path(
-                        given.outbox, base["alerts"].outbox_path if base else home("alerts", "outbox.jsonl")
-                    ),
-                    "slack_channel": given.slack_channel,
-                    "runbook_url": given.runbook,
-                    "webserver_base_url": given.webserver_url,
-                    "reports_base_url": given.reports_url,
-                    "service": name if self.prefixed else None,
-                }.items()
-                if value is not None
-            }
+        alerts = built(
+            lambda: AlertsResource(
+                outbox_path=path(given.outbox, home("alerts", "outbox.jsonl")),
+                **{
+                    key: value
+                    for key, value in {
+                        "slack_channel": given.slack_channel,
+                        "runbook_url": given.runbook,
+                        "webserver_base_url": given.webserver_url,
+                        "reports_base_url": given.reports_url,
+                        "ttl_hours": given.ttl_hours,
+                        "service": name if self.prefixed else None,
+                    }.items()
+                    if value not in (None, "")
+                },
+            ),
+            {"ttl_hours": "alerts.ttl_hours"},
         )
-        gates = (
-            Path(path(self.gates, str(STARTER_GATES))) if (self.gates or not base) else gates_config_path()
+        judge = self.judge
+        judged = built(
+            lambda: JudgeResource(
+                repeat=judge.repeat,
+                thresholds=judge.thresholds or "",
+                max_calls=judge.max_calls,
+                max_tokens=judge.max_tokens,
+                max_input_chars=judge.max_input_chars,
+                cache_uri=path(judge.cache, posixpath.join(work, "judge-cache")),
+                cache_endpoint_url=endpoint,
+                production_sample=judge.production_sample,
+            ),
+            {name: f"judge.{name}" for name in JudgeResource.model_fields},
         )
-        hour, _, minute = self.nightly_at.partition(":")
-        if not (hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
-            raise InputError(where, f"nightly_at {self.nightly_at!r} is not HH:MM", field="nightly_at")
         service = Service(
             files=files,
-            sut=sut,
+            sut=built(
+                lambda: self._sut(where, work, manifest, project_root),
+                {"repeat": "replay_repeat", "max_failed_share": "replay_max_failed_share"},
+            ),
             alerts=alerts,
             trace_store=trace_store,
             index_manifest=manifest,
-            judge=base["judge"] if base else JudgeResource(),
-            gates_config=gates,
+            judge=judged,
+            gates_config=Path(path(self.gates, str(STARTER_GATES))),
             name=name if self.prefixed else None,
             nightly_at=(int(hour), int(minute)),
         )
@@ -237,11 +237,20 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         runbooks = dict(service.config().alerts.runbook)
         return dataclasses.replace(service, alerts=service.alerts.model_copy(update={"runbooks": runbooks}))
 
-    def _sut(self, where: str, work: str, base: dict | None, project_root: Path) -> SutResource:
-        if self.sut is None or (
-            base is not None and isinstance(self.sut, dict) and self.sut.get("kind") == "reference"
-        ):
-            return base["sut"]  # the demo's built-in engine, or what the environment declares
+    def _sut(self, where: str, work: str, manifest: IndexManifestResource, project_root: Path) -> SutResource:
+        """The SUT resource: ``kind: reference`` is the demo's engine over the index manifest (in
+        process: nothing to keep), any other kind is declared by its settings."""
+        replay = {
+            "repeat": self.replay_repeat,
+            "max_failed_share": self.replay_max_failed_share,
+            "answers_dir": None if "://" in work else posixpath.join(work, "answers"),
+            "reuse_answers": self.replay_reuse_answers,
+        }
+        if isinstance(self.sut, dict) and self.sut.get("kind") == "reference":
+            uri = manifest.uri
+            return SutResource(
+                kind="reference", manifest_path=None if uri is None or "://" in uri else uri, **replay
+            )
         if isinstance(self.sut, str):
             settings = load_sut_settings(project_root / self.sut)  # its own one-line errors name the file
         else:
@@ -251,13 +260,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
                 error = exc.errors(include_url=False)[0]
                 field = ".".join(str(part) for part in ("sut", *error["loc"]))
                 raise InputError(where, error["msg"], field=field) from None
-        return SutResource(
-            kind="declared",
-            settings_json=settings.model_dump_json(),
-            max_failed_share=self.replay_max_failed_share,
-            answers_dir=None if "://" in work else posixpath.join(work, "answers"),
-            reuse_answers=self.replay_reuse_answers,
-        )
+        return SutResource(kind="declared", settings_json=settings.model_dump_json(), **replay)
 
 
 def definitions_of(service: Service) -> dg.Definitions:

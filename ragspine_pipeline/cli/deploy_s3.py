@@ -14,8 +14,8 @@ from ragspine_pipeline.cli.args import UsageError
 from ragspine_pipeline.sources.s3 import aws_cause, is_not_found, parse_s3_uri, s3_client
 from ragspine_pipeline.sources.trace_store import LocalTraceStore
 
-# The objects a first run reads, each setting with its place in a RAGSPINE_HOME-style folder (the code
-# location's defaults, ``defs.env_resources.default_resources``): what ``bootstrap --from`` seeds.
+# The objects a first run reads, each setting with its place in a RAGSPINE_HOME-style folder (the
+# demo instance's defaults, ``services/demo/defs.yaml``): what ``bootstrap --from`` seeds.
 SEEDS = (
     ("RAGSPINE_TRACE_STORE", "traces"),  # a folder: dt=YYYY-MM-DD/*.jsonl[.gz]
     ("RAGSPINE_INDEX_MANIFEST", "index/manifest.json"),

@@ -46,8 +46,8 @@ from ragspine_pipeline.sources.sampling import sample_day
 from ragspine_pipeline.sources.span_store import open_store
 from ragspine_pipeline.sources.trace_store import TraceStore, check_day
 
-# The code location's defaults (``defs.env_resources.default_resources``, ``EvalFiles``), which the
-# parser names in its help.
+# The demo instance's defaults (its ``services/demo/defs.yaml``, which reads the same variables), which
+# the parser names in its help.
 DEFAULT_SAMPLE_SIZE = 200  # RAGSPINE_SAMPLE_SIZE
 DEFAULT_REPORTS = "var/reports"  # RAGSPINE_REPORTS
 DEFAULT_HOME = "var/demo"  # RAGSPINE_HOME: the trace store is $RAGSPINE_HOME/traces
@@ -156,7 +156,7 @@ def _sample_size(given: int | None, env) -> int:
 
 def _config(given: str | None, env) -> EvalConfig:
     """The gates config: ``--config``, else ``RAGSPINE_GATES_CONFIG``, else the packaged demo gates (the
-    code location's ``defs.resources.gates_config_path``)."""
+    demo instance's ``gates`` setting)."""
     path = given or env.get("RAGSPINE_GATES_CONFIG")
     if not path:
         path = str(package_files.files("ragspine_pipeline").joinpath(PACKAGED_GATES))

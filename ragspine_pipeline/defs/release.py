@@ -31,7 +31,7 @@ from ragspine_pipeline.decision.release_rows import FailedSlice, GateRow
 from ragspine_pipeline.defs.golden import GROUP
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
-from ragspine_pipeline.defs.resources import METRIC_SCOPE, gates_config_path
+from ragspine_pipeline.defs.resources import METRIC_SCOPE
 from ragspine_pipeline.defs.retries import step_retries
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.errors import InputError
@@ -53,14 +53,14 @@ def check_name(metric: str) -> str:
     return "gate_" + metric.replace("@", "_at_").replace("-", "_")
 
 
-def committed_gates(path: Path | None = None) -> tuple[EvalConfig, list[Gate]]:
+def committed_gates(path: Path) -> tuple[EvalConfig, list[Gate]]:
     """The gates config every check is built from (read once, when the definitions load).
 
     A config without ``gates`` gets a check for every default gate of every dialect: which of them a
     run applies depends on its data and baseline (``decision.run_gates.run_gates``); the others report
     "not gated" for that run.
     """
-    config = load_config(path or gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)
+    config = load_config(path, KNOWN_METRICS, METRIC_SCOPE)
     return config, config.gate_list(KNOWN_METRICS, METRIC_SCOPE) or default_gates(grounded=True, qa=True)
 
 

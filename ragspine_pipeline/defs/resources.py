@@ -1,8 +1,8 @@
 """Dagster resources: where the evaluation reads and writes, the trace store, the index manifest, the SUT.
 
 Each resource is a thin, configurable wrapper over a framework-free object of ``sources/`` or
-``decision/``. A service's ``defs.yaml`` gives their settings (``component``), the demo's instance reads
-the ones it does not give from the environment (``defs.env_resources``); nothing here holds a secret —
+``decision/``. A service's ``defs.yaml`` gives their settings (``component``), the demo's included;
+nothing here holds a secret —
 S3 credentials come from boto3's standard chain, never from resource config, so they never reach the UI
 or run metadata.
 """
@@ -27,7 +27,6 @@ from ragspine_pipeline.alerts.slack import DEFAULT_TTL_HOURS, SlackSettings
 from ragspine_pipeline.alerts.streams import StreamState
 from ragspine_pipeline.contracts.columns import load_evidence
 from ragspine_pipeline.contracts.spans import SpanSettings
-from ragspine_pipeline.decision.config import EvalConfig, load_config
 from ragspine_pipeline.errors import InputError
 from ragspine_pipeline.metrics import Scope
 from ragspine_pipeline.sources.errors import ManifestMissing
@@ -39,28 +38,17 @@ from ragspine_pipeline.sources.sut import HttpSut, PythonSut, RecordedSut, SutSe
 from ragspine_pipeline.sources.trace_store import TraceStore
 
 PACKAGED_GATES = "demo/gates.yaml"
+
+
+def packaged_gates() -> Path:
+    """The demo's gates config as the package holds it."""
+    return Path(str(package_files.files("ragspine_pipeline").joinpath(PACKAGED_GATES)))
+
+
 # The code location evaluates its golden set with an evidence registry (``EvalFiles.evidence_path``), so
 # the gates config, the baseline and past runs read old metric names as such a run means them
 # (``faithfulness`` is claim_faithfulness), when the definitions load and in every run alike.
 METRIC_SCOPE = Scope.WITH_REGISTRY
-
-
-def gates_config_path() -> Path:
-    """The committed gates config: ``RAGSPINE_GATES_CONFIG``, else the packaged demo gates.
-
-    Read when the definitions load, because every gate becomes an asset check of its own.
-    """
-    configured = os.environ.get("RAGSPINE_GATES_CONFIG")
-    if configured:
-        return Path(configured).absolute()
-    return Path(str(package_files.files("ragspine_pipeline").joinpath(PACKAGED_GATES)))
-
-
-def committed_config() -> EvalConfig:
-    """The committed gates config (gates, the nightly drop tests' settings, alert runbooks)."""
-    from ragspine_pipeline.decision.evaluation import KNOWN_METRICS  # the scoring stack, loaded on use
-
-    return load_config(gates_config_path(), KNOWN_METRICS, METRIC_SCOPE)
 
 
 class EvalFiles(dg.ConfigurableResource):

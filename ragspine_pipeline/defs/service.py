@@ -26,7 +26,6 @@ from ragspine_pipeline.defs.resources import (
     IndexManifestResource,
     SutResource,
     TraceStoreResource,
-    gates_config_path,
 )
 
 
@@ -37,8 +36,8 @@ class Service:
     alerts: AlertsResource
     trace_store: TraceStoreResource
     index_manifest: IndexManifestResource
+    gates_config: Path
     judge: JudgeResource = field(default_factory=JudgeResource)
-    gates_config: Path = field(default_factory=gates_config_path)
     name: str | None = None
     nightly_at: tuple[int, int] = (2, 0)  # (hour, minute) UTC of the nightly run, for the previous day
 

@@ -131,11 +131,11 @@ def test_days_without_traces_and_unusable_input(deployment, capsys, tmp_path):
 def test_the_defaults_are_the_code_locations():
     from ragspine_pipeline.cli.parser import build_parser
     from ragspine_pipeline.cli.production import DEFAULT_REPORTS, DEFAULT_SAMPLE_SIZE
-    from ragspine_pipeline.defs.env_resources import default_resources
     from ragspine_pipeline.defs.resources import EvalFiles
+    from tests.defs.declared import demo_service
 
     args = build_parser().parse_args(["production", "backfill", "--days", "1"])
     assert args.seed == EvalFiles.model_fields["production_seed"].default
-    files = default_resources({})["eval_files"]
+    files = demo_service({}).files
     assert files.production_sample_size == DEFAULT_SAMPLE_SIZE
     assert files.reports_dir == str(Path(DEFAULT_REPORTS).absolute())

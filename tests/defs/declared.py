@@ -1,16 +1,15 @@
-"""The demo service as the code location declares it, for tests: its ``defs.yaml`` resolved by the
-``RagEvaluation`` component (Dagster's resolution of the attributes), the settings it does not give read
-from the environment a test names, and its definitions composed as the code location composes them
-(``definitions.location``)."""
+"""The demo service as the code location declares it, for tests: its ``defs.yaml`` loaded by Dagster's
+component tree (its template variables and ``{{ env.* }}`` read from the environment a test names), and
+its definitions composed as the code location composes them (``definitions.location``)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
-import yaml
 
 import ragspine_pipeline
 import ragspine_pipeline.services
@@ -23,11 +22,12 @@ PROJECT_ROOT = Path(ragspine_pipeline.__file__).resolve().parent.parent
 
 
 def demo_service(env: Mapping[str, str] | None = None) -> Service:
-    """The demo service of ``services/demo/defs.yaml``, its other settings from ``env`` (default: this
-    process's environment)."""
-    document = yaml.safe_load((DEMO_DECLARATION / "defs.yaml").read_text(encoding="utf-8"))
-    declaration = RagEvaluation.resolve_from_dict(document["attributes"])
-    return declaration.service(DEMO_DECLARATION, PROJECT_ROOT, os.environ if env is None else env)
+    """The demo service of ``services/demo/defs.yaml``, as it reads ``env`` (default: this process's
+    environment): the environment is ``env`` alone while the declaration resolves."""
+    with mock.patch.dict(os.environ, os.environ if env is None else env, clear=True):
+        tree = dg.ComponentTree.from_module(ragspine_pipeline.services, PROJECT_ROOT)
+        declaration = tree.load_component("demo", RagEvaluation)
+        return declaration.service(DEMO_DECLARATION, PROJECT_ROOT)
 
 
 def demo_definitions(env: Mapping[str, str] | None = None) -> dg.Definitions:

@@ -19,7 +19,6 @@ from ragspine_pipeline.decision.causes import cause_sentence
 from ragspine_pipeline.decision.gates import DEFAULT_GATES, DEFAULT_QA_GATES
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.automation import run_key
-from ragspine_pipeline.defs.env_resources import default_resources
 from ragspine_pipeline.defs.io import to_table
 from ragspine_pipeline.defs.release import (
     BASELINE_CHECK,
@@ -33,7 +32,7 @@ from ragspine_pipeline.defs.release import (
 )
 from ragspine_pipeline.demo.build import init_demo, rebuild_index
 from ragspine_pipeline.reports.metric_table import SCHEMA as METRIC_TABLE_SCHEMA
-from tests.defs.declared import demo_definitions, demo_env
+from tests.defs.declared import demo_definitions, demo_env, demo_service
 
 TODAY = date(2026, 11, 22)
 YESTERDAY = (TODAY - timedelta(days=1)).isoformat()
@@ -70,7 +69,7 @@ def test_the_definitions_load_with_one_check_per_committed_gate():
     dg.Definitions.validate_loadable(defs)
     assert {job.name for job in defs.jobs} >= {"nightly_eval", "reeval_on_index_rebuild"}
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
-    _config, gates = committed_gates()
+    _config, gates = committed_gates(demo_service().gates_config)
     assert {check_name(g.metric) for g in gates} | {SLICE_CHECK} <= checks
     assert defs.resolve_sensor_def("index_rebuild_sensor").default_status == dg.DefaultSensorStatus.STOPPED
     schedule = defs.resolve_schedule_def("nightly_eval_schedule")
@@ -351,10 +350,10 @@ def test_runs_execute_in_process_unless_the_environment_asks_for_processes_or_ce
 
 
 def test_locations_derived_from_an_s3_work_folder_stay_s3_uris():
-    resources = default_resources({"RAGSPINE_WORK": "s3://evals/work", "RAGSPINE_HOME": "/srv/demo"})
-    assert resources["eval_files"].work_dir == "s3://evals/work"
-    assert resources["judge"].cache_uri == "s3://evals/work/judge-cache"
-    assert resources["eval_files"].golden_path == "/srv/demo/golden/gold.jsonl"
+    service = demo_service({"RAGSPINE_WORK": "s3://evals/work", "RAGSPINE_HOME": "/srv/demo"})
+    assert service.files.work_dir == "s3://evals/work" and service.sut.answers_dir is None
+    assert service.judge.cache_uri == "s3://evals/work/judge-cache"
+    assert service.files.golden_path == "/srv/demo/golden/gold.jsonl"
 
 
 def test_the_rebuild_sensor_interval_comes_from_the_environment():

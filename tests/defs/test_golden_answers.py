@@ -21,6 +21,7 @@ from ragspine_pipeline.defs.resources import (
     IndexManifestResource,
     SutResource,
     TraceStoreResource,
+    packaged_gates,
 )
 from ragspine_pipeline.defs.service import Service
 from ragspine_pipeline.sources.sut import PythonSut
@@ -60,6 +61,7 @@ def service_at(work: Path, reuse_answers: bool = False) -> Service:
         alerts=AlertsResource(outbox_path=str(work / "outbox.jsonl")),
         trace_store=TraceStoreResource(uri=str(work / "traces")),
         index_manifest=IndexManifestResource(uri=None),
+        gates_config=packaged_gates(),
     )
 
 

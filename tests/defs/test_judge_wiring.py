@@ -34,14 +34,13 @@ def demo(tmp_path, monkeypatch):
     gates = tmp_path / "gates.yaml"
     text = PACKAGED_GATES.read_text().replace("gates:\n", "gates:\n  judge_answer_relevancy: {min: 3.5}\n", 1)
     gates.write_text(text)
-    monkeypatch.setenv("RAGSPINE_GATES_CONFIG", str(gates))  # read when the definitions load
     monkeypatch.setenv("RAGSPINE_JUDGE_MODEL", "judge-a")
     monkeypatch.setenv("RAGSPINE_JUDGE_MAX_RETRIES", "0")
     return tmp_path
 
 
-def reeval(root: Path):
-    defs = demo_definitions(demo_env(root / "demo", root, RAGSPINE_JUDGE_CACHE=str(root / "cache")))
+def reeval(root: Path, **env: str):
+    defs = demo_definitions(demo_env(root / "demo", root, RAGSPINE_JUDGE_CACHE=str(root / "cache"), **env))
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("reeval_on_index_rebuild").execute_in_process(
             instance=instance, raise_on_error=False
@@ -54,7 +53,7 @@ def reeval(root: Path):
 def test_judged_scores_join_the_metric_table_and_their_gate_passes(demo, monkeypatch):
     with FakeJudge(reply_for=relevancy) as fake:
         monkeypatch.setenv("RAGSPINE_JUDGE_BASE_URL", fake.url)
-        result, checks, decision = reeval(demo)
+        result, checks, decision = reeval(demo, RAGSPINE_GATES_CONFIG=str(demo / "gates.yaml"))
         assert fake.requests, "the judge was asked"
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     assert checks["judge_completed"].passed and checks[check_name("judge_answer_relevancy")].passed
@@ -75,7 +74,10 @@ def test_judged_scores_join_the_metric_table_and_their_gate_passes(demo, monkeyp
 
 def test_the_nightly_run_judges_a_seeded_sub_sample(demo, monkeypatch):
     day = (TODAY - timedelta(days=1)).isoformat()
-    service = demo_service(demo_env(demo / "demo", demo, RAGSPINE_JUDGE_PRODUCTION_SAMPLE="7"))
+    gates = str(demo / "gates.yaml")
+    service = demo_service(
+        demo_env(demo / "demo", demo, RAGSPINE_JUDGE_PRODUCTION_SAMPLE="7", RAGSPINE_GATES_CONFIG=gates)
+    )
     defs, resources = location(definitions_of(service)), service.resources
     with FakeJudge(reply_for=relevancy) as fake, dg.instance_for_test() as instance:
         monkeypatch.setenv("RAGSPINE_JUDGE_BASE_URL", fake.url)
@@ -98,7 +100,7 @@ def test_the_nightly_run_judges_a_seeded_sub_sample(demo, monkeypatch):
 
 def test_a_judge_that_is_down_warns_and_its_gate_blocks_as_unmeasured(demo, monkeypatch, closed_port):
     monkeypatch.setenv("RAGSPINE_JUDGE_BASE_URL", f"http://127.0.0.1:{closed_port}/v1")
-    result, checks, decision = reeval(demo)
+    result, checks, decision = reeval(demo, RAGSPINE_GATES_CONFIG=str(demo / "gates.yaml"))
     judge = checks["judge_completed"]
     assert not judge.passed and judge.severity == dg.AssetCheckSeverity.WARN
     assert "connection refused" in judge.description

@@ -39,9 +39,9 @@ def write_day(store: Path, day: date, compliance: float, rng: np.random.Generato
     (folder / "part-0.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def nightly_definitions(tmp_path: Path, sample_size: int | None = None):
+def nightly_definitions(tmp_path: Path, sample_size: int | None = None, **env: str):
     """The code location on the traces written under ``tmp_path`` (no demo), every day sampled whole
-    (or ``sample_size`` traces a night)."""
+    (or ``sample_size`` traces a night), with the other settings ``env`` gives."""
     return demo_definitions(
         {
             "RAGSPINE_HOME": str(tmp_path / "no-demo"),
@@ -50,6 +50,7 @@ def nightly_definitions(tmp_path: Path, sample_size: int | None = None):
             "RAGSPINE_WORK": str(tmp_path / "work"),
             "RAGSPINE_ALERTS_OUTBOX": str(tmp_path / "alerts" / "outbox.jsonl"),
             "RAGSPINE_SAMPLE_SIZE": str(TRACES if sample_size is None else sample_size),
+            **env,
         }
     )
 

@@ -30,13 +30,12 @@ def _night(day: date, compliance: float) -> dict:
     return {"day": day.isoformat(), "n": TRACES, "metrics": {"production_compliance": entry}}
 
 
-def _run(tmp_path: Path, monkeypatch, sample: dict, rates: list[float]) -> tuple[dict, dict, list[dict]]:
+def _run(tmp_path: Path, sample: dict, rates: list[float]) -> tuple[dict, dict, list[dict]]:
     """Earlier nights' summaries at ``rates``, then one night of traces sampled under ``sample``: the
     night's summary, the nightly asset's metadata and the summaries it was sized from."""
     gates = yaml.safe_load((Path(ragspine_pipeline.__file__).parent / "demo" / "gates.yaml").read_text())
     gates["production"] = {**gates.get("production", {}), "sample": sample}
     (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
-    monkeypatch.setenv("RAGSPINE_GATES_CONFIG", str(tmp_path / "gates.yaml"))
     folder = tmp_path / "reports" / "production"
     folder.mkdir(parents=True)
     days = [FIRST + timedelta(days=i) for i in range(NIGHTS + 1)]
@@ -44,7 +43,7 @@ def _run(tmp_path: Path, monkeypatch, sample: dict, rates: list[float]) -> tuple
     for night in history:
         (folder / f"{night['day']}.json").write_text(json.dumps(night))
     write_day(tmp_path / "traces", days[NIGHTS], 0.95, np.random.default_rng(3))
-    defs = nightly_definitions(tmp_path, FIXED)
+    defs = nightly_definitions(tmp_path, FIXED, RAGSPINE_GATES_CONFIG=str(tmp_path / "gates.yaml"))
     with dg.instance_for_test() as instance:
         (run,) = backfill_production(defs, instance, [days[NIGHTS].isoformat()])
         assert run.success
@@ -54,9 +53,9 @@ def _run(tmp_path: Path, monkeypatch, sample: dict, rates: list[float]) -> tuple
     return summary, metadata, history
 
 
-def test_the_night_is_sampled_with_the_size_the_target_needs_capped_by_max(tmp_path, monkeypatch):
+def test_the_night_is_sampled_with_the_size_the_target_needs_capped_by_max(tmp_path):
     sample = {"detect": 0.05, "rate": "production_compliance", "max": 300}
-    summary, metadata, history = _run(tmp_path, monkeypatch, sample, [0.95] * NIGHTS)
+    summary, metadata, history = _run(tmp_path, sample, [0.95] * NIGHTS)
     settings = DropSettings.model_validate({"sample": sample})
     plan = sample_plan.nightly_sample_plan(history, settings, FIXED)
     assert plan.reason == "capped" and plan.need.traces > 300 and plan.size == 300
@@ -68,9 +67,9 @@ def test_the_night_is_sampled_with_the_size_the_target_needs_capped_by_max(tmp_p
     assert "sample_size_warning" not in metadata
 
 
-def test_an_unreachable_target_warns_and_samples_max(tmp_path, monkeypatch):
+def test_an_unreachable_target_warns_and_samples_max(tmp_path):
     sample = {"detect": 0.01, "rate": "production_compliance", "max": 350}
-    summary, metadata, _ = _run(tmp_path, monkeypatch, sample, [0.90, 0.99] * (NIGHTS // 2))
+    summary, metadata, _ = _run(tmp_path, sample, [0.90, 0.99] * (NIGHTS // 2))
     assert summary["n"] == 350 and summary["sample_size"]["reason"] == "unreachable"
     warning = metadata["sample_size_warning"]
     assert "production_compliance" in warning and "best reachable" in warning

@@ -17,6 +17,7 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline.errors import InputError
+from tests.defs.declared import DEMO_DECLARATION
 from tests.fake_rag_service import NESTED_MAPPING, FakeRagService
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,15 @@ def declare(folder: Path, name: str, attributes: dict) -> None:
     path = folder / "evals" / "defs" / name / "defs.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"type": "ragspine_pipeline.RagEvaluation", "attributes": attributes}))
+
+
+def declare_demo(folder: Path, prefixed: bool = True) -> None:
+    """The embedded demo declared in the reader's project as the code location declares it (its
+    ``defs.yaml``, every setting read from the environment), under the name ``demo``."""
+    text = (DEMO_DECLARATION / "defs.yaml").read_text(encoding="utf-8")
+    path = folder / "evals" / "defs" / "demo" / "defs.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text.replace("prefixed: false", f"prefixed: {str(prefixed).lower()}"))
 
 
 def traces(worse: bool = False) -> dict[str, dict]:
@@ -183,7 +193,7 @@ def test_a_service_without_extraction_has_no_extraction_assets_or_checks(tmp_pat
     folder = project(tmp_path / "evals-project")
     sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
     declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
-    declare(folder, "demo", {"demo": True})
+    declare_demo(folder)
     defs = load(folder, monkeypatch)
     keys = {"/".join(key.path) for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert not {k for k in keys if k.startswith("gamma/") and "extraction" in k}
@@ -201,7 +211,7 @@ def test_each_services_jobs_select_its_own_steps_only(tmp_path, monkeypatch):
     folder = project(tmp_path / "evals-project")
     sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
     declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
-    declare(folder, "demo", {"demo": True, "prefixed": False})
+    declare_demo(folder, prefixed=False)
     defs = load(folder, monkeypatch)
     graph = defs.resolve_asset_graph()
     every = {key for key in graph.materializable_asset_keys}

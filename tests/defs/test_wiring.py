@@ -25,7 +25,7 @@ def declared(root: Path, **attributes) -> dg.Definitions:
         "sut": {"kind": "http", "url": "{{ env.SB_URL }}"},
     }
     declaration = RagEvaluation.resolve_from_dict({**settings, **attributes})
-    return declaration.service(root / "defs" / "support_bot", root, env={})
+    return declaration.service(root / "defs" / "support_bot", root)
 
 
 def test_the_demo_declaration_is_the_unprefixed_demo_read_from_the_environment():
@@ -128,3 +128,107 @@ def test_a_trace_store_of_opentelemetry_spans_is_declared_with_its_format_and_sp
     assert isinstance(declared(tmp_path).trace_store.open(), LocalTraceStore)  # a path: trace lines
     with pytest.raises(InputError, match="citation pattern"):
         declared(tmp_path, trace_store={**store, "citation_pattern": "(a)(b)"}).trace_store.open()
+
+
+def test_nested_settings_take_values_from_the_environment_too(tmp_path, monkeypatch):
+    """``{{ env.* }}`` resolves inside the alerts, the trace store, the extraction and the judge as at the
+    top level (before, a nested value was kept as the template's own text: an outbox named
+    ``{{ env.SB_OUTBOX }}``)."""
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    monkeypatch.setenv("SB_OUTBOX", "postgresql://evals@127.0.0.1:5432/alerts")
+    monkeypatch.setenv("SB_SPANS", "s3://spans/sb")
+    monkeypatch.setenv("SB_JUDGE_CALLS", "40")
+    service = declared(
+        tmp_path,
+        alerts={"outbox": "{{ env.SB_OUTBOX }}", "slack_channel": "{{ env('SB_CHANNEL', '#sb-evals') }}"},
+        trace_store={"path": "{{ env.SB_SPANS }}", "format": "otlp"},
+        extraction={"facts": "{{ env('SB_FACTS', 'extraction/facts.jsonl') }}", "truth": "truth.json"},
+        judge={"max_calls": "{{ env.SB_JUDGE_CALLS }}", "repeat": 3},
+    )
+    assert service.alerts.outbox_path == "postgresql://evals@127.0.0.1:5432/alerts"
+    assert service.alerts.slack_channel == "#sb-evals"
+    assert service.trace_store.uri == "s3://spans/sb" and service.trace_store.format == "otlp"
+    assert service.files.extraction_facts == str(tmp_path / "extraction" / "facts.jsonl") and service.extracts
+    assert service.files.extraction_baseline == str(tmp_path / "var/support_bot/extraction/baseline.json")
+    assert service.judge.max_calls == 40 and service.judge.repeat == 3
+    assert service.judge.cache_uri == str(tmp_path / "var" / "support_bot" / "work" / "judge-cache")
+
+
+def test_every_setting_of_the_demo_is_a_setting_any_service_has(tmp_path, monkeypatch):
+    """What the demo reads from its variables, a named service states in its own defs.yaml: the sample's
+    strata and shards, the replay's repeats, the alert expiry, the judge's budget, the S3 region, the
+    demo's own engine as SUT."""
+    service = declared(
+        tmp_path,
+        sut={"kind": "reference"},
+        index_manifest="index/manifest.json",
+        sample_stratify="product",
+        sample_shards=4,
+        replay_repeat=3,
+        s3_region="eu-west-1",
+        alerts={"ttl_hours": 6},
+        judge={"production_sample": 0, "thresholds": "answer_relevancy=4"},
+    )
+    assert service.sut.kind == "reference" and service.sut.repeat == 3
+    assert service.sut.manifest_path == str(tmp_path / "index" / "manifest.json")
+    assert service.files.production_stratify == "product" and service.files.production_shards == 4
+    assert service.trace_store.region == "eu-west-1" and service.index_manifest.region == "eu-west-1"
+    assert service.alerts.ttl_hours == 6 and service.judge.production_sample == 0
+    assert service.judge.thresholds == "answer_relevancy=4"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "named"),
+    [
+        ({"sample_size": 0}, "0", "sample_size"),
+        ({"sample_shards": 300}, "300", "sample_shards"),
+        ({"replay_repeat": 0}, "0", "replay_repeat"),
+        ({"replay_max_failed_share": 1.5}, "1.5", "replay_max_failed_share"),
+        ({"alerts": {"ttl_hours": 0}}, "0", "alerts.ttl_hours"),
+        ({"judge": {"repeat": 0}}, "0", "judge.repeat"),
+    ],
+)
+def test_a_number_out_of_range_is_one_line_naming_the_setting(tmp_path, monkeypatch, setting, value, named):
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    with pytest.raises(InputError) as info:
+        declared(tmp_path, **setting)
+    message = str(info.value)
+    assert message.startswith(str(tmp_path / "defs" / "support_bot" / "defs.yaml")) and "\n" not in message
+    assert f"{named}:" in message and info.value.field == named, message
+
+
+def test_each_variable_the_demo_reads_reaches_its_setting(tmp_path):
+    recorded = tmp_path / "answers.jsonl"
+    env = {
+        "RAGSPINE_HOME": str(tmp_path / "demo"),
+        "RAGSPINE_SUT": "recorded",
+        "RAGSPINE_SUT_RECORDED": str(recorded),
+        "RAGSPINE_GATES_CONFIG": str(tmp_path / "gates.yaml"),
+        "RAGSPINE_SAMPLE_STRATIFY": "product",
+        "RAGSPINE_SAMPLE_SHARDS": "8",
+        "RAGSPINE_REPLAY_REPEAT": "2",
+        "RAGSPINE_REPLAY_REUSE_ANSWERS": "1",
+        "RAGSPINE_REPLAY_MAX_FAILED_SHARE": "0.1",
+        "RAGSPINE_ALERT_TTL_HOURS": "6",
+        "RAGSPINE_UI_URL": "https://dagster.example",
+        "RAGSPINE_RUNBOOK_URL": "https://wiki/evals",
+        "RAGSPINE_JUDGE_REPEAT": "3",
+        "RAGSPINE_JUDGE_MAX_TOKENS": "90000",
+        "RAGSPINE_JUDGE_THRESHOLDS": "answer_relevancy=4",
+        "RAGSPINE_S3_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+    }
+    (tmp_path / "gates.yaml").write_text("gates:\n  precision: {min: 0.8}\n")
+    service = demo_service(env)
+    assert service.sut.kind == "declared" and str(recorded) in service.sut.settings_json
+    assert service.sut.repeat == 2 and service.sut.reuse_answers and service.sut.max_failed_share == 0.1
+    assert service.gates_config == tmp_path / "gates.yaml"
+    assert service.files.production_stratify == "product" and service.files.production_shards == 8
+    assert service.alerts.ttl_hours == 6 and service.alerts.webserver_base_url == "https://dagster.example"
+    assert service.alerts.runbook_url == "https://wiki/evals"
+    assert service.judge.repeat == 3 and service.judge.max_tokens == 90000
+    assert service.judge.thresholds == "answer_relevancy=4"
+    assert service.files.s3_endpoint_url == "http://127.0.0.1:9000" == service.trace_store.endpoint_url
+    assert service.trace_store.region == "eu-west-1"
+    http = demo_service({"RAGSPINE_SUT": "http", "RAGSPINE_SUT_URL": "http://127.0.0.1:9/"})
+    assert '"url":"http://127.0.0.1:9/answer"' in http.sut.settings_json

@@ -342,7 +342,7 @@ def _nightly_summary(root: Path, trace_store, day: str) -> dict:
             "sample_size": 5,
         }
     )
-    defs = location(definitions_of(declaration.service(root / "defs" / "bot", root, env={})))
+    defs = location(definitions_of(declaration.service(root / "defs" / "bot", root)))
     with dg.instance_for_test() as instance:
         (run,) = backfill_production(defs, instance, [day])
         assert run.success
