@@ -1,12 +1,15 @@
-"""Benchmark: how long `ragspine-eval` takes to start, and to score a 20-case golden set.
+"""Benchmark: how long `ragspine-eval` takes to start, to score a 20-case golden set, and the code
+location to load.
 
     python bench/bench_cli_startup.py [--repeat 15]
 
 Each row is a fresh process timed from spawn to exit (wall time, median and range of --repeat runs):
 a bare interpreter (the floor), `import ragspine_pipeline.cli`, `--version`, `--help`, and `score` on
 the 20-case grounded-QA pair of examples/wfgy, copied to a temporary folder so that nothing is written
-beside the examples. The command is the installed console script when it sits beside this
-interpreter, else `python -m ragspine_pipeline.cli`. Results go to stdout as a Markdown table for
+beside the examples; and `import ragspine_pipeline.definitions`, the code location every Dagster
+process of a deployment loads (the code server, each run, each Celery worker) with its services built.
+The command is the installed console script when it sits beside this interpreter, else
+`python -m ragspine_pipeline.cli`. Results go to stdout as a Markdown table for
 bench/RESULTS.md.
 """
 
@@ -57,6 +60,7 @@ def main() -> None:
                 [*cli, "score", "--gold", gold, "--trace", traces, "--out", report],
                 (0, 1),  # a verdict either way; 2 or 3 would mean the benchmark measured an error
             ),
+            "the code location loads": ([sys.executable, "-c", "import ragspine_pipeline.definitions"], (0,)),
         }
         wall(rows["ragspine-eval --version"][0])  # warm the file cache once
         cores = f"{os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))})"
