@@ -3,8 +3,7 @@ template variables it names (``template_vars_module``), each read when the defin
 
 The ``defs.yaml`` is the one home of every setting: each line names the ``RAGSPINE_*`` variable it
 reads and its default (docs/operations.md lists them); these functions only give a path its form and the
-SUT its kind. The code location's first daily partition also looks at the demo's trace store
-(:func:`trace_store_from_env`), the same variable the ``defs.yaml`` reads.
+SUT its kind.
 """
 
 from __future__ import annotations
@@ -60,18 +59,6 @@ def sut_of(env: Mapping[str, str]) -> str | dict[str, Any]:
             raise InputError("RAGSPINE_SUT_RECORDED", "RAGSPINE_SUT=recorded needs a trace file")
         return {"kind": "recorded", "path": _location(path)}
     raise InputError("RAGSPINE_SUT", f"unknown SUT {kind!r} (known: reference, http, recorded)")
-
-
-def trace_store_from_env(env: Mapping[str, str] = os.environ, **options: int) -> resources.TraceStoreResource:
-    """The demo's production trace store as its ``defs.yaml`` reads it: ``RAGSPINE_TRACE_STORE`` (a
-    folder or ``s3://``), else ``$RAGSPINE_HOME/traces``; ``RAGSPINE_S3_ENDPOINT_URL`` and the AWS
-    region for S3. ``options`` override the resource's other fields (``max_attempts``)."""
-    return resources.TraceStoreResource(
-        uri=setting_path(env, "RAGSPINE_TRACE_STORE", f"{home_of(env)}/traces") or "",
-        endpoint_url=env.get("RAGSPINE_S3_ENDPOINT_URL") or None,
-        region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
-        **options,
-    )
 
 
 # The template variables of the demo's defs.yaml: each reads the environment when the definitions load.

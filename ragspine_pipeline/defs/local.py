@@ -35,7 +35,6 @@ from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.defs.alerts import finish_failed_run, finish_succeeded_run, free_slots, succeeded_steps
 from ragspine_pipeline.defs.automation import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.judge import EVALUATION_POOL, EVALUATION_SLOTS, POOLS
-from ragspine_pipeline.defs.production import daily
 from ragspine_pipeline.defs.resources import AlertsResource, EvalFiles
 from ragspine_pipeline.defs.sensor_tick import tick_sensor
 from ragspine_pipeline.files import atomic_output
@@ -356,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {run_id} had been left STARTED by a runner that died: marked failed, alert queued")
     if args.command == "run":
         day = date.fromisoformat(args.partition) if args.partition else datetime.now(UTC).date() - DAY
-        days = daily  # from the trace store's first day to yesterday
+        # From the demo trace store's first day to yesterday.
+        days = defs.get_assets_def("production_traces").partitions_def
         if not days.has_partition_key(day.isoformat()):
             print(f"--partition {day}: not a production day of this deployment ({days})", file=sys.stderr)
             return 2

@@ -58,12 +58,13 @@ from ragspine_pipeline.sources.sampling import priority
 from ragspine_pipeline.sources.shards import merge_shards, plan_shards, sample_shard
 
 GROUP = "production"
-daily = daily_partitions()
 
 
 def production_assets(service: Service) -> list[dg.AssetsDefinition]:
-    """The service's nightly `production_traces` (sampled in shards) and `production_metrics`."""
+    """The service's nightly `production_traces` (sampled in shards) and `production_metrics`, one
+    partition per day of its own trace store."""
     metrics_key = service.key("production_metrics")
+    daily = daily_partitions(service.trace_store)
 
     @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(dict), retry_policy=step_retries())
     def plan_day_shards(context: dg.OpExecutionContext) -> Iterator[dg.DynamicOutput[dict]]:

@@ -232,3 +232,16 @@ def test_each_variable_the_demo_reads_reaches_its_setting(tmp_path):
     assert service.trace_store.region == "eu-west-1"
     http = demo_service({"RAGSPINE_SUT": "http", "RAGSPINE_SUT_URL": "http://127.0.0.1:9/"})
     assert '"url":"http://127.0.0.1:9/answer"' in http.sut.settings_json
+
+
+def test_a_services_production_days_start_at_its_own_trace_stores_first_day(tmp_path, monkeypatch):
+    """Not at the demo's store's: a team's service with a month of traces can be backfilled from its
+    first day, whatever the demo's store holds."""
+    monkeypatch.setenv("SB_URL", "http://127.0.0.1:9/answer")
+    monkeypatch.delenv("RAGSPINE_PARTITIONS_START", raising=False)
+    for day in ("2026-10-03", "2026-10-04"):
+        (tmp_path / "traces" / f"dt={day}").mkdir(parents=True)
+        (tmp_path / "traces" / f"dt={day}" / "part-0.jsonl").write_text("{}\n")
+    defs = definitions_of(declared(tmp_path))
+    days = defs.get_assets_def(dg.AssetKey(["support_bot", "production_traces"])).partitions_def
+    assert days.get_first_partition_key() == "2026-10-03"
