@@ -190,32 +190,30 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
         alerts = built(
             lambda: AlertsResource(
                 outbox_path=path(given.outbox, home("alerts", "outbox.jsonl")),
-                **{
-                    key: value
-                    for key, value in {
-                        "slack_channel": given.slack_channel,
-                        "runbook_url": given.runbook,
-                        "webserver_base_url": given.webserver_url,
-                        "reports_base_url": given.reports_url,
-                        "ttl_hours": given.ttl_hours,
-                        "service": name if self.prefixed else None,
-                    }.items()
-                    if value not in (None, "")
-                },
+                **_given(
+                    slack_channel=given.slack_channel,
+                    runbook_url=given.runbook,
+                    webserver_base_url=given.webserver_url,
+                    reports_base_url=given.reports_url,
+                    ttl_hours=given.ttl_hours,
+                    service=name if self.prefixed else None,
+                ),
             ),
             {"ttl_hours": "alerts.ttl_hours"},
         )
         judge = self.judge
         judged = built(
             lambda: JudgeResource(
-                repeat=judge.repeat,
-                thresholds=judge.thresholds or "",
-                max_calls=judge.max_calls,
-                max_tokens=judge.max_tokens,
-                max_input_chars=judge.max_input_chars,
                 cache_uri=path(judge.cache, posixpath.join(work, "judge-cache")),
                 cache_endpoint_url=endpoint,
-                production_sample=judge.production_sample,
+                **_given(
+                    repeat=judge.repeat,
+                    thresholds=judge.thresholds,
+                    max_calls=judge.max_calls,
+                    max_tokens=judge.max_tokens,
+                    max_input_chars=judge.max_input_chars,
+                    production_sample=judge.production_sample,
+                ),
             ),
             {name: f"judge.{name}" for name in JudgeResource.model_fields},
         )
@@ -261,6 +259,12 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
                 field = ".".join(str(part) for part in ("sut", *error["loc"]))
                 raise InputError(where, error["msg"], field=field) from None
         return SutResource(kind="declared", settings_json=settings.model_dump_json(), **replay)
+
+
+def _given(**settings: Any) -> dict[str, Any]:
+    """The settings a declaration gives (neither None nor empty): a resource takes its own default for
+    the others, so each default is stated once, on the resource."""
+    return {key: value for key, value in settings.items() if value not in (None, "")}
 
 
 def definitions_of(service: Service) -> dg.Definitions:

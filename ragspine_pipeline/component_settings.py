@@ -11,8 +11,6 @@ from typing import Literal
 import dagster as dg
 from pydantic import Field
 
-from ragspine_pipeline.judge.prompts import DEFAULT_MAX_INPUT_CHARS
-
 
 class AlertSettings(dg.Model, dg.Resolvable):
     """Where this service's alerts are kept and posted, what they point to, and how long they wait."""
@@ -60,14 +58,15 @@ class ExtractionSettings(dg.Model, dg.Resolvable):
 
 class JudgeSettings(dg.Model, dg.Resolvable):
     """How the LLM judge is used when one is configured; its endpoint and key come from the environment
-    when a run starts (``RAGSPINE_JUDGE_*``), never from here."""
+    when a run starts (``RAGSPINE_JUDGE_*``), never from here. A setting not given takes the judge
+    resource's default (``defs.judge.JudgeResource``)."""
 
-    repeat: int = Field(default=1, description="judgments per model; the median is kept")
+    repeat: int | None = Field(default=None, description="judgments per model; the median is kept (1)")
     thresholds: str | None = Field(default=None, description="pass thresholds, metric=score,... (default 3)")
     max_calls: int | None = Field(default=None, description="budget per run: judge calls")
     max_tokens: int | None = Field(default=None, description="budget per run: tokens")
-    max_input_chars: int = Field(
-        default=DEFAULT_MAX_INPUT_CHARS, description="longest prompt input sent, per field (cut beyond)"
+    max_input_chars: int | None = Field(
+        default=None, description="longest prompt input sent, per field (cut beyond; 8000)"
     )
     cache: str | None = Field(default=None, description="judgment cache (default: <work>/judge-cache)")
-    production_sample: int = Field(default=50, description="nightly traces judged (0: none)")
+    production_sample: int | None = Field(default=None, description="nightly traces judged (0: none; 50)")
