@@ -6,35 +6,19 @@ run executes its steps, and where values between steps live. ``dg dev`` / ``dg c
 
 from __future__ import annotations
 
-import os
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 
 from ragspine_pipeline.defs.executor import executor_from_env
-from ragspine_pipeline.defs.io import ObjectStoreIOManager
-
-
-def io_manager_from_env(env: Mapping[str, str] = os.environ) -> ObjectStoreIOManager:
-    """Where values between steps live: ``RAGSPINE_IO_URI`` (``s3://bucket/prefix`` when steps run on
-    several hosts; ``RAGSPINE_S3_ENDPOINT_URL`` for an S3-compatible store), else the instance's
-    storage directory."""
-    return ObjectStoreIOManager(
-        base_uri=env.get("RAGSPINE_IO_URI") or None,
-        endpoint_url=env.get("RAGSPINE_S3_ENDPOINT_URL") or None,
-    )
 
 
 def location(services: dg.Definitions) -> dg.Definitions:
-    """``services`` (the definitions the component built for each service) with how a run executes its
-    steps and where values between steps live (written whole or not at all, so concurrent runs both
-    finish)."""
-    return dg.Definitions.merge(
-        services,
-        dg.Definitions(executor=executor_from_env(), resources={"io_manager": io_manager_from_env()}),
-    )
+    """``services`` (the definitions the component built for each service, each with its jobs' executor
+    and its values' store) with the same executor as the default of what else is launched here: an
+    asset materialised by hand from the UI runs as a service's job would."""
+    return dg.Definitions.merge(services, dg.Definitions(executor=executor_from_env()))
 
 
 # Dagster turns the asset checks a component returns into assets definitions and back, passing a beta

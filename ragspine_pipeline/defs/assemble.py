@@ -13,6 +13,7 @@ from ragspine_pipeline.defs.automation import automation_defs
 from ragspine_pipeline.defs.evaluation import evaluation_asset
 from ragspine_pipeline.defs.extraction import extraction_assets
 from ragspine_pipeline.defs.golden import golden_assets
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, io_manager_from_env
 from ragspine_pipeline.defs.production import production_assets
 from ragspine_pipeline.defs.release import release_assets
 from ragspine_pipeline.defs.reports import report_asset
@@ -21,8 +22,10 @@ from ragspine_pipeline.defs.service import Service
 
 
 def service_definitions(service: Service) -> dg.Definitions:
-    """The assets, checks, jobs, schedule and sensors of ``service`` (no resources: each step reads
-    the service's own settings)."""
+    """The assets, checks, jobs, schedule and sensors of ``service``, and where its values between steps
+    live (:data:`IO_MANAGER_KEY`; the other settings each step reads from the service itself). Its jobs
+    execute as ``RAGSPINE_EXECUTOR`` says (``defs.executor``) in whichever project declares the service:
+    the demo's code location and a team's own alike."""
     checks, baseline = release_assets(service)
     # A service without extraction channels has none of their assets or checks.
     scores, channels, alert, thresholds = extraction_assets(service) if service.extracts else [None] * 4
@@ -40,4 +43,5 @@ def service_definitions(service: Service) -> dg.Definitions:
             *alert_sensors,
             retry_guard_sensor(service.node("retry_guard_sensor"), service.owns),
         ],
+        resources={IO_MANAGER_KEY: io_manager_from_env()},
     )

@@ -15,6 +15,7 @@ import os
 
 import dagster as dg
 
+from ragspine_pipeline.defs.executor import executor_from_env
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG
 from ragspine_pipeline.defs.resources import IndexManifestResource
 from ragspine_pipeline.defs.service import Service
@@ -44,6 +45,9 @@ def sensor_interval(env: dict[str, str] | os._Environ = os.environ) -> int:
 def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
     """The service's jobs, its nightly schedule and its index-rebuild sensor."""
     key = service.key
+    # Each job carries its executor: a project's own default (Dagster's is a process per step) never
+    # decides how an evaluation runs.
+    executor = executor_from_env()
     production = dg.AssetSelection.assets(key("production_traces"), key("production_metrics"))
     nightly_eval = dg.define_asset_job(
         service.node("nightly_eval"),
@@ -51,6 +55,7 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         description="Sample the previous day's production traces, score them reference-free, refresh the "
         "report.",
         run_tags=RETRY_TAGS,
+        executor_def=executor,
     )
     reeval_on_index_rebuild = dg.define_asset_job(
         service.node("reeval_on_index_rebuild"),
@@ -64,6 +69,7 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         description="Replay the frozen golden set against the SUT on the new index, score, decide, report; "
         "score the re-extracted documents' channels.",
         run_tags=RETRY_TAGS,
+        executor_def=executor,
     )
     # Not partitioned, so it runs as launched (`dg launch --job …full_eval`, no partition to name): a
     # production day is `nightly_eval`'s, one run per day, and the report here shows the latest days.
@@ -77,6 +83,7 @@ def automation_defs(service: Service) -> tuple[list, list[dg.ScheduleDefinition]
         "baseline, the extraction channels and the report (with the latest production days). "
         "`nightly_eval` scores a production day.",
         run_tags=RETRY_TAGS,
+        executor_def=executor,
     )
     # Daily (02:00 UTC unless the service says) for the previous day (the daily partitions end at yesterday).
     hour, minute = service.nightly_at

@@ -28,7 +28,7 @@ from ragspine_pipeline.decision.flakiness import flakiness_sentence
 from ragspine_pipeline.decision.release import ReleaseDecision
 from ragspine_pipeline.decision.run_gates import run_gates
 from ragspine_pipeline.defs.golden import GROUP, INDEX_VERSION_TAG, gold_of, replays_of
-from ragspine_pipeline.defs.io import to_frame
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, to_frame
 from ragspine_pipeline.defs.judge import EVALUATION_POOL, judge_check, judge_check_spec, judge_step
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.release import DECISION_TAG, decision_metadata, decision_value
@@ -62,12 +62,14 @@ def evaluation_asset(service: Service) -> dg.AssetsDefinition:
         outs={
             "metric_table": dg.AssetOut(
                 key=table_key,
+                io_manager_key=IO_MANAGER_KEY,
                 group_name=service.node(GROUP),
                 description="Per-case × metric scores in long format (qid, metric, model, value, "
                 "applicable): a flag is 1.0 / 0.0, a metric that does not apply to a case has a null value.",
             ),
             "release_decision": dg.AssetOut(
                 key=service.key("release_decision"),
+                io_manager_key=IO_MANAGER_KEY,
                 group_name=service.node(GROUP),
                 description="`ship` or `block` with every reason: failed gates and slices, regressions, "
                 "the causes, index and golden versions; also written as release_decision.json.",

@@ -23,6 +23,7 @@ from ragspine_pipeline.alerts.builders import gate_alert
 from ragspine_pipeline.alerts.model import Finding
 from ragspine_pipeline.contracts.extraction import load_truth
 from ragspine_pipeline.decision import extraction_baseline as thresholds
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY
 from ragspine_pipeline.defs.metadata import json_document, markdown_table, user_errors
 from ragspine_pipeline.defs.resources import EvalFiles
 from ragspine_pipeline.defs.retries import step_retries
@@ -45,7 +46,9 @@ def extraction_assets(service: Service) -> list:
     """The service's `extraction_scores` with its channel checks and alert, and `extraction_baseline`."""
     asset = service.key("extraction_scores")
 
-    @dg.asset(key=asset, group_name=service.node(GROUP), retry_policy=step_retries())
+    @dg.asset(
+        key=asset, group_name=service.node(GROUP), io_manager_key=IO_MANAGER_KEY, retry_policy=step_retries()
+    )
     def extraction_scores(context: dg.AssetExecutionContext) -> dg.Output[dict]:
         """Per-channel accuracy of the extracted facts against the ground truth, and the threshold check,
         as a small dict (what `extraction.json` holds, figures rounded) with the unrounded
@@ -194,6 +197,7 @@ def extraction_assets(service: Service) -> list:
 
     @dg.asset(
         key=service.key("extraction_baseline"),
+        io_manager_key=IO_MANAGER_KEY,
         group_name=service.node(GROUP),
         ins={"extraction_scores": dg.AssetIn(asset)},
         retry_policy=step_retries(),

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from ragspine_pipeline.contracts.columns import load_gold, load_traces
 from ragspine_pipeline.contracts.schemas import GOLD_SCHEMA, TRACE_SCHEMA
 from ragspine_pipeline.decision.golden import GoldenLock, verified_lock
-from ragspine_pipeline.defs.io import to_frame, to_table
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, to_frame, to_table
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.retries import step_retries
@@ -33,7 +33,12 @@ REPLAY = "replay"  # golden_traces: which replay of the golden set a trace belon
 def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
     """The service's `golden_set` and `golden_traces`."""
 
-    @dg.asset(key=service.key("golden_set"), group_name=service.node(GROUP), retry_policy=step_retries())
+    @dg.asset(
+        key=service.key("golden_set"),
+        group_name=service.node(GROUP),
+        io_manager_key=IO_MANAGER_KEY,
+        retry_policy=step_retries(),
+    )
     def golden_set(context: dg.AssetExecutionContext) -> dg.Output[pd.DataFrame]:
         """The frozen golden set, validated line by line and verified against its freeze lock: one row per
         case (canonical columns). A golden set whose content no longer matches its lock fails here.
@@ -72,6 +77,7 @@ def golden_assets(service: Service) -> list[dg.AssetsDefinition]:
 
     @dg.asset(
         key=service.key("golden_traces"),
+        io_manager_key=IO_MANAGER_KEY,
         group_name=service.node(GROUP),
         ins={"golden_set": dg.AssetIn(service.key("golden_set"))},
         pool=service.node(EVALUATION_POOL),

@@ -23,8 +23,11 @@ are kept in the Parquet schema metadata. The scoring core stays on Arrow: :func:
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import pickle
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -36,6 +39,9 @@ from pydantic import BaseModel
 from ragspine_pipeline.sources.objects import ObjectFolder
 
 ATTRS_KEY = b"ragspine.attrs"
+IO_MANAGER_KEY = "ragspine_io_manager"
+"""The resource key every asset and op output of a service is stored under: a name of its own, so that a
+project's own ``io_manager`` (or Dagster's default) neither replaces it nor clashes with it."""
 
 
 def to_frame(table: pa.Table, **attrs: Any) -> pd.DataFrame:
@@ -132,3 +138,16 @@ class ObjectStoreIOManager(dg.ConfigurableIOManagerFactory):
     def create_io_manager(self, context: dg.InitResourceContext) -> _ObjectStoreIO:
         base = self.base_uri or context.instance.storage_directory()
         return _ObjectStoreIO(ObjectFolder(base, endpoint_url=self.endpoint_url, region=self.region))
+
+
+def io_manager_from_env(env: Mapping[str, str] = os.environ) -> ObjectStoreIOManager:
+    """Where values between steps live: ``RAGSPINE_IO_URI`` (``s3://bucket/prefix`` when steps run on
+    several hosts; ``RAGSPINE_S3_ENDPOINT_URL`` for an S3-compatible store), else the instance's
+    storage directory. One object per setting: every service of a code location hands Dagster the same
+    one (definitions that name one resource key merge only when it is the same object)."""
+    return _io_manager(env.get("RAGSPINE_IO_URI") or None, env.get("RAGSPINE_S3_ENDPOINT_URL") or None)
+
+
+@functools.cache
+def _io_manager(base_uri: str | None, endpoint_url: str | None) -> ObjectStoreIOManager:
+    return ObjectStoreIOManager(base_uri=base_uri, endpoint_url=endpoint_url)

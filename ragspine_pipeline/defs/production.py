@@ -25,7 +25,7 @@ from ragspine_pipeline.alerts.model import Drop
 from ragspine_pipeline.alerts.nightly import drop_alert
 from ragspine_pipeline.alerts.streams import incident_rows, observed
 from ragspine_pipeline.contracts.schemas import TRACE_SCHEMA
-from ragspine_pipeline.defs.io import to_frame, to_table
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, to_frame, to_table
 from ragspine_pipeline.defs.judge import (
     JUDGE_POOL,
     TRACE_SCAN_POOL,
@@ -66,7 +66,11 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
     metrics_key = service.key("production_metrics")
     daily = daily_partitions(service.trace_store)
 
-    @dg.op(name=service.node("plan_day_shards"), out=dg.DynamicOut(dict), retry_policy=step_retries())
+    @dg.op(
+        name=service.node("plan_day_shards"),
+        out=dg.DynamicOut(dict, io_manager_key=IO_MANAGER_KEY),
+        retry_policy=step_retries(),
+    )
     def plan_day_shards(context: dg.OpExecutionContext) -> Iterator[dg.DynamicOutput[dict]]:
         """The day's trace objects in contiguous groups balanced by size, one per shard (one empty shard
         for a day without objects, so the merge still records the empty day), each with the night's
@@ -82,7 +86,12 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
                 {"objects": objects, "sample_size": plan.size}, mapping_key=f"shard_{number}"
             )
 
-    @dg.op(name=service.node("sample_day_shard"), pool=TRACE_SCAN_POOL, retry_policy=step_retries())
+    @dg.op(
+        name=service.node("sample_day_shard"),
+        out=dg.Out(dict, io_manager_key=IO_MANAGER_KEY),
+        pool=TRACE_SCAN_POOL,
+        retry_policy=step_retries(),
+    )
     def sample_day_shard(context: dg.OpExecutionContext, shard: dict) -> dict:
         """One streaming pass over one shard's objects: its sample candidates, distinct-id digests, exact
         counts and quarantined lines (redacted) — plain data, merged by `merge_day_sample`."""
@@ -99,7 +108,11 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
             )
         return {**result, "sample_size": shard["sample_size"]}
 
-    @dg.op(name=service.node("merge_day_sample"), retry_policy=step_retries())
+    @dg.op(
+        name=service.node("merge_day_sample"),
+        out=dg.Out(io_manager_key=IO_MANAGER_KEY),
+        retry_policy=step_retries(),
+    )
     def merge_day_sample(context: dg.OpExecutionContext, shards: list[dict]) -> dg.Output[pd.DataFrame]:
         """The day's sample from its shards — exactly what one pass over the whole day gives — redacted,
         as canonical trace rows; `sample.jsonl` and `quarantine.jsonl` are kept in the work folder
@@ -163,6 +176,7 @@ def production_assets(service: Service) -> list[dg.AssetsDefinition]:
 
     @dg.asset(
         key=metrics_key,
+        io_manager_key=IO_MANAGER_KEY,
         ins={"production_traces": dg.AssetIn(service.key("production_traces"))},
         group_name=service.node(GROUP),
         partitions_def=daily,

@@ -29,6 +29,7 @@ from ragspine_pipeline.decision.promotion import ratchet_entry
 from ragspine_pipeline.decision.release import PAIRED_REGRESSION, ReleaseDecision
 from ragspine_pipeline.decision.release_rows import FailedSlice, GateRow
 from ragspine_pipeline.defs.golden import GROUP
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY
 from ragspine_pipeline.defs.judge import EVALUATION_POOL
 from ragspine_pipeline.defs.metadata import markdown_table, user_errors
 from ragspine_pipeline.defs.resources import METRIC_SCOPE
@@ -289,6 +290,7 @@ def release_assets(service: Service) -> list:
 
     @dg.asset(
         key=service.key("baseline"),
+        io_manager_key=IO_MANAGER_KEY,
         group_name=service.node(GROUP),
         ins={"release_decision": dg.AssetIn(service.key("release_decision"))},
         output_required=False,  # a blocked release materialises nothing

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ragspine_pipeline.decision.gates import canonical_keys
-from ragspine_pipeline.defs.io import to_frame
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, to_frame
 from ragspine_pipeline.defs.metadata import user_errors
 from ragspine_pipeline.defs.production import recent_production_days
 from ragspine_pipeline.defs.resources import METRIC_SCOPE, EvalFiles
@@ -52,6 +52,7 @@ def report_asset(service: Service) -> dg.AssetsDefinition:
     # metric_table, written in the same step, not release_decision, whose gate checks block).
     @dg.asset(
         key=service.key("slice_report"),
+        io_manager_key=IO_MANAGER_KEY,
         group_name=service.node("reports"),
         deps=[metric_table, service.key("production_metrics"), *([extraction] if service.extracts else [])],
         retry_policy=step_retries(),

@@ -15,6 +15,7 @@ import dagster as dg
 import pytest
 
 from ragspine_pipeline.defs.golden import INDEX_VERSION_TAG, golden_assets
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, ObjectStoreIOManager
 from ragspine_pipeline.defs.resources import (
     AlertsResource,
     EvalFiles,
@@ -32,6 +33,8 @@ ASKED: Counter[str] = Counter()
 STATE = {"answer": "before", "down": set()}  # what the service answers now, and the cases it cannot
 LOCK = threading.Lock()
 WORK = "RAGSPINE_TEST_GOLDEN_ANSWERS"  # the work folder of the reconstructable job below
+
+STORE = {IO_MANAGER_KEY: ObjectStoreIOManager()}  # where a service's steps hand on their values
 
 
 def ask(case: dict) -> dict:
@@ -72,7 +75,12 @@ def service_state():
 
 
 def materialize(service: Service, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    return dg.materialize(golden_assets(service), instance=instance, tags={INDEX_VERSION_TAG: "ix-7"})
+    return dg.materialize(
+        golden_assets(service),
+        resources=STORE,
+        instance=instance,
+        tags={INDEX_VERSION_TAG: "ix-7"},
+    )
 
 
 def answers(result) -> set[str]:
@@ -104,7 +112,7 @@ def golden_job() -> dg.JobDefinition:
     """The two golden assets as a job Dagster can reconstruct (what a re-execution needs)."""
     assets = golden_assets(service_at(Path(os.environ[WORK])))
     job = dg.define_asset_job("golden", executor_def=dg.in_process_executor)
-    return dg.Definitions(assets=assets, jobs=[job]).resolve_job_def("golden")
+    return dg.Definitions(assets=assets, jobs=[job], resources=STORE).resolve_job_def("golden")
 
 
 @pytest.mark.system  # a whole code-location runs
@@ -180,7 +188,11 @@ def test_a_run_of_the_founding_release_that_the_paired_test_alone_blocks_joins_t
         for passing, run in ((180, "lucky"), (160, "honest")):  # the same release, a lucky run first
             STATE["passing"] = passing
             result = dg.materialize(
-                assets, instance=instance, tags={INDEX_VERSION_TAG: "ix-7"}, raise_on_error=False
+                assets,
+                resources=STORE,
+                instance=instance,
+                tags={INDEX_VERSION_TAG: "ix-7"},
+                raise_on_error=False,
             )
             assert result.success, run
     entry = json.loads((tmp_path / "baseline.json").read_text())["golden"]

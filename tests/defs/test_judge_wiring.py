@@ -78,12 +78,12 @@ def test_the_nightly_run_judges_a_seeded_sub_sample(demo, monkeypatch):
     service = demo_service(
         demo_env(demo / "demo", demo, RAGSPINE_JUDGE_PRODUCTION_SAMPLE="7", RAGSPINE_GATES_CONFIG=gates)
     )
-    defs, resources = location(definitions_of(service)), service.resources
+    defs = location(definitions_of(service))
     with FakeJudge(reply_for=relevancy) as fake, dg.instance_for_test() as instance:
         monkeypatch.setenv("RAGSPINE_JUDGE_BASE_URL", fake.url)
         result = dg.materialize(
             [defs.get_assets_def("production_traces"), defs.get_assets_def("production_metrics")],
-            resources=resources,
+            resources=defs.resources,
             instance=instance,
             partition_key=day,
         )

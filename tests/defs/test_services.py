@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from ragspine_pipeline.defs.io import IO_MANAGER_KEY, ObjectStoreIOManager
 from ragspine_pipeline.errors import InputError
 from tests.defs.declared import DEMO_DECLARATION
 from tests.fake_rag_service import NESTED_MAPPING, FakeRagService
@@ -220,6 +221,34 @@ def test_each_services_jobs_select_its_own_steps_only(tmp_path, monkeypatch):
         selected = set(defs.resolve_job_def(job).asset_layer.selected_asset_keys)
         days = {key for key in own if key.path[-1] in ("production_traces", "production_metrics")}
         assert selected == own - days, job
+
+
+def test_in_a_project_of_ones_own_each_service_runs_and_stores_as_in_the_code_location(tmp_path, monkeypatch):
+    """A project's own definitions set no executor or IO manager (Dagster's defaults: a process per step,
+    pickles): each service's jobs still execute in process, as ``RAGSPINE_EXECUTOR`` says, and every value
+    a step hands on goes through the service's IO manager (Parquet, JSON, whole or absent), under a key
+    of its own beside the project's ``io_manager``; two services share it."""
+    folder = project(tmp_path / "evals-project")
+    sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
+    declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
+    declare_demo(folder)
+    defs = load(folder, monkeypatch)
+    jobs = [job for job in defs.resolve_all_job_defs() if not job.name.startswith("__")]
+    assert len(jobs) == 6
+    assert {job.executor_def.name for job in jobs} == {"in_process"}
+    stored = {  # what each step hands on (a check's result is recorded, not stored)
+        (handle.name, out.io_manager_key)
+        for job in jobs
+        for handle in job.graph.iterate_node_handles()
+        if isinstance(node := job.graph.get_node(handle).definition, dg.OpDefinition)
+        for out in node.output_defs
+        if job.asset_layer.get_asset_check_key_for_node_output(handle, out.name) is None
+    }
+    assert stored and {key for _, key in stored} == {IO_MANAGER_KEY}, stored
+    assert isinstance(defs.resources[IO_MANAGER_KEY], ObjectStoreIOManager)
+    monkeypatch.setenv("RAGSPINE_EXECUTOR", "multiprocess")
+    again = load(folder, monkeypatch)
+    assert again.resolve_job_def("gamma__full_eval").executor_def.name == "multiprocess"
 
 
 def dg_command(folder: Path, *argv: str) -> subprocess.CompletedProcess:
