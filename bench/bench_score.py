@@ -9,7 +9,9 @@ production export has them (shuffled, 8 % of the cases without a trace, 5 % writ
 their case by the ``q_id`` alias), which needs the hash join. Then runs the command as a separate
 process and reports wall time and the child's peak RSS in JSON and Markdown, beside the parse-only
 yardstick on the same files, and with ``--reference`` the seed-000 per-line scorer
-(``bench/seed000_scorer.py``). Results go to stdout as a Markdown table for bench/RESULTS.md.
+(``bench/seed000_scorer.py``) and the library-path yardstick (``bench/library_path.py``: the grounded
+flags in one DuckDB statement, none of the input rules kept). Results go to stdout as a Markdown table
+for bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ PARSE_ONLY = "import sys, pyarrow.json as pj; [pj.read_json(p) for p in sys.argv
 def run_once(gold: Path, traces: Path, fmt: str) -> tuple[float, float, int]:
     if fmt == "parse-only":  # the floor: pyarrow.json.read_json of both files, nothing else
         cmd = [sys.executable, "-c", PARSE_ONLY, str(gold), str(traces)]
+    elif fmt == "library-path":  # one DuckDB statement, no input rules: the floor under a scorer with them
+        cmd = [sys.executable, str(Path(__file__).with_name("library_path.py")), str(gold), str(traces)]
+        cmd += [str(DATA / "report.library-path.json")]
     elif fmt == "seed-000":  # the per-line reference users migrate from
         cmd = [sys.executable, str(Path(__file__).with_name("seed000_scorer.py")), "--gold", str(gold)]
         cmd += ["--trace", str(traces)]
@@ -142,7 +147,8 @@ def main() -> None:
     for shuffled in (False, True):
         gold, traces = _paths(args.n, args.seed, shuffled)
         order = "production" if shuffled else "gold order"
-        formats = ["parse-only", "json", "markdown"] + (["seed-000"] if shuffled and args.reference else [])
+        reference = ["library-path", "seed-000"] if shuffled and args.reference else []
+        formats = ["parse-only", "json", "markdown", *reference]
         # Interleaved: each repetition runs every format once, so that a noisy minute hits all alike.
         runs: dict[str, list[tuple[float, float, int]]] = {fmt: [] for fmt in formats}
         for _ in range(args.repeat):
@@ -165,6 +171,8 @@ def main() -> None:
         wall, rss = medians["production", "seed-000"]
         ours, our_rss = medians["production", "json"]
         print(f"seed-000 reference: {wall / ours:.1f} × the time, {rss / our_rss:.1f} × the memory of json")
+        floor, floor_rss = medians["production", "library-path"]
+        print(f"library path: {wall / floor:.1f} × faster than seed-000, {floor_rss / rss:.2f} of its memory")
     gold, traces = _paths(args.n, args.seed, True)
     sizes = {p.name: p.stat().st_size / 1e6 for p in (gold, traces)}
     print("\nfiles: " + ", ".join(f"{name} {size:.0f} MB" for name, size in sizes.items()))
