@@ -227,12 +227,18 @@ def test_in_a_project_of_ones_own_each_service_runs_and_stores_as_in_the_code_lo
     """A project's own definitions set no executor or IO manager (Dagster's defaults: a process per step,
     pickles): each service's jobs still execute in process, as ``RAGSPINE_EXECUTOR`` says, and every value
     a step hands on goes through the service's IO manager (Parquet, JSON, whole or absent), under a key
-    of its own beside the project's ``io_manager``; two services share it."""
+    of its own beside the project's own ``io_manager``; two services share it."""
     folder = project(tmp_path / "evals-project")
     sut = {"kind": "http", "url": "http://127.0.0.1:9/answer"}
     declare(folder, "gamma", {"golden_set": "gold.jsonl", "trace_store": "traces", "sut": sut})
     declare_demo(folder)
+    own = folder / "evals" / "defs" / "own_store" / "definitions.py"  # the project's own default store
+    own.parent.mkdir()
+    own.write_text(
+        "import dagster as dg\n\ndefs = dg.Definitions(resources={'io_manager': dg.mem_io_manager})\n"
+    )
     defs = load(folder, monkeypatch)
+    assert defs.resources["io_manager"] is dg.mem_io_manager  # the project's, untouched
     jobs = [job for job in defs.resolve_all_job_defs() if not job.name.startswith("__")]
     assert len(jobs) == 6
     assert {job.executor_def.name for job in jobs} == {"in_process"}
