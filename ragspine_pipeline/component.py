@@ -206,14 +206,7 @@ class RagEvaluation(dg.Component, dg.Model, dg.Resolvable):
             lambda: JudgeResource(
                 cache_uri=path(judge.cache, posixpath.join(work, "judge-cache")),
                 cache_endpoint_url=endpoint,
-                **_given(
-                    repeat=judge.repeat,
-                    thresholds=judge.thresholds,
-                    max_calls=judge.max_calls,
-                    max_tokens=judge.max_tokens,
-                    max_input_chars=judge.max_input_chars,
-                    production_sample=judge.production_sample,
-                ),
+                **_given(**judge.model_dump(exclude={"cache"})),  # each under the resource's own name
             ),
             {name: f"judge.{name}" for name in JudgeResource.model_fields},
         )
